@@ -1,0 +1,157 @@
+# One entry point: deps, all, test, run, bench, clean.
+#   make deps                      install the Debian and Python packages (root)
+#   make [CUDA=0] [MPI=0]          build everything this machine can into build/
+#   make test                      every test; last line "N passed, N failed, N skipped"
+#   make run [BENCH=..] [SCALE=..] [DEVICE=..]   prepare data, train to target, log
+#   make bench                     the benchmarks this machine can run
+
+.DEFAULT_GOAL := all
+SHELL := /bin/bash
+
+# ---------------------------------------------------------------- probes
+CUDA_HOME ?= /usr/local/cuda
+NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x $(CUDA_HOME)/bin/nvcc && echo $(CUDA_HOME)/bin/nvcc; })
+CUDA ?= $(if $(NVCC),1,0)
+MPICC := $(shell command -v mpicc 2>/dev/null)
+MPI ?= $(if $(MPICC),1,0)
+PKGS := lmdb libturbojpeg libpng libcjson openblas
+PKG_OK := $(shell pkg-config --exists $(PKGS) 2>/dev/null && echo 1)
+PYTHON ?= python3
+
+ifneq ($(filter-out deps clean test run bench,$(or $(MAKECMDGOALS),all)),)
+ifneq ($(PKG_OK),1)
+$(error missing libraries (pkg-config: $(PKGS)); run 'make deps' as root first)
+endif
+endif
+
+ifeq ($(CUDA),1)
+ifeq ($(NVCC),)
+$(error CUDA=1 but nvcc was not found; install the CUDA toolkit or build with CUDA=0)
+endif
+endif
+
+# ---------------------------------------------------------------- flags
+BUILD ?= build
+CFLAGS := -O2 -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -MMD -MP -Icommon
+CFLAGS += $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+LDLIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -pthread
+NVCCFLAGS := -O2 -std=c++17 -Icommon -MMD -MP -Xcompiler -Wall,-Wextra \
+  -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+
+ifeq ($(CUDA),1)
+CFLAGS += -DHAVE_CUDA=1 -I$(CUDA_HOME)/include
+NVCCFLAGS += -DHAVE_CUDA=1
+LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 \
+  -lcudnn -lcublasLt -lcublas -lnccl -lcudart -lstdc++
+else
+CFLAGS += -DHAVE_CUDA=0
+endif
+ifeq ($(MPI),1)
+CFLAGS += -DHAVE_MPI=1 $(shell $(MPICC) --showme:compile)
+LDLIBS += $(shell $(MPICC) --showme:link)
+else
+CFLAGS += -DHAVE_MPI=0
+endif
+
+# ---------------------------------------------------------------- sources
+# The shared runtime: every .c (and .cu with CUDA) under common/.
+COMMON_SRC := $(wildcard common/*.c) $(if $(filter 1,$(CUDA)),$(wildcard common/*.cu))
+COMMON_OBJ := $(COMMON_SRC:%=$(BUILD)/obj/%.o)
+LIBCOMMON := $(BUILD)/libcommon.a
+
+# Trainers: a task directory with a train.c builds build/bin/<bench> from its
+# .c (and .cu) files.
+BENCH_DIR_resnet := image_classification
+BENCH_DIR_ssd := object_detection
+BENCH_DIR_transformer := translation
+BENCH_DIR_ncf := recommendation
+BENCH_DIR_bert := language
+BENCHES := resnet ssd transformer ncf bert
+BUILT_BENCHES := $(foreach b,$(BENCHES),$(if $(wildcard $(BENCH_DIR_$(b))/train.c),$(b)))
+task_src = $(wildcard $(1)/*.c) $(if $(filter 1,$(CUDA)),$(wildcard $(1)/*.cu))
+TRAINER_BINS := $(BUILT_BENCHES:%=$(BUILD)/bin/%)
+
+# Tools: every datasets/*.c is one program (converters, generators).
+TOOL_BINS := $(patsubst datasets/%.c,$(BUILD)/bin/%,$(wildcard datasets/*.c))
+
+# Tests: every tests/test_*.c is one program, linked with the harness.
+TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
+HARNESS_OBJ := $(BUILD)/obj/tests/harness.c.o
+
+# Benchmarks: every tests/bench/bench_*.c is one program.
+BENCH_BINS := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(wildcard tests/bench/bench_*.c))
+
+ALL_OBJ := $(COMMON_OBJ) $(HARNESS_OBJ)
+
+# ---------------------------------------------------------------- rules
+.PHONY: all deps test run bench clean probe
+all: probe $(LIBCOMMON) $(TRAINER_BINS) $(TOOL_BINS) $(TEST_BINS) $(BENCH_BINS)
+
+probe:
+	@echo "build: CUDA=$(CUDA)$(if $(NVCC), (nvcc $(NVCC))) MPI=$(MPI)$(if $(MPICC), ($(MPICC))) libraries=$(if $(PKG_OK),found,MISSING) trainers=[$(strip $(BUILT_BENCHES))]"
+
+# V=1 shows the full commands.
+Q := $(if $(filter 1,$(V)),,@)
+$(BUILD)/obj/%.c.o: %.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC    $<")
+	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.cu.o: %.cu
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  NVCC  $<")
+	$(Q)$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(LIBCOMMON): $(COMMON_OBJ)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  AR    $@")
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+define trainer_rule
+$(BUILD)/bin/$(1): $(patsubst %,$(BUILD)/obj/%.o,$(call task_src,$(BENCH_DIR_$(1)))) $(LIBCOMMON)
+	@mkdir -p $$(dir $$@)
+	@$$(if $$(Q),echo "  LD    $$@")
+	$$(Q)$$(CC) $$^ -o $$@ $$(LDLIBS)
+ALL_OBJ += $(patsubst %,$(BUILD)/obj/%.o,$(call task_src,$(BENCH_DIR_$(1))))
+endef
+$(foreach b,$(BUILT_BENCHES),$(eval $(call trainer_rule,$(b))))
+
+$(BUILD)/bin/%: $(BUILD)/obj/datasets/%.c.o $(LIBCOMMON)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD    $@")
+	$(Q)$(CC) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.c.o $(HARNESS_OBJ) $(LIBCOMMON)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD    $@")
+	$(Q)$(CC) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.c.o $(LIBCOMMON)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD    $@")
+	$(Q)$(CC) $^ -o $@ $(LDLIBS)
+
+ALL_OBJ += $(patsubst datasets/%.c,$(BUILD)/obj/datasets/%.c.o,$(wildcard datasets/*.c))
+ALL_OBJ += $(patsubst tests/%.c,$(BUILD)/obj/tests/%.c.o,$(wildcard tests/test_*.c tests/bench/*.c))
+-include $(ALL_OBJ:.o=.d)
+
+# ---------------------------------------------------------------- commands
+# test, run and bench first make sure the packages are there (quick when they
+# are), then build in a fresh make so that the library probes see them.
+deps:
+	@bash common/scripts/deps.sh
+
+test:
+	@bash common/scripts/deps.sh && $(MAKE) --no-print-directory -j$$(nproc) all && bash tests/run_tests.sh $(BUILD)
+
+BENCH ?= resnet
+DEVICE ?= auto
+run:
+	@bash common/scripts/deps.sh && $(MAKE) --no-print-directory -j$$(nproc) all && \
+	  bash common/scripts/run.sh "$(BENCH)" "$(SCALE)" "$(DEVICE)" $(BUILD)
+
+bench:
+	@bash common/scripts/deps.sh && $(MAKE) --no-print-directory -j$$(nproc) all && bash tests/bench/run_all.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,62 @@
+// config.h: `key = value` config files under flags `--key=value`. Every key is
+// declared with a type and default; an unknown key, a missing value or a value
+// of the wrong type is a one-line error naming the key and where it came from.
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { CFG_INT, CFG_FLOAT, CFG_STRING, CFG_BOOL } ConfigType;
+
+typedef struct ConfigKey {
+  const char *name;
+  ConfigType type;
+  const char *default_value;  // text, parsed like any other value
+  const char *help;
+} ConfigKey;
+
+#define CONFIG_MAX_KEYS 256
+
+typedef struct Config {
+  int count;
+  const ConfigKey *keys[CONFIG_MAX_KEYS];
+  char *values[CONFIG_MAX_KEYS];        // owned copies
+  const char *origins[CONFIG_MAX_KEYS]; // "default", "flag" or the file path (interned)
+  char *files[16];                      // config files loaded, owned
+  int n_files;
+} Config;
+
+void config_init(Config *c);
+// Declares a table of keys; may be called several times (common + trainer keys).
+void config_add_keys(Config *c, const ConfigKey *keys, int count);
+void config_free(Config *c);
+
+// Each returns 0, or -1 with a one-line message in err.
+int config_set(Config *c, const char *key, const char *value, const char *origin,
+               char *err, size_t err_bytes);
+int config_load_file(Config *c, const char *path, char *err, size_t err_bytes);
+// Loads every --config=FILE in order, then applies the other flags over them.
+// "--flag" alone sets a bool key to true. "--help" sets *help_asked.
+int config_parse_args(Config *c, int argc, char **argv, bool *help_asked, char *err,
+                      size_t err_bytes);
+// config_parse_args, dying with the message on error; prints the keys and
+// exits 0 on --help.
+void config_from_args(Config *c, int argc, char **argv, const char *program);
+
+int64_t config_int(const Config *c, const char *key);
+double config_float(const Config *c, const char *key);
+const char *config_string(const Config *c, const char *key);
+bool config_bool(const Config *c, const char *key);
+
+// The effective config, one "key = value  # origin" line each, sorted by key.
+void config_print(const Config *c, FILE *out);
+void config_print_help(const Config *c, FILE *out, const char *program);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,92 @@
+// device.h: the device layer. Detects a usable GPU (no driver or no device
+// means CPU), owns the CUDA streams and library handles, and moves memory.
+// Everything here compiles without CUDA; the CUDA parts live in device_cuda.cu.
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { DEVICE_CPU = 0, DEVICE_CUDA = 1 } DeviceKind;
+
+// The CUDA libraries' own handle types, declared so C code can hold them.
+struct CUstream_st;
+struct CUevent_st;
+struct cublasContext;
+struct cublasLtContext;
+struct cudnnContext;
+
+typedef struct Device {
+  DeviceKind kind;
+  int index;                        // CUDA ordinal
+  struct CUstream_st *stream;       // compute
+  struct CUstream_st *copy_stream;  // host-to-device input copies
+  struct CUstream_st *comm_stream;  // gradient all-reduce
+  struct cublasContext *cublas;
+  struct cublasLtContext *cublaslt;
+  struct cudnnContext *cudnn;
+  void *workspace;                  // for cuBLASLt and cuDNN on `stream`
+  size_t workspace_bytes;
+  char name[256];
+  int sm_major, sm_minor, sm_count;
+  size_t memory_bytes;
+} Device;
+
+// Number of usable CUDA devices; 0 without a driver, without a device, or in a
+// CUDA=0 build.
+int device_cuda_count(void);
+bool device_cuda_available(void);
+// "cpu" | "cuda" | "auto" (cuda when a GPU is present). "cuda" on a machine
+// without one is a one-line error naming the flag.
+DeviceKind device_kind_parse(const char *flag_name, const char *value);
+const char *device_kind_name(DeviceKind kind);
+
+// Opens the device: on CUDA selects the ordinal, creates the streams, the
+// cuBLAS/cuBLASLt/cuDNN handles and the workspace.
+void device_open(Device *dev, DeviceKind kind, int index);
+void device_close(Device *dev);
+void device_sync(const Device *dev);
+// "1xNVIDIA H100 80GB HBM3"-style platform name, or the CPU model.
+void device_describe(const Device *dev, char *buf, size_t buf_bytes);
+
+// Memory on a device kind. CUDA allocations are plain cudaMalloc; host
+// memory for CUDA copies (pinned) comes from device_alloc_pinned.
+void *device_alloc(DeviceKind kind, size_t bytes);
+void device_free(DeviceKind kind, void *ptr);
+void *device_alloc_pinned(size_t bytes);  // plain malloc without CUDA
+void device_free_pinned(void *ptr);
+// Copies between any two of host and device memory; synchronous.
+void device_copy(DeviceKind dst_kind, void *dst, DeviceKind src_kind, const void *src,
+                 size_t bytes);
+void device_zero(DeviceKind kind, void *ptr, size_t bytes);
+
+// Wall time of device work: events on CUDA, the host clock on CPU.
+typedef struct DeviceTimer {
+  const Device *dev;
+  struct CUevent_st *start, *stop;
+  double start_s;
+} DeviceTimer;
+void device_timer_start(DeviceTimer *t, const Device *dev);
+double device_timer_stop_ms(DeviceTimer *t);  // waits for the device
+
+#if HAVE_CUDA
+// The CUDA halves of the functions above (device_cuda.cu).
+int device_cuda_count_cuda(void);
+void device_open_cuda(Device *dev, int index);
+void device_close_cuda(Device *dev);
+void device_sync_cuda(const Device *dev);
+void *device_alloc_cuda(size_t bytes);
+void device_free_cuda(void *ptr);
+void *device_alloc_pinned_cuda(size_t bytes);
+void device_free_pinned_cuda(void *ptr);
+void device_copy_cuda(void *dst, const void *src, size_t bytes);
+void device_zero_cuda(void *ptr, size_t bytes);
+void device_timer_start_cuda(DeviceTimer *t);
+double device_timer_stop_ms_cuda(DeviceTimer *t);
+#endif
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs what the build and the tests need: Debian packages, then Python
+# packages. Idempotent; quick when everything is already there.
+set -euo pipefail
+
+debs=(build-essential pkg-config libopenmpi-dev openmpi-bin liblmdb-dev lmdb-utils
+      libturbojpeg0-dev libpng-dev libopenblas-dev libcjson-dev
+      dataset-fashion-mnist)
+# Python module name -> PyPI package name.
+pymods=(numpy:numpy yaml:PyYAML mlperf_logging:mlperf-logging PIL:Pillow)
+python=${PYTHON:-python3}
+
+missing_debs=()
+for p in "${debs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
+    || missing_debs+=("$p")
+done
+if ((${#missing_debs[@]})); then
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "deps: missing Debian packages: ${missing_debs[*]}" >&2
+    echo "deps: run 'make deps' as root (or: sudo apt-get install ${missing_debs[*]})" >&2
+    exit 1
+  fi
+  echo "deps: installing ${missing_debs[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q >/dev/null
+  apt-get install -y -q "${missing_debs[@]}" >/dev/null
+fi
+
+missing_py=()
+for m in "${pymods[@]}"; do
+  "$python" -c "import ${m%%:*}" 2>/dev/null || missing_py+=("${m##*:}")
+done
+if ((${#missing_py[@]})); then
+  echo "deps: pip installing ${missing_py[*]}"
+  "$python" -m pip install -q "${missing_py[@]}"
+fi
+echo "deps: all present"

@@ -1,0 +1,154 @@
+// harness.c: the test harness behind test.h.
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "device.h"
+#include "rng.h"
+#include "test.h"
+
+static jmp_buf g_case_jump;
+static const char *g_case_name;
+static bool g_case_failed;
+static int g_failed_cases;
+
+void test_fail(const char *file, int line, const char *fmt, ...) {
+  // The first failure names the case; later ones add detail lines.
+  printf("%s %s: %s:%d: ", g_case_failed ? "  also" : "FAIL", g_case_name, file, line);
+  va_list ap;
+  va_start(ap, fmt);
+  vprintf(fmt, ap);
+  va_end(ap);
+  printf("\n");
+  fflush(stdout);
+  g_case_failed = true;
+}
+
+void test_abort_case(void) { longjmp(g_case_jump, 1); }
+
+void test_skip(const char *fmt, ...) {
+  printf("SKIP %s: ", g_case_name);
+  va_list ap;
+  va_start(ap, fmt);
+  vprintf(fmt, ap);
+  va_end(ap);
+  printf("\n");
+  fflush(stdout);
+  longjmp(g_case_jump, 2);
+}
+
+void test_run(const char *name, void (*fn)(void)) {
+  g_case_name = name;
+  g_case_failed = false;
+  int jumped = setjmp(g_case_jump);
+  if (jumped == 0) fn();
+  if (jumped == 2) return;  // skipped, already reported
+  if (g_case_failed)
+    g_failed_cases++;
+  else
+    printf("PASS %s\n", name);
+  fflush(stdout);
+}
+
+int test_finish(void) { return g_failed_cases ? 1 : 0; }
+
+int test_run_child(void (*fn)(void *), void *ctx, char *msg, size_t msg_bytes) {
+  int fds[2];
+  if (pipe(fds) != 0) {
+    snprintf(msg, msg_bytes, "pipe: %s", strerror(errno));
+    return -1;
+  }
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    dup2(fds[1], 2);
+    int devnull = open("/dev/null", O_WRONLY);
+    if (devnull >= 0) dup2(devnull, 1);
+    fn(ctx);
+    _exit(0);
+  }
+  close(fds[1]);
+  size_t len = 0;
+  ssize_t got;
+  char chunk[512];
+  msg[0] = 0;
+  while ((got = read(fds[0], chunk, sizeof chunk)) > 0) {
+    for (ssize_t i = 0; i < got && len + 1 < msg_bytes; i++) msg[len++] = chunk[i];
+    msg[len] = 0;
+  }
+  close(fds[0]);
+  // Keep the first line only: the one-line error the user would see.
+  msg[strcspn(msg, "\n")] = 0;
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return WEXITSTATUS(status);
+}
+
+double test_rel_error(const float *a, const float *b, int64_t n) {
+  double diff = 0, norm = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double d = (double)a[i] - (double)b[i];
+    if (isnan(a[i]) != isnan(b[i])) return INFINITY;
+    diff += d * d;
+    norm += (double)b[i] * b[i];
+  }
+  return sqrt(diff) / fmax(sqrt(norm), 1e-30);
+}
+
+static char g_tmpdir[256];
+static pid_t g_tmpdir_owner;
+
+static void remove_tmpdir(void) {
+  // A child from test_run_child that exits through exit() must not remove it.
+  if (getpid() != g_tmpdir_owner) return;
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmpdir);
+  if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", g_tmpdir);
+}
+
+const char *test_tmpdir(void) {
+  if (!g_tmpdir[0]) {
+    snprintf(g_tmpdir, sizeof g_tmpdir, "/tmp/mlsuite-test-XXXXXX");
+    if (!mkdtemp(g_tmpdir)) {
+      perror("mkdtemp");
+      exit(1);
+    }
+    g_tmpdir_owner = getpid();
+    atexit(remove_tmpdir);
+  }
+  return g_tmpdir;
+}
+
+bool test_have_gpu(void) { return device_cuda_available(); }
+
+void test_fill_uniform(float *x, int64_t n, uint64_t seed, float lo, float hi) {
+  rng_fill_uniform_cpu(x, n, seed, 0, 0, lo, hi);
+}
+
+double test_gradcheck(TestLossFn loss, void *ctx, float *x, const float *grad, int64_t n,
+                      float eps, int max_points, double floor) {
+  double worst = 0;
+  int64_t step = n > max_points ? n / max_points : 1;
+  for (int64_t i = 0; i < n; i += step) {
+    float saved = x[i];
+    x[i] = saved + eps;
+    double up = loss(ctx);
+    x[i] = saved - eps;
+    double down = loss(ctx);
+    x[i] = saved;
+    double numeric = (up - down) / (2.0 * eps);
+    double err = fabs((double)grad[i] - numeric) / fmax(fabs(numeric), floor);
+    if (err > worst) worst = err;
+  }
+  return worst;
+}

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Runs every test program and script and adds up their case lines:
+#   PASS name | FAIL name: ... | SKIP name: ...
+# A program that exits non-zero without a FAIL line (a crash) counts as one
+# failure. The last line is "N passed, N failed, N skipped".
+# Usage: tests/run_tests.sh BUILD_DIR [FILTER]
+set -uo pipefail
+build=${1:-build}
+filter=${2:-${TEST_FILTER:-}}
+cd "$(dirname "$0")/.."
+
+progs=()
+for t in "$build"/tests/test_*; do [[ -x $t ]] && progs+=("$t"); done
+for t in tests/test_*.py tests/test_*.sh; do [[ -f $t ]] && progs+=("$t"); done
+
+passed=0 failed=0 skipped=0
+failed_names=()
+logdir=$(mktemp -d)
+for t in "${progs[@]}"; do
+  name=$(basename "$t")
+  [[ -n $filter && $name != *$filter* ]] && continue
+  log="$logdir/$name.log"
+  start=$(date +%s)
+  case $t in
+    *.py) python3 "$t" "$build" >"$log" 2>&1 ;;
+    *.sh) bash "$t" "$build" >"$log" 2>&1 ;;
+    *) "$t" >"$log" 2>&1 ;;
+  esac
+  rc=$?
+  p=$(grep -c '^PASS ' "$log"); f=$(grep -c '^FAIL ' "$log"); s=$(grep -c '^SKIP ' "$log")
+  if ((rc != 0 && f == 0)); then
+    f=1
+    echo "FAIL $name: exited with status $rc and no FAIL line; last output:" >>"$log"
+    tail -n 5 "$log" | sed 's/^/    /' >>"$log"
+  fi
+  passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
+  printf '%-28s %3d passed %3d failed %3d skipped  %4ds\n' "$name" "$p" "$f" "$s" $(( $(date +%s) - start ))
+  grep -E '^(FAIL|SKIP|  also) ' "$log" | sed 's/^/    /'
+  ((f > 0)) && failed_names+=("$name")
+done
+if ((${#failed_names[@]})); then
+  echo "failed programs: ${failed_names[*]} (full output of each: rerun it alone)"
+fi
+rm -rf "$logdir"
+echo "$passed passed, $failed failed, $skipped skipped"
+((failed == 0))
