@@ -152,3 +152,72 @@ double test_gradcheck(TestLossFn loss, void *ctx, float *x, const float *grad, i
   }
   return worst;
 }
+
+typedef struct GoldenTensor {
+  char name[128];
+  int64_t numel;
+  float *data;
+} GoldenTensor;
+
+struct GoldenFile {
+  int count;
+  GoldenTensor *tensors;
+};
+
+static bool read_exact(FILE *f, void *dst, size_t bytes) { return fread(dst, 1, bytes, f) == bytes; }
+
+GoldenFile *golden_load(const char *name) {
+  char path[512];
+  // Test programs run from the repository root (tests/run_tests.sh cds there).
+  snprintf(path, sizeof path, "tests/golden/%s", name);
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    test_fail(__FILE__, __LINE__, "golden file %s: %s", path, strerror(errno));
+    test_abort_case();
+  }
+  char magic[4];
+  uint32_t count = 0;
+  GoldenFile *g = calloc(1, sizeof *g);
+  bool ok = read_exact(f, magic, 4) && memcmp(magic, "GLD1", 4) == 0 && read_exact(f, &count, 4);
+  g->tensors = calloc(count ? count : 1, sizeof(GoldenTensor));
+  for (uint32_t i = 0; ok && i < count; i++) {
+    GoldenTensor *t = &g->tensors[i];
+    uint32_t name_len = 0, ndim = 0;
+    ok = read_exact(f, &name_len, 4) && name_len < sizeof t->name &&
+         read_exact(f, t->name, name_len) && read_exact(f, &ndim, 4) && ndim <= 8;
+    t->numel = 1;
+    for (uint32_t d = 0; ok && d < ndim; d++) {
+      int64_t dim;
+      ok = read_exact(f, &dim, 8) && dim >= 0;
+      t->numel *= dim;
+    }
+    if (!ok) break;
+    t->data = malloc((size_t)(t->numel ? t->numel : 1) * sizeof(float));
+    ok = read_exact(f, t->data, (size_t)t->numel * sizeof(float));
+    g->count = (int)i + 1;
+  }
+  fclose(f);
+  if (!ok) {
+    golden_free(g);
+    test_fail(__FILE__, __LINE__, "golden file %s: truncated or not a GLD1 file", path);
+    test_abort_case();
+  }
+  return g;
+}
+
+float *golden_get(GoldenFile *g, const char *name, int64_t *numel) {
+  for (int i = 0; i < g->count; i++)
+    if (strcmp(g->tensors[i].name, name) == 0) {
+      if (numel) *numel = g->tensors[i].numel;
+      return g->tensors[i].data;
+    }
+  test_fail(__FILE__, __LINE__, "golden tensor '%s' not found", name);
+  test_abort_case();
+}
+
+void golden_free(GoldenFile *g) {
+  if (!g) return;
+  for (int i = 0; i < g->count; i++) free(g->tensors[i].data);
+  free(g->tensors);
+  free(g);
+}

@@ -94,3 +94,15 @@ void test_fill_uniform(float *x, int64_t n, uint64_t seed, float lo, float hi);
 typedef double (*TestLossFn)(void *ctx);
 double test_gradcheck(TestLossFn loss, void *ctx, float *x, const float *grad, int64_t n,
                       float eps, int max_points, double floor);
+
+// Golden files: tensors written by a PyTorch script (tests/golden/golden.py)
+// and committed, so CI checks CPU ops against PyTorch without PyTorch.
+// Layout, little-endian: "GLD1", u32 count, then per tensor: u32 name length,
+// name, u32 ndim, i64 dims[ndim], f32 data. Integer tensors (indices,
+// labels) are stored as exact f32 values.
+typedef struct GoldenFile GoldenFile;
+// Loads path relative to tests/golden/; a missing file fails the case.
+GoldenFile *golden_load(const char *name);
+// The tensor (fp32, CPU) called name; a missing name fails the case.
+float *golden_get(GoldenFile *g, const char *name, int64_t *numel);
+void golden_free(GoldenFile *g);
