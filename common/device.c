@@ -89,7 +89,14 @@ void *device_alloc(DeviceKind kind, size_t bytes) {
   if (kind == DEVICE_CUDA) return device_alloc_cuda(bytes);
 #endif
   if (kind == DEVICE_CUDA) DIE("device_alloc: CUDA memory in a CUDA=0 build");
-  return xmalloc(bytes);
+  // 256-byte aligned like cudaMalloc, so arenas and vector loads behave alike.
+  void *p = NULL;
+  if (posix_memalign(&p, 256, bytes ? bytes : 1) != 0) {
+    char detail[64];
+    snprintf(detail, sizeof detail, "%zu bytes", bytes);
+    check_fail("posix_memalign", detail, __FILE__, __LINE__, "the host is out of memory");
+  }
+  return p;
 }
 
 void device_free(DeviceKind kind, void *ptr) {

@@ -51,8 +51,8 @@ void device_sync(const Device *dev);
 // "1xNVIDIA H100 80GB HBM3"-style platform name, or the CPU model.
 void device_describe(const Device *dev, char *buf, size_t buf_bytes);
 
-// Memory on a device kind. CUDA allocations are plain cudaMalloc; host
-// memory for CUDA copies (pinned) comes from device_alloc_pinned.
+// Memory on a device kind, 256-byte aligned. CUDA allocations are plain
+// cudaMalloc; pinned host memory for CUDA copies comes from device_alloc_pinned.
 void *device_alloc(DeviceKind kind, size_t bytes);
 void device_free(DeviceKind kind, void *ptr);
 void *device_alloc_pinned(size_t bytes);  // plain malloc without CUDA
