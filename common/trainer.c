@@ -1,0 +1,90 @@
+// trainer.c: the run lifecycle shared by the trainers.
+#include "trainer.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "check.h"
+#include "timer.h"
+
+const ConfigKey trainer_keys[] = {
+    {"device", CFG_STRING, "auto", "cpu, cuda, or auto (cuda when a GPU is present)"},
+    {"seed", CFG_INT, "1", "seed of every random stream in the run"},
+    {"data_dir", CFG_STRING, "", "the converted data set (required)"},
+    {"log_file", CFG_STRING, "", "the MLPerf log; default logs/<benchmark>/<date>-<seed>.log"},
+    {"submission_org", CFG_STRING, "mlsuite", "MLLOG submission_org"},
+    {"submission_division", CFG_STRING, "closed", "closed or open"},
+    {"submission_status", CFG_STRING, "research", "onprem, cloud, research or preview"},
+    {"submission_platform", CFG_STRING, "", "default: 1x<device name>"},
+};
+const int trainer_key_count = (int)(sizeof trainer_keys / sizeof trainer_keys[0]);
+
+static void default_log_path(TrainerRun *run, char *buf, size_t buf_bytes) {
+  char stamp[32];
+  time_t now = time(NULL);
+  strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime(&now));
+  snprintf(buf, buf_bytes, "logs/%s/%s-seed%lld.log", run->benchmark, stamp,
+           (long long)config_int(run->cfg, "seed"));
+}
+
+void trainer_begin(TrainerRun *run, const char *benchmark, Config *cfg, int argc, char **argv,
+                   int rank) {
+  memset(run, 0, sizeof *run);
+  run->benchmark = benchmark;
+  run->cfg = cfg;
+  run->rank = rank;
+  config_add_keys(cfg, trainer_keys, trainer_key_count);
+  config_from_args(cfg, argc, argv, argv[0]);
+  if (!*config_string(cfg, "data_dir")) die_input("data_dir", "no data set given (--data_dir=DIR)");
+  const char *division = config_string(cfg, "submission_division");
+  if (strcmp(division, "closed") != 0 && strcmp(division, "open") != 0)
+    die_input("submission_division", "'%s' is neither closed nor open", division);
+
+  DeviceKind kind = device_kind_parse("device", config_string(cfg, "device"));
+  device_open(&run->dev, kind, 0);
+
+  const char *path = config_string(cfg, "log_file");
+  if (*path)
+    snprintf(run->log_path, sizeof run->log_path, "%s", path);
+  else
+    default_log_path(run, run->log_path, sizeof run->log_path);
+  mllog_open(&run->log, run->log_path, rank, true);
+
+  MLLOG_START(&run->log, "init_start");
+  if (rank == 0) config_print(cfg, stderr);
+  char platform[300];
+  const char *configured = config_string(cfg, "submission_platform");
+  if (*configured)
+    snprintf(platform, sizeof platform, "%s", configured);
+  else
+    device_describe(&run->dev, platform, sizeof platform);
+  MLLOG_POINT(&run->log, "submission_benchmark", mlv_str(benchmark));
+  MLLOG_POINT(&run->log, "submission_org", mlv_str(config_string(cfg, "submission_org")));
+  MLLOG_POINT(&run->log, "submission_division", mlv_str(division));
+  MLLOG_POINT(&run->log, "submission_status", mlv_str(config_string(cfg, "submission_status")));
+  MLLOG_POINT(&run->log, "submission_platform", mlv_str(platform));
+  MLLOG_POINT(&run->log, "cache_clear", mlv_bool(true));
+  MLLOG_POINT(&run->log, "seed", mlv_int(config_int(cfg, "seed")));
+}
+
+void trainer_start(TrainerRun *run) {
+  MLLOG_END(&run->log, "init_stop");
+  MLLOG_START(&run->log, "run_start");
+  run->run_start_ms = time_unix_ms();
+}
+
+int trainer_finish(TrainerRun *run, bool reached_target) {
+  MLLOG_END(&run->log, "run_stop", {"status", mlv_str(reached_target ? "success" : "aborted")});
+  run->run_stop_ms = time_unix_ms();
+  if (run->rank == 0) {
+    double seconds = (double)(run->run_stop_ms - run->run_start_ms) / 1000.0;
+    printf("%s: %s, time to train %.1f s (%.2f min); log %s\n", run->benchmark,
+           reached_target ? "target reached" : "target NOT reached (aborted)", seconds,
+           seconds / 60.0, run->log_path);
+    fflush(stdout);
+  }
+  mllog_close(&run->log);
+  device_close(&run->dev);
+  return 0;
+}

@@ -1,0 +1,52 @@
+// trainer.h: the run lifecycle every trainer shares, so that each trainer's
+// main reads as its training procedure:
+//
+//   Config cfg; config_init(&cfg); config_add_keys(&cfg, my_keys, n);
+//   TrainerRun run;
+//   trainer_begin(&run, "resnet", &cfg, argc, argv, rank);  // init_start, submission_*
+//   ... build model, log hyperparameters (MLLOG_POINT(&run.log, ...)) ...
+//   trainer_start(&run);                          // init_stop, run_start
+//   ... epochs, evals ...
+//   trainer_finish(&run, reached_target);         // run_stop, time to train
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "device.h"
+#include "mllog.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// Keys every trainer has; trainer_begin declares them.
+//   device, seed, data_dir, log_file, submission_org, submission_division,
+//   submission_status, submission_platform
+extern const ConfigKey trainer_keys[];
+extern const int trainer_key_count;
+
+typedef struct TrainerRun {
+  const char *benchmark;  // MLPerf key: resnet, ssd, transformer, ncf, bert
+  Config *cfg;
+  Device dev;
+  MLLog log;
+  int rank;
+  int64_t run_start_ms;
+  int64_t run_stop_ms;
+  char log_path[1024];
+} TrainerRun;
+
+// Parses flags (dies on bad ones), opens the device, opens the log (rank 0),
+// writes init_start and the submission keys, prints the effective config.
+void trainer_begin(TrainerRun *run, const char *benchmark, Config *cfg, int argc, char **argv,
+                   int rank);
+// init_stop, then run_start: the clock of time-to-train starts here.
+void trainer_start(TrainerRun *run);
+// run_stop with status success or aborted, the time-to-train line on stdout,
+// closes the log and the device. Returns the process exit status (0).
+int trainer_finish(TrainerRun *run, bool reached_target);
+
+#ifdef __cplusplus
+}
+#endif
