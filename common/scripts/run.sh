@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# `make run`: prepare the benchmark's data set for the scale if missing, train
+# to the target, write the MLPerf log under logs/<bench>/, print the time to
+# train and the compliance verdict.
+# Usage: run.sh BENCH SCALE DEVICE BUILD_DIR   (SCALE or DEVICE may be empty)
+set -euo pipefail
+bench=${1:-resnet} scale=${2:-} device=${3:-auto} build=${4:-build}
+cd "$(dirname "$0")/../.."
+
+case $bench in
+  resnet) dir=image_classification ;;
+  ssd) dir=object_detection ;;
+  transformer) dir=translation ;;
+  ncf) dir=recommendation ;;
+  bert) dir=language ;;
+  *) echo "make run: BENCH=$bench is not a benchmark; use resnet, ssd, transformer, ncf or bert" >&2
+     exit 2 ;;
+esac
+if [[ ! -f $dir/train.c ]]; then
+  echo "make run: BENCH=$bench is not built yet: $dir/ has no trainer (see README.md, Status)" >&2
+  exit 2
+fi
+
+have_gpu=0
+if [[ $device != cpu ]] && command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+  have_gpu=1
+fi
+if [[ -z $scale ]]; then
+  scale=$([[ $have_gpu == 1 ]] && echo medium || echo small)
+fi
+conf=$dir/configs/$scale.conf
+if [[ ! -f $conf ]]; then
+  echo "make run: no config $conf; scales of $bench: $(ls $dir/configs | sed 's/\.conf$//' | tr '\n' ' ')" >&2
+  exit 2
+fi
+
+data=data/$bench/$scale
+bash "$dir/prepare_data.sh" "$scale" "$data" "$build"
+
+log=logs/$bench/$scale-$(date +%Y%m%d-%H%M%S).log
+echo "make run: $bench, scale $scale, device $device, config $conf, log $log"
+"$build/bin/$bench" --config="$conf" --device="$device" --data_dir="$data" --log_file="$log"
+# The scaled configs state their target; the checker is told the same one.
+target=$(sed -n 's/^[[:space:]]*target_accuracy[[:space:]]*=[[:space:]]*\([0-9.]*\).*/\1/p' "$conf" | tail -n 1)
+python3 logs/result.py ${target:+--target "$target"} --require-success "$log"

@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""Result tool for the suite's MLPerf logs.
+
+For each log: the official compliance checker's verdict, the run's status and
+time to train (run_stop.time_ms - run_start.time_ms), and the last accuracy.
+With several logs of one benchmark, the MLPerf score: drop the fastest and the
+slowest run and average the rest.
+
+  python3 logs/result.py LOG...                 official rules and targets
+  python3 logs/result.py --target 0.85 LOG...   scaled run: the official rules
+                                                with only the target changed
+  python3 logs/result.py --no-check LOG...      times only
+
+Exit status 0 when every log complies (and, with --require-success, every run
+reached its target)."""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+# The last ruleset that has each benchmark (MLPERF.md); ncf has none since
+# v0.5, so its rules are the suite's own (recommendation/compliance/).
+RULESETS = {"resnet": "1.0.0", "ssd": "1.0.0", "bert": "1.0.0", "transformer": "0.7.0"}
+SUITE_RULES = {"ncf": "recommendation/compliance"}
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def read_events(path):
+    events = []
+    with open(path, errors="replace") as f:
+        for line in f:
+            at = line.find(":::MLLOG ")
+            if at >= 0:
+                events.append(json.loads(line[at + 9:]))
+    return events
+
+
+def summarize(path):
+    events = read_events(path)
+    first = lambda key: next((e for e in events if e["key"] == key), None)
+    bench = first("submission_benchmark")
+    start, stop = first("run_start"), first("run_stop")
+    accs = [e["value"] for e in events if e["key"] == "eval_accuracy"]
+    return {
+        "benchmark": bench["value"] if bench else None,
+        "division": (first("submission_division") or {}).get("value", "closed"),
+        "status": stop["metadata"].get("status") if stop else "no run_stop",
+        "minutes": (stop["time_ms"] - start["time_ms"]) / 60000.0 if start and stop else None,
+        "accuracy": accs[-1] if accs else None,
+        "evals": len(accs),
+    }
+
+
+def package_rules_dir():
+    import mlperf_logging.compliance_checker as cc
+    return os.path.dirname(cc.__file__)
+
+
+def scaled_rules(ruleset, benchmark, division, target, out_dir):
+    """Copies the ruleset's YAML files into out_dir with every enqueue made
+    absolute and the eval_accuracy target of the benchmark's files replaced.
+    Returns the path of the entry file."""
+    src = os.path.join(package_rules_dir(), "training_" + ruleset)
+    prefix = "training_%s/" % ruleset
+    for name in os.listdir(src):
+        if not name.endswith(".yaml"):
+            continue
+        with open(os.path.join(src, name)) as f:
+            text = f.read()
+        text = text.replace("'" + prefix, "'" + out_dir + "/")
+        if name.startswith("%s_%s" % (division, benchmark)):
+            text, n = re.subn(r"(v\['value'\]\s*>=\s*)[0-9.]+", r"\g<1>%r" % target, text)
+            text = re.sub(r"(v\['value'\]\s*<\s*)[0-9.]+", r"\g<1>%r" % max(1.0, target + 1e-9), text)
+        with open(os.path.join(out_dir, name), "w") as f:
+            f.write(text)
+    return os.path.join(out_dir, "common.yaml")
+
+
+def suite_rules(rules_dir, target, out_dir):
+    """The suite's own rules (benchmarks without an official ruleset): the
+    files in rules_dir with TARGET and RULES_DIR filled in."""
+    for name in os.listdir(rules_dir):
+        if name.endswith(".yaml"):
+            with open(os.path.join(rules_dir, name)) as f:
+                text = f.read()
+            text = text.replace("RULES_DIR", out_dir).replace("TARGET", repr(target))
+            with open(os.path.join(out_dir, name), "w") as f:
+                f.write(text)
+    return os.path.join(out_dir, "common.yaml")
+
+
+def check(path, info, target):
+    """Runs the official checker; returns (ok, last lines of its output)."""
+    bench = info["benchmark"]
+    with tempfile.TemporaryDirectory() as tmp:
+        if bench in SUITE_RULES:
+            if target is None:
+                raise SystemExit("%s: %s has no official rules; pass --target" % (path, bench))
+            ruleset = "1.0.0"
+            config = suite_rules(os.path.join(ROOT, SUITE_RULES[bench]), target, tmp)
+        elif bench in RULESETS:
+            ruleset = RULESETS[bench]
+            config = None
+            if target is not None:
+                config = scaled_rules(ruleset, bench, info["division"], target, tmp)
+        else:
+            return False, "unknown submission_benchmark %r" % bench
+        cmd = [sys.executable, "-m", "mlperf_logging.compliance_checker", "--usage", "training",
+               "--ruleset", ruleset, "--log_output", os.path.join(tmp, "checker.log")]
+        if config:
+            cmd += ["--config", config]
+        proc = subprocess.run(cmd + [path], capture_output=True, text=True)
+    out = (proc.stdout + proc.stderr).strip().splitlines()
+    ok = proc.returncode == 0 and any("SUCCESS" in l for l in out)
+    return ok, "\n".join(out[-8:])
+
+
+def mlperf_score(minutes):
+    """Drop the fastest and the slowest, average the rest (MLPERF.md)."""
+    if len(minutes) < 3:
+        return None
+    kept = sorted(minutes)[1:-1]
+    return sum(kept) / len(kept)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("logs", nargs="+")
+    ap.add_argument("--target", type=float, help="scaled target accuracy (log units)")
+    ap.add_argument("--no-check", action="store_true", help="skip the compliance checker")
+    ap.add_argument("--require-success", action="store_true", help="fail unless run_stop is success")
+    args = ap.parse_args()
+    all_ok = True
+    minutes = []
+    print("%-44s %-11s %-8s %10s %9s  %s" % ("log", "benchmark", "status", "minutes", "accuracy", "compliance"))
+    for path in args.logs:
+        if not os.path.isfile(path):
+            print("error: %s: no such log file" % path, file=sys.stderr)
+            return 2
+        info = summarize(path)
+        verdict, detail = "skipped", ""
+        if not args.no_check:
+            ok, detail = check(path, info, args.target)
+            verdict = "SUCCESS" if ok else "FAILED"
+            all_ok &= ok
+        if args.require_success and info["status"] != "success":
+            all_ok = False
+        mins = "%.2f" % info["minutes"] if info["minutes"] is not None else "-"
+        acc = "%.4f" % info["accuracy"] if info["accuracy"] is not None else "-"
+        print("%-44s %-11s %-8s %10s %9s  %s" % (os.path.relpath(path), info["benchmark"],
+                                                 info["status"], mins, acc, verdict))
+        if verdict == "FAILED":
+            print("  " + detail.replace("\n", "\n  "))
+        if info["status"] == "success" and info["minutes"] is not None:
+            minutes.append(info["minutes"])
+    score = mlperf_score(minutes)
+    if score is not None:
+        print("score (mean of %d successful runs without the fastest and slowest): %.2f min"
+              % (len(minutes), score))
+    return 0 if all_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
