@@ -15,6 +15,7 @@ MLValue mlv_int(int64_t v) { return (MLValue){.kind = MLV_INT, .i = v}; }
 MLValue mlv_float(double v) { return (MLValue){.kind = MLV_FLOAT, .f = v}; }
 MLValue mlv_str(const char *v) { return (MLValue){.kind = MLV_STRING, .s = v}; }
 MLValue mlv_bool(bool v) { return (MLValue){.kind = MLV_BOOL, .i = v}; }
+MLValue mlv_json(const char *json) { return (MLValue){.kind = MLV_JSON, .s = json}; }
 
 // Creates every missing directory on the way to path's parent.
 static void make_parent_dirs(const char *path) {
@@ -111,6 +112,7 @@ static void out_value(Out *o, MLValue v) {
     case MLV_FLOAT: out_double(o, v.f); break;
     case MLV_STRING: out_json_string(o, v.s ? v.s : ""); break;
     case MLV_BOOL: out_str(o, v.i ? "true" : "false"); break;
+    case MLV_JSON: out_str(o, v.s ? v.s : "null"); break;
   }
 }
 

@@ -11,7 +11,7 @@
 extern "C" {
 #endif
 
-typedef enum { MLV_NULL, MLV_INT, MLV_FLOAT, MLV_STRING, MLV_BOOL } MLValueKind;
+typedef enum { MLV_NULL, MLV_INT, MLV_FLOAT, MLV_STRING, MLV_BOOL, MLV_JSON } MLValueKind;
 
 typedef struct MLValue {
   MLValueKind kind;
@@ -25,6 +25,8 @@ MLValue mlv_int(int64_t v);
 MLValue mlv_float(double v);
 MLValue mlv_str(const char *v);
 MLValue mlv_bool(bool v);
+// Raw JSON written as is (a list such as "[40, 50]"); the caller makes it valid.
+MLValue mlv_json(const char *json);
 
 typedef struct MLMeta {
   const char *key;
