@@ -121,6 +121,19 @@ void op_attention_bwd(const Device *dev, const Tensor *q, const Tensor *k,
                       const Tensor *scratch, const Tensor *dq, const Tensor *dk,
                       const Tensor *dv);
 
+// Shape logic shared by the two backends (ops_seq.c); each dies naming the op.
+void op_layernorm_check(const Tensor *x, const Tensor *gamma, const Tensor *y,
+                        const Tensor *mean, const Tensor *rstd);
+// Same element count and dtype.
+void op_same_size_check(const char *op, const Tensor *a, const Tensor *b);
+void op_dropout_check(const char *op, const Tensor *x, const Tensor *y, float keep_prob);
+typedef struct AttnShape {
+  int64_t b, h, tq, tk, dh;
+} AttnShape;
+AttnShape op_attention_shape(const Tensor *q, const Tensor *k, const Tensor *v,
+                             const Tensor *probs, const Tensor *out);
+void op_attention_mask_check(const AttnShape *s, const Tensor *key_len, bool causal);
+
 #ifdef __cplusplus
 }
 #endif
