@@ -66,6 +66,13 @@ void op_bce_logits(const Device *dev, const Tensor *logits, const Tensor *target
 void op_smooth_l1(const Device *dev, const Tensor *pred, const Tensor *target, float beta,
                   float grad_scale, const Tensor *loss, const Tensor *dpred);
 
+// Checks shared by the two backends (ops_loss.c); each dies naming the op.
+// target: fp32 with input's element count; loss: (1) fp32; dinput as input.
+void op_loss_check(const char *op, const Tensor *input, const Tensor *target,
+                   const Tensor *loss, const Tensor *dinput);
+void op_softmax_xent_check(const Tensor *logits, const Tensor *labels, const Tensor *loss,
+                           const Tensor *row_loss, const Tensor *dlogits);
+
 #ifdef __cplusplus
 }
 #endif
