@@ -1,0 +1,590 @@
+// ops_conv_cuda.cu: the CUDA side of ops_conv.h. Convolution and pooling go
+// through cuDNN (NHWC descriptors); batch norm, ReLU and global average
+// pooling are own kernels, which fuse the residual add and the ReLU for every
+// dtype and give bit-reproducible statistics. Everything runs on dev->stream.
+#include <string.h>
+
+#include "ops_conv.h"
+#include "ops_cuda_kernels.cuh"
+
+static const float kOne = 1.0f, kZero = 0.0f;
+
+static cudnnDataType_t conv_cudnn_dtype(DType dt) {
+  switch (dt) {
+    case DT_F32: return CUDNN_DATA_FLOAT;
+    case DT_F16: return CUDNN_DATA_HALF;
+    case DT_BF16: return CUDNN_DATA_BFLOAT16;
+    default: DIE("cuDNN op: dtype %s is not a float type", dtype_name(dt));
+  }
+}
+
+static void conv_set_nhwc(cudnnTensorDescriptor_t d, DType dt, int64_t n, int64_t h, int64_t w,
+                          int64_t c) {
+  CHECK_CUDNN(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NHWC, conv_cudnn_dtype(dt), (int)n,
+                                         (int)c, (int)h, (int)w));
+}
+
+// ---------------------------------------------------------------- convolution plans
+
+// Everything cuDNN needs for one convolution shape: the descriptors and, per
+// direction, the algorithm cudnnFind*AlgorithmEx measured fastest.
+typedef struct ConvPlan {
+  ConvGeometry g;
+  ConvParams p;
+  DType dtype;
+  int device;
+  cudnnTensorDescriptor_t x_desc, y_desc, bias_desc;
+  cudnnFilterDescriptor_t w_desc;
+  cudnnConvolutionDescriptor_t conv_desc;
+  bool have_fwd, have_data, have_filter;
+  cudnnConvolutionFwdAlgo_t fwd_algo;
+  cudnnConvolutionBwdDataAlgo_t data_algo;
+  cudnnConvolutionBwdFilterAlgo_t filter_algo;
+  cudnnMathType_t fwd_math, data_math, filter_math;
+  size_t fwd_ws_bytes, data_ws_bytes, filter_ws_bytes;
+} ConvPlan;
+
+// ResNet-50 has 53 convolutions of about 25 distinct shapes per batch size;
+// SSD adds its heads. Two batch sizes (train, eval) of all of them fit.
+#define CONV_PLANS_MAX 256
+static ConvPlan g_plans[CONV_PLANS_MAX];
+static int g_plan_count;
+
+static ConvPlan *conv_plan(const Device *dev, const ConvGeometry *g, const ConvParams *p,
+                           DType dtype) {
+  for (int i = 0; i < g_plan_count; i++) {
+    ConvPlan *e = &g_plans[i];
+    if (e->dtype == dtype && e->device == dev->index && memcmp(&e->g, g, sizeof *g) == 0 &&
+        memcmp(&e->p, p, sizeof *p) == 0)
+      return e;
+  }
+  if (g_plan_count == CONV_PLANS_MAX)
+    DIE("conv: more than %d distinct convolution shapes; raise CONV_PLANS_MAX", CONV_PLANS_MAX);
+  ConvPlan *e = &g_plans[g_plan_count++];
+  memset(e, 0, sizeof *e);
+  e->g = *g;
+  e->p = *p;
+  e->dtype = dtype;
+  e->device = dev->index;
+  CHECK_CUDNN(cudnnCreateTensorDescriptor(&e->x_desc));
+  CHECK_CUDNN(cudnnCreateTensorDescriptor(&e->y_desc));
+  CHECK_CUDNN(cudnnCreateTensorDescriptor(&e->bias_desc));
+  CHECK_CUDNN(cudnnCreateFilterDescriptor(&e->w_desc));
+  CHECK_CUDNN(cudnnCreateConvolutionDescriptor(&e->conv_desc));
+  conv_set_nhwc(e->x_desc, dtype, g->n, g->h, g->w, g->c);
+  conv_set_nhwc(e->y_desc, dtype, g->n, g->p, g->q, g->k);
+  conv_set_nhwc(e->bias_desc, dtype, 1, 1, 1, g->k);
+  // KRSC is cuDNN's NHWC filter format.
+  CHECK_CUDNN(cudnnSetFilter4dDescriptor(e->w_desc, conv_cudnn_dtype(dtype), CUDNN_TENSOR_NHWC,
+                                         (int)g->k, (int)g->c, (int)g->r, (int)g->s));
+  CHECK_CUDNN(cudnnSetConvolution2dDescriptor(e->conv_desc, p->pad_h, p->pad_w, p->stride_h,
+                                              p->stride_w, p->dil_h, p->dil_w,
+                                              CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  return e;
+}
+
+// fp32 stays true fp32 (the CPU oracle's precision); fp16 and bf16 may use
+// tensor cores. The search only considers algorithms allowed this math.
+static cudnnMathType_t conv_search_math(DType dtype) {
+  return dtype == DT_F32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
+}
+
+// The first successful result that fits the workspace (results come fastest
+// first). Generic over the three perf-result types.
+template <typename Perf>
+static const Perf *conv_pick(const char *op, const Perf *perf, int count, size_t ws_bytes) {
+  for (int i = 0; i < count; i++)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= ws_bytes) return &perf[i];
+  DIE("%s: cuDNN found no algorithm within the %zu-byte workspace", op, ws_bytes);
+}
+
+static ConvPlan *conv_prepare(const char *op, const Device *dev, const Tensor *x,
+                              const Tensor *w, const Tensor *y, const ConvParams *p) {
+  ConvGeometry g = conv_geometry(op, x, w, y, p);
+  ConvPlan *plan = conv_plan(dev, &g, p, x->dtype);
+  CHECK_CUDNN(cudnnSetConvolutionMathType(plan->conv_desc, conv_search_math(x->dtype)));
+  return plan;
+}
+
+void op_conv2d_fwd_cuda(const Device *dev, const Tensor *x, const Tensor *w, const Tensor *bias,
+                        const Tensor *y, const ConvParams *p, void *scratch,
+                        size_t scratch_bytes) {
+  (void)scratch, (void)scratch_bytes;
+  ConvPlan *plan = conv_prepare("op_conv2d_fwd", dev, x, w, y, p);
+  OP_REQUIRE("op_conv2d_fwd", !bias || (bias->dtype == x->dtype && tensor_numel(bias) == plan->g.k));
+  if (!plan->have_fwd) {
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    int count = 0;
+    CHECK_CUDNN(cudnnFindConvolutionForwardAlgorithmEx(
+        dev->cudnn, plan->x_desc, x->data, plan->w_desc, w->data, plan->conv_desc, plan->y_desc,
+        y->data, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf, dev->workspace,
+        dev->workspace_bytes));
+    const cudnnConvolutionFwdAlgoPerf_t *best =
+        conv_pick("op_conv2d_fwd", perf, count, dev->workspace_bytes);
+    plan->fwd_algo = best->algo;
+    plan->fwd_math = best->mathType;
+    plan->fwd_ws_bytes = best->memory;
+    plan->have_fwd = true;
+  }
+  CHECK_CUDNN(cudnnSetConvolutionMathType(plan->conv_desc, plan->fwd_math));
+  CHECK_CUDNN(cudnnConvolutionForward(dev->cudnn, &kOne, plan->x_desc, x->data, plan->w_desc,
+                                      w->data, plan->conv_desc, plan->fwd_algo, dev->workspace,
+                                      plan->fwd_ws_bytes, &kZero, plan->y_desc, y->data));
+  if (bias)
+    CHECK_CUDNN(cudnnAddTensor(dev->cudnn, &kOne, plan->bias_desc, bias->data, &kOne,
+                               plan->y_desc, y->data));
+}
+
+void op_conv2d_bwd_data_cuda(const Device *dev, const Tensor *dy, const Tensor *w,
+                             const Tensor *dx, const ConvParams *p, void *scratch,
+                             size_t scratch_bytes) {
+  (void)scratch, (void)scratch_bytes;
+  ConvPlan *plan = conv_prepare("op_conv2d_bwd_data", dev, dx, w, dy, p);
+  if (!plan->have_data) {
+    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    int count = 0;
+    CHECK_CUDNN(cudnnFindConvolutionBackwardDataAlgorithmEx(
+        dev->cudnn, plan->w_desc, w->data, plan->y_desc, dy->data, plan->conv_desc,
+        plan->x_desc, dx->data, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf,
+        dev->workspace, dev->workspace_bytes));
+    const cudnnConvolutionBwdDataAlgoPerf_t *best =
+        conv_pick("op_conv2d_bwd_data", perf, count, dev->workspace_bytes);
+    plan->data_algo = best->algo;
+    plan->data_math = best->mathType;
+    plan->data_ws_bytes = best->memory;
+    plan->have_data = true;
+  }
+  CHECK_CUDNN(cudnnSetConvolutionMathType(plan->conv_desc, plan->data_math));
+  CHECK_CUDNN(cudnnConvolutionBackwardData(dev->cudnn, &kOne, plan->w_desc, w->data,
+                                           plan->y_desc, dy->data, plan->conv_desc,
+                                           plan->data_algo, dev->workspace, plan->data_ws_bytes,
+                                           &kZero, plan->x_desc, dx->data));
+}
+
+void op_conv2d_bwd_filter_cuda(const Device *dev, const Tensor *x, const Tensor *dy,
+                               const Tensor *dw, const ConvParams *p, bool accumulate,
+                               void *scratch, size_t scratch_bytes) {
+  (void)scratch, (void)scratch_bytes;
+  ConvPlan *plan = conv_prepare("op_conv2d_bwd_filter", dev, x, dw, dy, p);
+  if (!plan->have_filter) {
+    // The search writes its trial results into the output; when dw holds a
+    // gradient being accumulated, aim them at the workspace's tail instead.
+    size_t dw_bytes = (tensor_bytes(dw) + 255) & ~(size_t)255;
+    OP_REQUIRE("op_conv2d_bwd_filter", dw_bytes < dev->workspace_bytes / 2);
+    size_t search_ws_bytes = dev->workspace_bytes - dw_bytes;
+    void *trial_dw = (char *)dev->workspace + search_ws_bytes;
+    cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    int count = 0;
+    CHECK_CUDNN(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+        dev->cudnn, plan->x_desc, x->data, plan->y_desc, dy->data, plan->conv_desc,
+        plan->w_desc, trial_dw, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, perf,
+        dev->workspace, search_ws_bytes));
+    const cudnnConvolutionBwdFilterAlgoPerf_t *best =
+        conv_pick("op_conv2d_bwd_filter", perf, count, search_ws_bytes);
+    plan->filter_algo = best->algo;
+    plan->filter_math = best->mathType;
+    plan->filter_ws_bytes = best->memory;
+    plan->have_filter = true;
+  }
+  CHECK_CUDNN(cudnnSetConvolutionMathType(plan->conv_desc, plan->filter_math));
+  CHECK_CUDNN(cudnnConvolutionBackwardFilter(
+      dev->cudnn, &kOne, plan->x_desc, x->data, plan->y_desc, dy->data, plan->conv_desc,
+      plan->filter_algo, dev->workspace, plan->filter_ws_bytes, accumulate ? &kOne : &kZero,
+      plan->w_desc, dw->data));
+}
+
+// ---------------------------------------------------------------- batch norm
+
+// Per-channel partial sums over row parts, the layout of the reductions in
+// ops_elem_cuda.cu: block (cw, 256 / cw) covers cw channels; blockIdx.y is
+// the part; lanes along y add up in a fixed tree. Two sums per channel.
+template <typename T>
+struct BnPartialArgs {
+  const T *x, *y, *dy;  // x always; y and dy for the backward
+  const float *mean, *invstd;
+  int64_t rows, cols, rows_per_part;
+  float *part_a, *part_b;  // (parts, cols) each
+  bool relu;
+};
+
+__device__ __forceinline__ void bn_block_pair_sum(float a, float b, float *part_a,
+                                                  float *part_b, int64_t cols, int64_t c) {
+  __shared__ float lanes_a[256], lanes_b[256];
+  int slot = threadIdx.y * blockDim.x + threadIdx.x;
+  lanes_a[slot] = a;
+  lanes_b[slot] = b;
+  __syncthreads();
+  for (unsigned half = blockDim.y / 2; half > 0; half /= 2) {
+    if (threadIdx.y < half) {
+      lanes_a[slot] += lanes_a[slot + half * blockDim.x];
+      lanes_b[slot] += lanes_b[slot + half * blockDim.x];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.y == 0 && c < cols) {
+    part_a[(int64_t)blockIdx.y * cols + c] = lanes_a[threadIdx.x];
+    part_b[(int64_t)blockIdx.y * cols + c] = lanes_b[threadIdx.x];
+  }
+}
+
+// Forward: sums of (x - s) and (x - s)^2 with s = x[0, c]. Shifting by a
+// sample keeps the one-pass variance free of the cancellation that plain
+// sum(x^2) - sum(x)^2 / M suffers when |mean| >> std.
+template <typename T>
+__global__ void bn_stats_kernel(BnPartialArgs<T> a) {
+  int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  float s1 = 0, s2 = 0;
+  if (c < a.cols) {
+    float shift = ops_load(a.x[c]);
+    int64_t r1 = min(a.rows, ((int64_t)blockIdx.y + 1) * a.rows_per_part);
+    for (int64_t r = (int64_t)blockIdx.y * a.rows_per_part + threadIdx.y; r < r1; r += blockDim.y) {
+      float d = ops_load(a.x[r * a.cols + c]) - shift;
+      s1 += d;
+      s2 += d * d;
+    }
+  }
+  bn_block_pair_sum(s1, s2, a.part_a, a.part_b, a.cols, c);
+}
+
+// Backward: sums of g and g xhat, g = dy masked by the ReLU.
+template <typename T>
+__global__ void bn_grad_sums_kernel(BnPartialArgs<T> a) {
+  int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  float s1 = 0, s2 = 0;
+  if (c < a.cols) {
+    float mean = a.mean[c], invstd = a.invstd[c];
+    int64_t r1 = min(a.rows, ((int64_t)blockIdx.y + 1) * a.rows_per_part);
+    for (int64_t r = (int64_t)blockIdx.y * a.rows_per_part + threadIdx.y; r < r1; r += blockDim.y) {
+      int64_t e = r * a.cols + c;
+      float g = a.relu && !(ops_load(a.y[e]) > 0) ? 0.0f : ops_load(a.dy[e]);
+      s1 += g;
+      s2 += g * (ops_load(a.x[e]) - mean) * invstd;
+    }
+  }
+  bn_block_pair_sum(s1, s2, a.part_a, a.part_b, a.cols, c);
+}
+
+// Adds up the parts in order; the training forward's statistics.
+template <typename T>
+__global__ void bn_stats_finalize_kernel(const T *x, const float *part_a, const float *part_b,
+                                         int64_t parts, int64_t rows, int64_t cols, BatchNorm bn) {
+  int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= cols) return;
+  float s1 = 0, s2 = 0;
+  for (int64_t i = 0; i < parts; i++) {
+    s1 += part_a[i * cols + c];
+    s2 += part_b[i * cols + c];
+  }
+  float m = (float)rows, d_mean = s1 / m;
+  float var = fmaxf(s2 / m - d_mean * d_mean, 0.0f);
+  float mean = ops_load(x[c]) + d_mean;
+  ((float *)bn.save_mean.data)[c] = mean;
+  ((float *)bn.save_invstd.data)[c] = rsqrtf(var + bn.eps);
+  float *rm = (float *)bn.running_mean.data, *rv = (float *)bn.running_var.data;
+  rm[c] = (1 - bn.momentum) * rm[c] + bn.momentum * mean;
+  rv[c] = (1 - bn.momentum) * rv[c] + bn.momentum * var * m / (m - 1);
+}
+
+// The backward's per-channel results: dbeta, dgamma (maybe accumulated) and
+// the two means dx needs, written to coef (2, cols).
+__global__ void bn_grad_finalize_kernel(const float *part_a, const float *part_b, int64_t parts,
+                                        int64_t rows, int64_t cols, float *dgamma, float *dbeta,
+                                        bool accumulate, float *coef) {
+  int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= cols) return;
+  float s1 = 0, s2 = 0;
+  for (int64_t i = 0; i < parts; i++) {
+    s1 += part_a[i * cols + c];
+    s2 += part_b[i * cols + c];
+  }
+  dbeta[c] = s1 + (accumulate ? dbeta[c] : 0.0f);
+  dgamma[c] = s2 + (accumulate ? dgamma[c] : 0.0f);
+  coef[c] = s1 / (float)rows;
+  coef[cols + c] = s2 / (float)rows;
+}
+
+// y = act(gamma (x - mean) invstd + beta (+ z)); for inference `spread` is
+// the running variance, else the saved invstd.
+template <typename T>
+__global__ void bn_apply_kernel(const T *x, const T *z, T *y, int64_t n, int64_t cols,
+                                const float *gamma, const float *beta, const float *mean,
+                                const float *spread, bool spread_is_var, float eps, bool relu) {
+  int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    int64_t c = i % cols;
+    float invstd = spread_is_var ? rsqrtf(spread[c] + eps) : spread[c];
+    float v = gamma[c] * invstd * (ops_load(x[i]) - mean[c]) + beta[c];
+    if (z) v += ops_load(z[i]);
+    y[i] = ops_store<T>(relu && !(v > 0) ? 0.0f : v);
+  }
+}
+
+template <typename T>
+__global__ void bn_dx_kernel(const T *x, const T *y, const T *dy, T *dx, T *dz, int64_t n,
+                             int64_t cols, const float *gamma, const float *mean,
+                             const float *invstd, const float *coef, bool relu) {
+  int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    int64_t c = i % cols;
+    float g = relu && !(ops_load(y[i]) > 0) ? 0.0f : ops_load(dy[i]);
+    float xhat = (ops_load(x[i]) - mean[c]) * invstd[c];
+    if (dz) dz[i] = ops_store<T>(g);
+    dx[i] = ops_store<T>(gamma[c] * invstd[c] * (g - coef[c] - xhat * coef[cols + c]));
+  }
+}
+
+// How the partial-sum kernels split (rows, cols): block shape and number of
+// row parts, within the workspace (2 parts floats per column plus 2 more).
+typedef struct BnSplit {
+  dim3 block, grid;
+  int64_t parts, rows_per_part;
+} BnSplit;
+
+static BnSplit bn_split(const Device *dev, int64_t rows, int64_t cols) {
+  BnSplit s;
+  unsigned cw = 1;
+  while (cw < 32 && cw < cols) cw *= 2;
+  int64_t col_blocks = (cols + cw - 1) / cw;
+  int64_t parts = (rows + 255) / 256;
+  int64_t want = (4 * (int64_t)dev->sm_count + col_blocks - 1) / col_blocks;
+  int64_t fit = (int64_t)(dev->workspace_bytes / sizeof(float)) / cols / 2 - 1;
+  parts = parts < want ? parts : want;
+  parts = parts < fit ? parts : fit;
+  parts = parts < 65535 ? parts : 65535;
+  OP_REQUIRE("batch norm", parts >= 1);
+  s.parts = parts;
+  s.rows_per_part = (rows + parts - 1) / parts;
+  s.block = dim3(cw, 256 / cw);
+  s.grid = dim3((unsigned)col_blocks, (unsigned)parts);
+  return s;
+}
+
+static void bn_require(const char *op, const Tensor *x, const Tensor *other) {
+  OP_REQUIRE(op, !other || (other->dtype == x->dtype && tensor_numel(other) == tensor_numel(x)));
+}
+
+void op_batchnorm_fwd_train_cuda(const Device *dev, const BatchNorm *bn, const Tensor *x,
+                                 const Tensor *z, bool relu, const Tensor *y) {
+  int64_t m, c;
+  batchnorm_geometry("op_batchnorm_fwd_train", bn, x, &m, &c);
+  bn_require("op_batchnorm_fwd_train", x, z);
+  bn_require("op_batchnorm_fwd_train", x, y);
+  OP_REQUIRE("op_batchnorm_fwd_train", m >= 2);
+  BnSplit s = bn_split(dev, m, c);
+  float *part_a = (float *)dev->workspace, *part_b = part_a + s.parts * c;
+  int64_t n = m * c;
+  OPS_FLOAT_DTYPE_SWITCH("op_batchnorm_fwd_train", x->dtype, T, {
+    BnPartialArgs<T> a = {(const T *)x->data, NULL, NULL, NULL, NULL, m, c,
+                          s.rows_per_part, part_a, part_b, relu};
+    bn_stats_kernel<T><<<s.grid, s.block, 0, dev->stream>>>(a);
+    CHECK_LAUNCH();
+    bn_stats_finalize_kernel<T><<<ops_grid_for(c, 256), 256, 0, dev->stream>>>(
+        (const T *)x->data, part_a, part_b, s.parts, m, c, *bn);
+    CHECK_LAUNCH();
+    bn_apply_kernel<T><<<ops_grid_for(n, 256), 256, 0, dev->stream>>>(
+        (const T *)x->data, z ? (const T *)z->data : NULL, (T *)y->data, n, c,
+        (const float *)bn->gamma.data, (const float *)bn->beta.data,
+        (const float *)bn->save_mean.data, (const float *)bn->save_invstd.data, false, bn->eps,
+        relu);
+  });
+  CHECK_LAUNCH();
+}
+
+void op_batchnorm_fwd_infer_cuda(const Device *dev, const BatchNorm *bn, const Tensor *x,
+                                 const Tensor *z, bool relu, const Tensor *y) {
+  int64_t m, c;
+  batchnorm_geometry("op_batchnorm_fwd_infer", bn, x, &m, &c);
+  bn_require("op_batchnorm_fwd_infer", x, z);
+  bn_require("op_batchnorm_fwd_infer", x, y);
+  int64_t n = m * c;
+  if (n == 0) return;
+  OPS_FLOAT_DTYPE_SWITCH("op_batchnorm_fwd_infer", x->dtype, T, {
+    bn_apply_kernel<T><<<ops_grid_for(n, 256), 256, 0, dev->stream>>>(
+        (const T *)x->data, z ? (const T *)z->data : NULL, (T *)y->data, n, c,
+        (const float *)bn->gamma.data, (const float *)bn->beta.data,
+        (const float *)bn->running_mean.data, (const float *)bn->running_var.data, true,
+        bn->eps, relu);
+  });
+  CHECK_LAUNCH();
+}
+
+void op_batchnorm_bwd_cuda(const Device *dev, const BatchNorm *bn, const Tensor *x,
+                           const Tensor *y, const Tensor *dy, bool relu, const Tensor *dx,
+                           const Tensor *dz, const Tensor *dgamma, const Tensor *dbeta,
+                           bool accumulate) {
+  int64_t m, c;
+  batchnorm_geometry("op_batchnorm_bwd", bn, x, &m, &c);
+  bn_require("op_batchnorm_bwd", x, y);
+  bn_require("op_batchnorm_bwd", x, dy);
+  bn_require("op_batchnorm_bwd", x, dx);
+  bn_require("op_batchnorm_bwd", x, dz);
+  OP_REQUIRE("op_batchnorm_bwd", dgamma->dtype == DT_F32 && tensor_numel(dgamma) == c);
+  OP_REQUIRE("op_batchnorm_bwd", dbeta->dtype == DT_F32 && tensor_numel(dbeta) == c);
+  if (m == 0) return;
+  BnSplit s = bn_split(dev, m, c);
+  float *part_a = (float *)dev->workspace, *part_b = part_a + s.parts * c;
+  float *coef = part_b + s.parts * c;  // (2, C)
+  const float *mean = (const float *)bn->save_mean.data;
+  const float *invstd = (const float *)bn->save_invstd.data;
+  int64_t n = m * c;
+  OPS_FLOAT_DTYPE_SWITCH("op_batchnorm_bwd", x->dtype, T, {
+    BnPartialArgs<T> a = {(const T *)x->data, (const T *)y->data, (const T *)dy->data, mean,
+                          invstd, m, c, s.rows_per_part, part_a, part_b, relu};
+    bn_grad_sums_kernel<T><<<s.grid, s.block, 0, dev->stream>>>(a);
+    CHECK_LAUNCH();
+    bn_grad_finalize_kernel<<<ops_grid_for(c, 256), 256, 0, dev->stream>>>(
+        part_a, part_b, s.parts, m, c, (float *)dgamma->data, (float *)dbeta->data, accumulate,
+        coef);
+    CHECK_LAUNCH();
+    bn_dx_kernel<T><<<ops_grid_for(n, 256), 256, 0, dev->stream>>>(
+        (const T *)x->data, (const T *)y->data, (const T *)dy->data, (T *)dx->data,
+        dz ? (T *)dz->data : NULL, n, c, (const float *)bn->gamma.data, mean, invstd, coef,
+        relu);
+  });
+  CHECK_LAUNCH();
+}
+
+// ---------------------------------------------------------------- ReLU
+
+struct ConvReluFwd {  // f(x, unused)
+  __device__ float operator()(float x, float) const { return x > 0 ? x : 0.0f; }
+};
+struct ConvReluBwd {  // f(y, dy)
+  __device__ float operator()(float y, float dy) const { return y > 0 ? dy : 0.0f; }
+};
+
+void op_relu_fwd_cuda(const Device *dev, const Tensor *x, const Tensor *y) {
+  int64_t n = tensor_numel(x);
+  OP_REQUIRE("op_relu_fwd", y->dtype == x->dtype && tensor_numel(y) == n);
+  ops_binary_launch(dev, "op_relu_fwd", x->dtype, x->data, x->data, y->data, n, ConvReluFwd());
+}
+
+void op_relu_bwd_cuda(const Device *dev, const Tensor *y, const Tensor *dy, const Tensor *dx) {
+  int64_t n = tensor_numel(y);
+  OP_REQUIRE("op_relu_bwd", dy->dtype == y->dtype && dx->dtype == y->dtype);
+  OP_REQUIRE("op_relu_bwd", tensor_numel(dy) == n && tensor_numel(dx) == n);
+  ops_binary_launch(dev, "op_relu_bwd", y->dtype, y->data, dy->data, dx->data, n, ConvReluBwd());
+}
+
+// ---------------------------------------------------------------- pooling (cuDNN)
+
+// Descriptors of one pooling call, made and dropped per call (they are cheap
+// host objects; no GPU work or sync).
+typedef struct PoolDescs {
+  cudnnPoolingDescriptor_t pool;
+  cudnnTensorDescriptor_t x, y;
+} PoolDescs;
+
+static PoolDescs pool_descs(const ConvGeometry *g, const PoolParams *p, DType dt,
+                            cudnnPoolingMode_t mode) {
+  PoolDescs d;
+  CHECK_CUDNN(cudnnCreatePoolingDescriptor(&d.pool));
+  CHECK_CUDNN(cudnnSetPooling2dDescriptor(d.pool, mode, CUDNN_NOT_PROPAGATE_NAN, p->window_h,
+                                          p->window_w, p->pad_h, p->pad_w, p->stride_h,
+                                          p->stride_w));
+  CHECK_CUDNN(cudnnCreateTensorDescriptor(&d.x));
+  CHECK_CUDNN(cudnnCreateTensorDescriptor(&d.y));
+  conv_set_nhwc(d.x, dt, g->n, g->h, g->w, g->c);
+  conv_set_nhwc(d.y, dt, g->n, g->p, g->q, g->c);
+  return d;
+}
+
+static void pool_descs_free(PoolDescs *d) {
+  CHECK_CUDNN(cudnnDestroyTensorDescriptor(d->x));
+  CHECK_CUDNN(cudnnDestroyTensorDescriptor(d->y));
+  CHECK_CUDNN(cudnnDestroyPoolingDescriptor(d->pool));
+}
+
+static void pool_fwd_cuda(const Device *dev, const char *op, cudnnPoolingMode_t mode,
+                          const Tensor *x, const Tensor *y, const PoolParams *p) {
+  ConvGeometry g = pool_geometry(op, x, y, p);
+  PoolDescs d = pool_descs(&g, p, x->dtype, mode);
+  CHECK_CUDNN(cudnnPoolingForward(dev->cudnn, d.pool, &kOne, d.x, x->data, &kZero, d.y, y->data));
+  pool_descs_free(&d);
+}
+
+// cuDNN's backward takes x and y for both modes; the average mode reads
+// neither.
+static void pool_bwd_cuda(const Device *dev, const char *op, cudnnPoolingMode_t mode,
+                          const Tensor *x, const Tensor *y, const Tensor *dy, const Tensor *dx,
+                          const PoolParams *p) {
+  ConvGeometry g = pool_geometry(op, dx, dy, p);
+  OP_REQUIRE(op, dy->dtype == dx->dtype);
+  PoolDescs d = pool_descs(&g, p, dx->dtype, mode);
+  CHECK_CUDNN(cudnnPoolingBackward(dev->cudnn, d.pool, &kOne, d.y, y->data, d.y, dy->data, d.x,
+                                   x->data, &kZero, d.x, dx->data));
+  pool_descs_free(&d);
+}
+
+void op_maxpool_fwd_cuda(const Device *dev, const Tensor *x, const Tensor *y,
+                         const PoolParams *p) {
+  pool_fwd_cuda(dev, "op_maxpool_fwd", CUDNN_POOLING_MAX_DETERMINISTIC, x, y, p);
+}
+
+void op_maxpool_bwd_cuda(const Device *dev, const Tensor *x, const Tensor *y, const Tensor *dy,
+                         const Tensor *dx, const PoolParams *p) {
+  OP_REQUIRE("op_maxpool_bwd", tensor_same_shape(dy, y) && tensor_same_shape(dx, x));
+  pool_bwd_cuda(dev, "op_maxpool_bwd", CUDNN_POOLING_MAX_DETERMINISTIC, x, y, dy, dx, p);
+}
+
+void op_avgpool_fwd_cuda(const Device *dev, const Tensor *x, const Tensor *y,
+                         const PoolParams *p) {
+  pool_fwd_cuda(dev, "op_avgpool_fwd", CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING, x, y, p);
+}
+
+void op_avgpool_bwd_cuda(const Device *dev, const Tensor *dy, const Tensor *dx,
+                         const PoolParams *p) {
+  pool_bwd_cuda(dev, "op_avgpool_bwd", CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING, dx, dy, dy,
+                dx, p);
+}
+
+// ---------------------------------------------------------------- global average pool
+
+// One thread per (n, c); neighbouring threads read neighbouring channels.
+template <typename T>
+__global__ void gap_fwd_kernel(const T *x, T *y, int64_t n, int64_t area, int64_t c) {
+  int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n * c; i += stride) {
+    const T *img = x + (i / c) * area * c + i % c;
+    float acc = 0;
+    for (int64_t a = 0; a < area; a++) acc += ops_load(img[a * c]);
+    y[i] = ops_store<T>(acc / (float)area);
+  }
+}
+
+template <typename T>
+__global__ void gap_bwd_kernel(const T *dy, T *dx, int64_t total, int64_t area, int64_t c) {
+  int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
+    int64_t img = i / (area * c);
+    dx[i] = ops_store<T>(ops_load(dy[img * c + i % c]) / (float)area);
+  }
+}
+
+static void gap_check(const char *op, const Tensor *x, const Tensor *y) {
+  OP_REQUIRE(op, x->ndim == 4 && y->ndim == 2 && x->dtype == y->dtype);
+  OP_REQUIRE(op, y->shape[0] == x->shape[0] && y->shape[1] == x->shape[3]);
+  OP_REQUIRE(op, x->shape[1] * x->shape[2] >= 1);
+}
+
+void op_global_avgpool_fwd_cuda(const Device *dev, const Tensor *x, const Tensor *y) {
+  gap_check("op_global_avgpool_fwd", x, y);
+  int64_t n = x->shape[0], area = x->shape[1] * x->shape[2], c = x->shape[3];
+  if (n * c == 0) return;
+  OPS_FLOAT_DTYPE_SWITCH("op_global_avgpool_fwd", x->dtype, T, {
+    gap_fwd_kernel<T><<<ops_grid_for(n * c, 256), 256, 0, dev->stream>>>(
+        (const T *)x->data, (T *)y->data, n, area, c);
+  });
+  CHECK_LAUNCH();
+}
+
+void op_global_avgpool_bwd_cuda(const Device *dev, const Tensor *dy, const Tensor *dx) {
+  gap_check("op_global_avgpool_bwd", dx, dy);
+  int64_t area = dx->shape[1] * dx->shape[2], c = dx->shape[3], total = tensor_numel(dx);
+  if (total == 0) return;
+  OPS_FLOAT_DTYPE_SWITCH("op_global_avgpool_bwd", dx->dtype, T, {
+    gap_bwd_kernel<T><<<ops_grid_for(total, 256), 256, 0, dev->stream>>>(
+        (const T *)dy->data, (T *)dx->data, total, area, c);
+  });
+  CHECK_LAUNCH();
+}
