@@ -1,0 +1,110 @@
+// augment.c: crop boxes, bilinear crop-resize-flip, normalisation (augment.h).
+#include "augment.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "check.h"
+
+Rng augment_sample_rng(uint64_t seed, int64_t epoch, int64_t index) {
+  // 2^40 samples per epoch, 2^23 epochs, below the sampler's shuffle streams.
+  return rng_make(seed, ((uint64_t)epoch << 40) | (uint64_t)index);
+}
+
+static int32_t uniform_int(Rng *rng, int32_t lo, int32_t hi) {  // [lo, hi]
+  return lo + (int32_t)rng_next_below(rng, (uint32_t)(hi - lo + 1));
+}
+
+CropBox augment_random_resized_crop_box(int32_t width, int32_t height, float scale_min,
+                                        float scale_max, float ratio_min, float ratio_max,
+                                        Rng *rng) {
+  double area = (double)width * height;
+  double log_lo = log(ratio_min), log_hi = log(ratio_max);
+  for (int attempt = 0; attempt < 10; attempt++) {
+    double target = area * (scale_min + (scale_max - scale_min) * rng_next_uniform(rng));
+    double ratio = exp(log_lo + (log_hi - log_lo) * rng_next_uniform(rng));
+    int32_t w = (int32_t)lround(sqrt(target * ratio));
+    int32_t h = (int32_t)lround(sqrt(target / ratio));
+    if (w > 0 && h > 0 && w <= width && h <= height) {
+      int32_t y = uniform_int(rng, 0, height - h);
+      int32_t x = uniform_int(rng, 0, width - w);
+      return (CropBox){x, y, w, h};
+    }
+  }
+  // Fallback: the whole image, cut down to the nearest allowed aspect ratio.
+  double in_ratio = (double)width / height;
+  int32_t w = width, h = height;
+  if (in_ratio < ratio_min) {
+    h = (int32_t)lround(width / ratio_min);
+  } else if (in_ratio > ratio_max) {
+    w = (int32_t)lround(height * ratio_max);
+  }
+  return (CropBox){(width - w) / 2, (height - h) / 2, w, h};
+}
+
+CropBox augment_center_crop_box(int32_t width, int32_t height, int32_t resize_side,
+                                int32_t out_side) {
+  // After scaling the short side to resize_side, out_side pixels of it are
+  // kept: the same fraction of the source's short side.
+  int32_t shorter = width < height ? width : height;
+  int32_t side = (int32_t)lround((double)shorter * out_side / resize_side);
+  if (side < 1) side = 1;
+  if (side > shorter) side = shorter;
+  return (CropBox){(width - side) / 2, (height - side) / 2, side, side};
+}
+
+enum { kFracBits = 11, kOne = 1 << kFracBits };
+
+// For each output coordinate along one axis: the left source index and the
+// weight of the right neighbour in fixed point.
+static void axis_taps(float start, float extent, int32_t src_len, int32_t out_len, int32_t *index,
+                      int32_t *frac) {
+  float step = extent / (float)out_len;
+  for (int32_t o = 0; o < out_len; o++) {
+    float s = start + ((float)o + 0.5f) * step - 0.5f;
+    if (s < 0) s = 0;
+    if (s > (float)(src_len - 1)) s = (float)(src_len - 1);
+    int32_t i = (int32_t)s;
+    if (i > src_len - 2) i = src_len > 1 ? src_len - 2 : 0;
+    index[o] = i;
+    frac[o] = src_len > 1 ? (int32_t)lroundf((s - (float)i) * kOne) : 0;
+  }
+}
+
+void augment_crop_resize(const uint8_t *src, int32_t src_width, int32_t src_height, float x,
+                         float y, float box_w, float box_h, bool flip, uint8_t *out,
+                         int32_t out_width, int32_t out_height) {
+  int32_t *xi = xmalloc(2 * (size_t)(out_width + out_height) * sizeof(int32_t));
+  int32_t *xf = xi + out_width, *yi = xf + out_width, *yf = yi + out_height;
+  axis_taps(x, box_w, src_width, out_width, xi, xf);
+  axis_taps(y, box_h, src_height, out_height, yi, yf);
+  // A one-pixel-wide source has no right neighbour: reuse the pixel.
+  size_t dx = src_width > 1 ? 3 : 0, row_bytes = (size_t)src_width * 3;
+  size_t dy = src_height > 1 ? row_bytes : 0;
+  for (int32_t oy = 0; oy < out_height; oy++) {
+    const uint8_t *top = src + (size_t)yi[oy] * row_bytes, *bottom = top + dy;
+    int32_t wy = yf[oy];
+    uint8_t *row = out + (size_t)oy * out_width * 3;
+    for (int32_t ox = 0; ox < out_width; ox++) {
+      const uint8_t *a = top + (size_t)xi[ox] * 3, *b = bottom + (size_t)xi[ox] * 3;
+      int32_t wx = xf[ox];
+      uint8_t *px = row + (size_t)(flip ? out_width - 1 - ox : ox) * 3;
+      for (int c = 0; c < 3; c++) {
+        int32_t t = a[c] * (kOne - wx) + a[c + dx] * wx;
+        int32_t u = b[c] * (kOne - wx) + b[c + dx] * wx;
+        px[c] = (uint8_t)((t * (kOne - wy) + u * wy + (1 << (2 * kFracBits - 1))) >> (2 * kFracBits));
+      }
+    }
+  }
+  free(xi);
+}
+
+void augment_normalize_cpu(const uint8_t *in, float *out, int64_t pixels, const float mean[3],
+                           const float std[3]) {
+  float scale[3], shift[3];
+  for (int c = 0; c < 3; c++) {
+    scale[c] = 1.0f / (255.0f * std[c]);
+    shift[c] = -mean[c] / std[c];
+  }
+  for (int64_t i = 0; i < pixels * 3; i++) out[i] = (float)in[i] * scale[i % 3] + shift[i % 3];
+}

@@ -1,0 +1,50 @@
+// augment.h: image augmentation for classification, on RGB uint8 images in
+// the op library's activation layout, NHWC.
+//   train: random-resized-crop (torchvision's RandomResizedCrop parameters:
+//          area fraction in [scale_min, scale_max], log-uniform aspect ratio in
+//          [ratio_min, ratio_max], 10 tries, then a centre crop clamped to the
+//          ratio range), resized to out_side^2, mirrored with probability 1/2;
+//   eval:  resize the short side to resize_side, centre crop out_side^2
+//          (done as one crop of the source and one resize).
+// All random numbers of one sample come from the counter-based RNG keyed by
+// (seed, epoch, sample index), so a batch is the same whatever thread made it.
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "rng.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// A rectangle of source pixels.
+typedef struct CropBox {
+  int32_t x, y, width, height;
+} CropBox;
+
+// The RNG of sample `index` in `epoch`.
+Rng augment_sample_rng(uint64_t seed, int64_t epoch, int64_t index);
+
+CropBox augment_random_resized_crop_box(int32_t width, int32_t height, float scale_min,
+                                        float scale_max, float ratio_min, float ratio_max,
+                                        Rng *rng);
+CropBox augment_center_crop_box(int32_t width, int32_t height, int32_t resize_side,
+                                int32_t out_side);
+
+// Bilinear resize of the box (x, y, box_w, box_h in source pixels, fractional
+// allowed) of src into out, mirrored left-right when flip. Sample positions
+// are pixel centres, as in PIL and OpenCV's INTER_LINEAR.
+void augment_crop_resize(const uint8_t *src, int32_t src_width, int32_t src_height,
+                         float x, float y, float box_w, float box_h, bool flip,
+                         uint8_t *out, int32_t out_width, int32_t out_height);
+// src: (src_height, src_width, 3); out: (out_height, out_width, 3)
+
+// out = (in / 255 - mean) / std per channel; in, out: (pixels, 3). The GPU
+// version of this runs after the copy in the trainers.
+void augment_normalize_cpu(const uint8_t *in, float *out, int64_t pixels, const float mean[3],
+                           const float std[3]);
+
+#ifdef __cplusplus
+}
+#endif

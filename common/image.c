@@ -1,0 +1,242 @@
+// image.c: JPEG (TurboJPEG) and PNG (libpng) decoding and encoding (image.h).
+#include "image.h"
+
+#include <png.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <turbojpeg.h>
+
+#include "check.h"
+
+struct ImageDecoder {
+  tjhandle tj;
+  uint8_t *cmyk;  // (height, width, 4) for CMYK/YCCK JPEGs
+  size_t cmyk_bytes;
+};
+
+void image_free(Image *img) {
+  free(img->pixels);
+  memset(img, 0, sizeof *img);
+}
+
+static void image_reserve(Image *img, int32_t width, int32_t height) {
+  size_t bytes = (size_t)width * (size_t)height * 3;
+  if (bytes > img->capacity_bytes) {
+    free(img->pixels);
+    img->pixels = xmalloc(bytes);
+    img->capacity_bytes = bytes;
+  }
+  img->width = width;
+  img->height = height;
+}
+
+ImageFormat image_sniff(const uint8_t *bytes, size_t n_bytes) {
+  static const uint8_t kPng[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  if (n_bytes >= 3 && bytes[0] == 0xff && bytes[1] == 0xd8 && bytes[2] == 0xff)
+    return IMAGE_FORMAT_JPEG;
+  if (n_bytes >= 8 && memcmp(bytes, kPng, 8) == 0) return IMAGE_FORMAT_PNG;
+  return IMAGE_FORMAT_NONE;
+}
+
+ImageDecoder *image_decoder_create(void) {
+  ImageDecoder *d = xcalloc(1, sizeof *d);
+  d->tj = tjInitDecompress();
+  if (!d->tj) DIE("tjInitDecompress: %s", tjGetErrorStr2(NULL));
+  return d;
+}
+
+void image_decoder_free(ImageDecoder *d) {
+  if (!d) return;
+  tjDestroy(d->tj);
+  free(d->cmyk);
+  free(d);
+}
+
+static ImageStatus not_an_image(const uint8_t *bytes, size_t n_bytes, char *msg,
+                                size_t msg_bytes) {
+  if (n_bytes == 0) {
+    snprintf(msg, msg_bytes, "empty (0 bytes), not an image");
+  } else {
+    uint8_t head[4] = {0};
+    memcpy(head, bytes, n_bytes < 4 ? n_bytes : 4);
+    snprintf(msg, msg_bytes, "not a JPEG or PNG image (%zu bytes starting %02x %02x %02x %02x)",
+             n_bytes, head[0], head[1], head[2], head[3]);
+  }
+  return IMAGE_ERROR;
+}
+
+// A failed TurboJPEG call: libjpeg's warnings (corrupt or truncated data,
+// decoded anyway) are told apart from errors.
+// TurboJPEG 2.1 leaves a handle mid-stream after a failure, which spoils the
+// next image it reads, so the handle is replaced.
+static ImageStatus tj_status(ImageDecoder *d, const char *what, char *msg, size_t msg_bytes) {
+  snprintf(msg, msg_bytes, "%s: %s", what, tjGetErrorStr2(d->tj));
+  ImageStatus status = tjGetErrorCode(d->tj) == TJERR_WARNING ? IMAGE_WARNING : IMAGE_ERROR;
+  tjDestroy(d->tj);
+  d->tj = tjInitDecompress();
+  if (!d->tj) DIE("tjInitDecompress: %s", tjGetErrorStr2(NULL));
+  return status;
+}
+
+// The JPEG header; a header cut short can "succeed" with a warning and no
+// size, which counts as an error here.
+static bool jpeg_header(ImageDecoder *d, const uint8_t *bytes, size_t n_bytes, int *width,
+                        int *height, int *colorspace, char *msg, size_t msg_bytes) {
+  int subsamp;
+  *width = *height = 0;
+  int rc = tjDecompressHeader3(d->tj, bytes, (unsigned long)n_bytes, width, height, &subsamp,
+                               colorspace);
+  if (rc == 0 && *width > 0 && *height > 0) return true;
+  tj_status(d, "bad JPEG header", msg, msg_bytes);
+  return false;
+}
+
+// Reads the PNG header into img; false with the reason in msg.
+static bool png_begin(png_image *img, const uint8_t *bytes, size_t n_bytes, char *msg,
+                      size_t msg_bytes) {
+  memset(img, 0, sizeof *img);
+  img->version = PNG_IMAGE_VERSION;
+  if (png_image_begin_read_from_memory(img, bytes, n_bytes)) return true;
+  snprintf(msg, msg_bytes, "bad PNG header: %s", img->message);
+  return false;
+}
+
+ImageStatus image_header(ImageDecoder *d, const uint8_t *bytes, size_t n_bytes,
+                         int32_t *width, int32_t *height, char *msg, size_t msg_bytes) {
+  switch (image_sniff(bytes, n_bytes)) {
+    case IMAGE_FORMAT_JPEG: {
+      int w, h, colorspace;
+      if (!jpeg_header(d, bytes, n_bytes, &w, &h, &colorspace, msg, msg_bytes)) return IMAGE_ERROR;
+      *width = w;
+      *height = h;
+      return IMAGE_OK;
+    }
+    case IMAGE_FORMAT_PNG: {
+      png_image img;
+      if (!png_begin(&img, bytes, n_bytes, msg, msg_bytes)) return IMAGE_ERROR;
+      *width = (int32_t)img.width;
+      *height = (int32_t)img.height;
+      png_image_free(&img);
+      return IMAGE_OK;
+    }
+    case IMAGE_FORMAT_NONE: break;
+  }
+  return not_an_image(bytes, n_bytes, msg, msg_bytes);
+}
+
+void image_jpeg_scaled_size(int32_t width, int32_t height, int32_t min_width,
+                            int32_t min_height, int32_t *scaled_width, int32_t *scaled_height) {
+  int count;
+  const tjscalingfactor *factors = tjGetScalingFactors(&count);
+  *scaled_width = width;
+  *scaled_height = height;
+  if (min_width <= 0 && min_height <= 0) return;
+  for (int i = 0; i < count; i++) {
+    if (factors[i].num > factors[i].denom) continue;  // no upscaling
+    int32_t w = TJSCALED(width, factors[i]), h = TJSCALED(height, factors[i]);
+    if (w >= min_width && h >= min_height && (int64_t)w * h < (int64_t)*scaled_width * *scaled_height) {
+      *scaled_width = w;
+      *scaled_height = h;
+    }
+  }
+}
+
+// Adobe CMYK as libjpeg delivers it is inverted (255 = no ink), so each RGB
+// channel is its inverted ink times the inverted black.
+static void cmyk_to_rgb(const uint8_t *cmyk, uint8_t *rgb, size_t pixels) {
+  for (size_t i = 0; i < pixels; i++, cmyk += 4, rgb += 3) {
+    uint32_t k = cmyk[3];
+    for (int c = 0; c < 3; c++) rgb[c] = (uint8_t)((cmyk[c] * k + 127) / 255);
+  }
+}
+
+static ImageStatus decode_jpeg(ImageDecoder *d, const uint8_t *bytes, size_t n_bytes,
+                               int32_t min_width, int32_t min_height, Image *out, char *msg,
+                               size_t msg_bytes) {
+  int w, h, colorspace;
+  if (!jpeg_header(d, bytes, n_bytes, &w, &h, &colorspace, msg, msg_bytes)) return IMAGE_ERROR;
+  int32_t sw, sh;
+  image_jpeg_scaled_size(w, h, min_width, min_height, &sw, &sh);
+  image_reserve(out, sw, sh);
+  bool cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
+  uint8_t *dst = out->pixels;
+  if (cmyk) {
+    size_t bytes_needed = (size_t)sw * sh * 4;
+    if (bytes_needed > d->cmyk_bytes) {
+      free(d->cmyk);
+      d->cmyk = xmalloc(bytes_needed);
+      d->cmyk_bytes = bytes_needed;
+    }
+    dst = d->cmyk;
+  }
+  ImageStatus status = IMAGE_OK;
+  if (tjDecompress2(d->tj, bytes, (unsigned long)n_bytes, dst, sw, 0, sh,
+                    cmyk ? TJPF_CMYK : TJPF_RGB, 0) != 0)
+    status = tj_status(d, "JPEG decode", msg, msg_bytes);
+  if (cmyk && status != IMAGE_ERROR) cmyk_to_rgb(d->cmyk, out->pixels, (size_t)sw * sh);
+  return status;
+}
+
+static ImageStatus decode_png(const uint8_t *bytes, size_t n_bytes, Image *out, char *msg,
+                              size_t msg_bytes) {
+  png_image img;
+  if (!png_begin(&img, bytes, n_bytes, msg, msg_bytes)) return IMAGE_ERROR;
+  img.format = PNG_FORMAT_RGB;  // grey, palette and 16-bit become 8-bit RGB
+  image_reserve(out, (int32_t)img.width, (int32_t)img.height);
+  if (!png_image_finish_read(&img, NULL, out->pixels, 0, NULL)) {
+    snprintf(msg, msg_bytes, "PNG decode: %s", img.message);
+    png_image_free(&img);
+    return IMAGE_ERROR;
+  }
+  return IMAGE_OK;
+}
+
+ImageStatus image_decode(ImageDecoder *d, const uint8_t *bytes, size_t n_bytes,
+                         int32_t min_width, int32_t min_height, Image *out, char *msg,
+                         size_t msg_bytes) {
+  switch (image_sniff(bytes, n_bytes)) {
+    case IMAGE_FORMAT_JPEG:
+      return decode_jpeg(d, bytes, n_bytes, min_width, min_height, out, msg, msg_bytes);
+    case IMAGE_FORMAT_PNG: return decode_png(bytes, n_bytes, out, msg, msg_bytes);
+    case IMAGE_FORMAT_NONE: break;
+  }
+  return not_an_image(bytes, n_bytes, msg, msg_bytes);
+}
+
+uint8_t *image_encode_jpeg(const uint8_t *pixels, int32_t width, int32_t height,
+                           int channels, int quality, size_t *n_bytes) {
+  int format = channels == 1 ? TJPF_GRAY : channels == 3 ? TJPF_RGB : TJPF_CMYK;
+  if (channels != 1 && channels != 3 && channels != 4) DIE("JPEG with %d channels", channels);
+  tjhandle tj = tjInitCompress();
+  if (!tj) DIE("tjInitCompress: %s", tjGetErrorStr2(NULL));
+  unsigned char *jpeg = NULL;
+  unsigned long jpeg_bytes = 0;
+  CHECK_TJ(tjCompress2(tj, pixels, width, 0, height, format, &jpeg, &jpeg_bytes,
+                       channels == 1 ? TJSAMP_GRAY : TJSAMP_420, quality, 0), tj);
+  uint8_t *copy = xmalloc(jpeg_bytes);
+  memcpy(copy, jpeg, jpeg_bytes);
+  *n_bytes = jpeg_bytes;
+  tjFree(jpeg);
+  tjDestroy(tj);
+  return copy;
+}
+
+uint8_t *image_encode_png(const uint8_t *pixels, int32_t width, int32_t height, int channels,
+                          size_t *n_bytes) {
+  if (channels != 1 && channels != 3) DIE("PNG with %d channels", channels);
+  png_image img;
+  memset(&img, 0, sizeof img);
+  img.version = PNG_IMAGE_VERSION;
+  img.width = (png_uint_32)width;
+  img.height = (png_uint_32)height;
+  img.format = channels == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
+  png_alloc_size_t bytes = 0;
+  if (!png_image_write_to_memory(&img, NULL, &bytes, 0, pixels, 0, NULL))
+    DIE("png_image_write_to_memory (size): %s", img.message);
+  uint8_t *png = xmalloc(bytes);
+  if (!png_image_write_to_memory(&img, png, &bytes, 0, pixels, 0, NULL))
+    DIE("png_image_write_to_memory: %s", img.message);
+  *n_bytes = bytes;
+  return png;
+}
