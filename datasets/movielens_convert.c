@@ -1,0 +1,51 @@
+// movielens_convert: a MovieLens ratings.csv (ml-20m) into the NCF trainer's
+// binary file <out>/ncf.bin - the MLPerf split described in movielens.h.
+//   movielens_convert --input=ml-20m/ratings.csv --out=data/ncf/ml-20m
+#include <sys/stat.h>
+
+#include "config.h"
+#include "movielens.h"
+#include "timer.h"
+
+static const ConfigKey CONVERT_KEYS[] = {
+    {"input", CFG_STRING, "", "ratings.csv (userId,movieId,rating,timestamp)"},
+    {"out", CFG_STRING, "", "output directory (created); ncf.bin goes there"},
+    {"seed", CFG_INT, "0", "seed of the test negatives"},
+    {"negatives", CFG_INT, "999", "test negatives per user"},
+    {"min_ratings", CFG_INT, "20", "users with fewer ratings are dropped"},
+};
+
+int main(int argc, char **argv) {
+  Config cfg;
+  config_init(&cfg);
+  config_add_keys(&cfg, CONVERT_KEYS, (int)(sizeof CONVERT_KEYS / sizeof CONVERT_KEYS[0]));
+  config_from_args(&cfg, argc, argv, "movielens_convert");
+  const char *input = config_string(&cfg, "input"), *out = config_string(&cfg, "out");
+  int64_t n_neg = config_int(&cfg, "negatives"), min_ratings = config_int(&cfg, "min_ratings");
+  if (!*input) die_input("--input", "missing: the path of ratings.csv");
+  if (!*out) die_input("--out", "missing: the output directory");
+  if (n_neg < 1 || n_neg > 100000) die_input("--negatives", "want 1..100000, got %lld",
+                                             (long long)n_neg);
+  if (min_ratings < 2) die_input("--min_ratings", "want >= 2 (one rating is held out)");
+  if (mkdir(out, 0755) != 0 && errno != EEXIST)
+    die_input(out, "cannot create the directory: %s", strerror(errno));
+
+  double t0 = time_now_s();
+  MlRatings ratings;
+  ml_ratings_read(input, &ratings);
+  double t1 = time_now_s();
+  MlData data;
+  ml_split(&ratings, min_ratings, n_neg, (uint64_t)config_int(&cfg, "seed"), &data);
+  ml_data_write(&data, out);
+  double t2 = time_now_s();
+  printf("movielens_convert: %s: %lld ratings read in %.1f s\n", input,
+         (long long)ratings.count, t1 - t0);
+  printf("movielens_convert: %lld users (>= %lld ratings), %lld items, %lld training "
+         "positives, %lld test negatives per user; wrote %s/%s in %.1f s\n",
+         (long long)data.n_users, (long long)min_ratings, (long long)data.n_items,
+         (long long)data.n_train, (long long)n_neg, out, ML_FILE_NAME, t2 - t1);
+  ml_data_free(&data);
+  ml_ratings_free(&ratings);
+  config_free(&cfg);
+  return 0;
+}

@@ -1,0 +1,162 @@
+// The NCF eval metric (recommendation/ncf_metric.c): HR@K and NDCG@K on
+// hand-made score arrays, the reference's rules for ties, repeated negatives
+// and NaN, slices adding up to the whole (the multi-rank reduction), and
+// agreement with a direct emulation of the MLPerf reference's ranking.
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../recommendation/ncf_metric.c"
+#include "rng.h"
+#include "test.h"
+
+static const Device CPU = {.kind = DEVICE_CPU};
+
+static void hand_made_ranks(void) {
+  // Three users, five negatives each (distinct items), K = 2.
+  const float scores[3][6] = {
+      {0.9f, 0.1f, 0.2f, 0.3f, 0.4f, 0.5f},   // positive first: rank 0
+      {0.3f, 0.1f, 0.5f, 0.2f, 0.6f, 0.0f},   // two above: rank 2, a miss at K = 2
+      {0.5f, 0.7f, 0.1f, 0.2f, 0.3f, 0.4f},   // one above: rank 1
+  };
+  const int32_t items[3][5] = {{1, 2, 3, 4, 5}, {1, 2, 3, 4, 5}, {1, 2, 3, 4, 5}};
+  NcfMetricSums s = {0};
+  ncf_metric_add_cpu(&CPU, &scores[0][0], &items[0][0], 3, 5, 2, NULL, &s);
+  CHECK_NEAR(s.users, 3, 0);
+  CHECK_NEAR(s.hits, 2, 0);
+  CHECK_NEAR(ncf_metric_hr(&s), 2.0 / 3, 1e-12);
+  CHECK_NEAR(ncf_metric_ndcg(&s), (1.0 + 1.0 / log2(3.0)) / 3, 1e-12);
+  // K = 3 takes the second user in at rank 2: NDCG term 1 / log2(4) = 0.5.
+  NcfMetricSums s3 = {0};
+  ncf_metric_add_cpu(&CPU, &scores[0][0], &items[0][0], 3, 5, 3, NULL, &s3);
+  CHECK_NEAR(ncf_metric_hr(&s3), 1.0, 1e-12);
+  CHECK_NEAR(ncf_metric_ndcg(&s3), (1.0 + 0.5 + 1.0 / log2(3.0)) / 3, 1e-12);
+}
+
+static void ties_go_against_the_positive(void) {
+  // The positive ties with two negatives: both rank above it (rank 2).
+  const float scores[4] = {0.5f, 0.5f, 0.5f, 0.1f};
+  const int32_t items[3] = {3, 8, 9};
+  NcfMetricSums s = {0};
+  ncf_metric_add_cpu(&CPU, scores, items, 1, 3, 2, NULL, &s);
+  CHECK_NEAR(s.hits, 0, 0);
+  ncf_metric_add_cpu(&CPU, scores, items, 1, 3, 3, NULL, &s);
+  CHECK_NEAR(s.hits, 1, 0);
+  CHECK_NEAR(s.ndcg, 0.5, 1e-12);
+  // Constant scores (an untrained model's degenerate case) never hit.
+  const float flat[6] = {0, 0, 0, 0, 0, 0};
+  const int32_t many[5] = {1, 2, 3, 4, 5};
+  NcfMetricSums f = {0};
+  ncf_metric_add_cpu(&CPU, flat, many, 1, 5, 5, NULL, &f);
+  CHECK_NEAR(f.hits, 0, 0);
+}
+
+static void repeated_negatives_count_once(void) {
+  // Item 4 drawn three times above the positive: one candidate, rank 1.
+  const float scores[6] = {0.5f, 0.9f, 0.9f, 0.9f, 0.1f, 0.2f};
+  const int32_t items[5] = {4, 4, 4, 6, 7};
+  NcfMetricSums s = {0};
+  ncf_metric_add_cpu(&CPU, scores, items, 1, 5, 2, NULL, &s);
+  CHECK_NEAR(s.hits, 1, 0);
+  CHECK_NEAR(s.ndcg, 1.0 / log2(3.0), 1e-12);
+}
+
+static void nan_never_hits(void) {
+  const float nan_pos[4] = {NAN, 0.1f, 0.2f, 0.3f};
+  const float nan_neg[4] = {0.5f, NAN, 0.2f, 0.3f};
+  const int32_t items[3] = {1, 2, 3};
+  NcfMetricSums a = {0}, b = {0};
+  ncf_metric_add_cpu(&CPU, nan_pos, items, 1, 3, 3, NULL, &a);
+  CHECK_NEAR(a.hits, 0, 0);  // a NaN positive ranks last
+  ncf_metric_add_cpu(&CPU, nan_neg, items, 1, 3, 1, NULL, &b);
+  CHECK_NEAR(b.hits, 0, 0);  // a NaN negative ranks above the positive
+}
+
+// The reference's ranking, emulated directly: the distinct candidates in
+// insertion order (negatives as drawn, the positive last), a stable sort by
+// descending score, the positive's position if it is within the first k.
+static int64_t reference_position(const float *row, const int32_t *items, int64_t n_neg,
+                                  int k) {
+  int32_t *cand = malloc((size_t)(n_neg + 1) * sizeof(int32_t));
+  float *score = malloc((size_t)(n_neg + 1) * sizeof(float));
+  int64_t n = 0;
+  for (int64_t j = 0; j < n_neg; j++) {
+    int seen = 0;
+    for (int64_t c = 0; c < n; c++) seen |= cand[c] == items[j];
+    if (!seen) {
+      cand[n] = items[j];
+      score[n++] = row[1 + j];
+    }
+  }
+  cand[n] = -1;  // the positive
+  score[n++] = row[0];
+  // Insertion sort, descending, stable: an element moves only past smaller ones.
+  for (int64_t i = 1; i < n; i++) {
+    float s = score[i];
+    int32_t c = cand[i];
+    int64_t j = i - 1;
+    for (; j >= 0 && score[j] < s; j--) {
+      score[j + 1] = score[j];
+      cand[j + 1] = cand[j];
+    }
+    score[j + 1] = s;
+    cand[j + 1] = c;
+  }
+  int64_t pos = -1;
+  for (int64_t i = 0; i < n && i < k; i++)
+    if (cand[i] == -1) pos = i;
+  free(cand);
+  free(score);
+  return pos;
+}
+
+static int cmp_i32(const void *a, const void *b) {
+  return (*(const int32_t *)a > *(const int32_t *)b) - (*(const int32_t *)a < *(const int32_t *)b);
+}
+
+// Random users with coarse scores (many ties) and repeated negatives.
+static void matches_reference_emulation(void) {
+  enum { U = 400, N = 99, K = 10 };
+  float *scores = malloc(sizeof(float) * U * (1 + N));
+  int32_t *items = malloc(sizeof(int32_t) * U * N);
+  Rng r = rng_make(5, 0);
+  double hits = 0, ndcg = 0;
+  for (int64_t u = 0; u < U; u++) {
+    for (int64_t j = 0; j < N; j++) items[u * N + j] = (int32_t)rng_next_below(&r, 150);
+    qsort(items + u * N, N, sizeof(int32_t), cmp_i32);
+    // Scores of 8 levels, the same for the same item (a model is a function).
+    float level_of_item[150];
+    for (int i = 0; i < 150; i++) level_of_item[i] = (float)rng_next_below(&r, 8);
+    scores[u * (1 + N)] = (float)rng_next_below(&r, 8) + 0.5f * (u % 2);
+    for (int64_t j = 0; j < N; j++) scores[u * (1 + N) + 1 + j] = level_of_item[items[u * N + j]];
+    int64_t pos = reference_position(scores + u * (1 + N), items + u * N, N, K);
+    if (pos >= 0) {
+      hits += 1;
+      ndcg += 1 / log2((double)pos + 2);
+    }
+  }
+  NcfMetricSums s = {0};
+  ncf_metric_add_cpu(&CPU, scores, items, U, N, K, NULL, &s);
+  CHECK_NEAR(s.hits, hits, 0);
+  CHECK_NEAR(s.ndcg, ndcg, 1e-9);
+  REQUIRE(hits > 20 && hits < U - 20);  // the case exercises both outcomes
+
+  // Slices (one per rank) add up to the whole.
+  NcfMetricSums parts = {0};
+  ncf_metric_add_cpu(&CPU, scores, items, 137, N, K, NULL, &parts);
+  ncf_metric_add_cpu(&CPU, scores + 137 * (1 + N), items + 137 * N, U - 137, N, K, NULL, &parts);
+  CHECK_NEAR(parts.hits, s.hits, 0);
+  CHECK_NEAR(parts.users, U, 0);
+  CHECK_NEAR(parts.ndcg, s.ndcg, 1e-9);
+  free(scores);
+  free(items);
+}
+
+int main(void) {
+  TEST_RUN(hand_made_ranks);
+  TEST_RUN(ties_go_against_the_positive);
+  TEST_RUN(repeated_negatives_count_once);
+  TEST_RUN(nan_never_hits);
+  TEST_RUN(matches_reference_emulation);
+  return test_finish();
+}
