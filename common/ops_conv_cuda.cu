@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "ops_conv.h"
-#include "ops_cuda_kernels.cuh"
+#include "ops_binary.cuh"
 
 static const float kOne = 1.0f, kZero = 0.0f;
 
@@ -235,10 +235,10 @@ __global__ void bn_stats_kernel(BnPartialArgs<T> a) {
   int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   float s1 = 0, s2 = 0;
   if (c < a.cols) {
-    float shift = ops_load(a.x[c]);
+    float shift = ops_f32(a.x[c]);
     int64_t r1 = min(a.rows, ((int64_t)blockIdx.y + 1) * a.rows_per_part);
     for (int64_t r = (int64_t)blockIdx.y * a.rows_per_part + threadIdx.y; r < r1; r += blockDim.y) {
-      float d = ops_load(a.x[r * a.cols + c]) - shift;
+      float d = ops_f32(a.x[r * a.cols + c]) - shift;
       s1 += d;
       s2 += d * d;
     }
@@ -256,9 +256,9 @@ __global__ void bn_grad_sums_kernel(BnPartialArgs<T> a) {
     int64_t r1 = min(a.rows, ((int64_t)blockIdx.y + 1) * a.rows_per_part);
     for (int64_t r = (int64_t)blockIdx.y * a.rows_per_part + threadIdx.y; r < r1; r += blockDim.y) {
       int64_t e = r * a.cols + c;
-      float g = a.relu && !(ops_load(a.y[e]) > 0) ? 0.0f : ops_load(a.dy[e]);
+      float g = a.relu && !(ops_f32(a.y[e]) > 0) ? 0.0f : ops_f32(a.dy[e]);
       s1 += g;
-      s2 += g * (ops_load(a.x[e]) - mean) * invstd;
+      s2 += g * (ops_f32(a.x[e]) - mean) * invstd;
     }
   }
   bn_block_pair_sum(s1, s2, a.part_a, a.part_b, a.cols, c);
@@ -277,7 +277,7 @@ __global__ void bn_stats_finalize_kernel(const T *x, const float *part_a, const 
   }
   float m = (float)rows, d_mean = s1 / m;
   float var = fmaxf(s2 / m - d_mean * d_mean, 0.0f);
-  float mean = ops_load(x[c]) + d_mean;
+  float mean = ops_f32(x[c]) + d_mean;
   ((float *)bn.save_mean.data)[c] = mean;
   ((float *)bn.save_invstd.data)[c] = rsqrtf(var + bn.eps);
   float *rm = (float *)bn.running_mean.data, *rv = (float *)bn.running_var.data;
@@ -313,9 +313,9 @@ __global__ void bn_apply_kernel(const T *x, const T *z, T *y, int64_t n, int64_t
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
     int64_t c = i % cols;
     float invstd = spread_is_var ? rsqrtf(spread[c] + eps) : spread[c];
-    float v = gamma[c] * invstd * (ops_load(x[i]) - mean[c]) + beta[c];
-    if (z) v += ops_load(z[i]);
-    y[i] = ops_store<T>(relu && !(v > 0) ? 0.0f : v);
+    float v = gamma[c] * invstd * (ops_f32(x[i]) - mean[c]) + beta[c];
+    if (z) v += ops_f32(z[i]);
+    y[i] = ops_from_f32<T>(relu && !(v > 0) ? 0.0f : v);
   }
 }
 
@@ -326,10 +326,10 @@ __global__ void bn_dx_kernel(const T *x, const T *y, const T *dy, T *dx, T *dz, 
   int64_t stride = (int64_t)gridDim.x * blockDim.x;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
     int64_t c = i % cols;
-    float g = relu && !(ops_load(y[i]) > 0) ? 0.0f : ops_load(dy[i]);
-    float xhat = (ops_load(x[i]) - mean[c]) * invstd[c];
-    if (dz) dz[i] = ops_store<T>(g);
-    dx[i] = ops_store<T>(gamma[c] * invstd[c] * (g - coef[c] - xhat * coef[cols + c]));
+    float g = relu && !(ops_f32(y[i]) > 0) ? 0.0f : ops_f32(dy[i]);
+    float xhat = (ops_f32(x[i]) - mean[c]) * invstd[c];
+    if (dz) dz[i] = ops_from_f32<T>(g);
+    dx[i] = ops_from_f32<T>(gamma[c] * invstd[c] * (g - coef[c] - xhat * coef[cols + c]));
   }
 }
 
@@ -373,15 +373,16 @@ void op_batchnorm_fwd_train_cuda(const Device *dev, const BatchNorm *bn, const T
   BnSplit s = bn_split(dev, m, c);
   float *part_a = (float *)dev->workspace, *part_b = part_a + s.parts * c;
   int64_t n = m * c;
-  OPS_FLOAT_DTYPE_SWITCH("op_batchnorm_fwd_train", x->dtype, T, {
+  OPS_FLOAT_DISPATCH("op_batchnorm_fwd_train", x->dtype, {
+    typedef scalar_t T;
     BnPartialArgs<T> a = {(const T *)x->data, NULL, NULL, NULL, NULL, m, c,
                           s.rows_per_part, part_a, part_b, relu};
     bn_stats_kernel<T><<<s.grid, s.block, 0, dev->stream>>>(a);
     CHECK_LAUNCH();
-    bn_stats_finalize_kernel<T><<<ops_grid_for(c, 256), 256, 0, dev->stream>>>(
+    bn_stats_finalize_kernel<T><<<ops_blocks(c, 256), 256, 0, dev->stream>>>(
         (const T *)x->data, part_a, part_b, s.parts, m, c, *bn);
     CHECK_LAUNCH();
-    bn_apply_kernel<T><<<ops_grid_for(n, 256), 256, 0, dev->stream>>>(
+    bn_apply_kernel<T><<<ops_blocks(n, 256), 256, 0, dev->stream>>>(
         (const T *)x->data, z ? (const T *)z->data : NULL, (T *)y->data, n, c,
         (const float *)bn->gamma.data, (const float *)bn->beta.data,
         (const float *)bn->save_mean.data, (const float *)bn->save_invstd.data, false, bn->eps,
@@ -398,8 +399,9 @@ void op_batchnorm_fwd_infer_cuda(const Device *dev, const BatchNorm *bn, const T
   bn_require("op_batchnorm_fwd_infer", x, y);
   int64_t n = m * c;
   if (n == 0) return;
-  OPS_FLOAT_DTYPE_SWITCH("op_batchnorm_fwd_infer", x->dtype, T, {
-    bn_apply_kernel<T><<<ops_grid_for(n, 256), 256, 0, dev->stream>>>(
+  OPS_FLOAT_DISPATCH("op_batchnorm_fwd_infer", x->dtype, {
+    typedef scalar_t T;
+    bn_apply_kernel<T><<<ops_blocks(n, 256), 256, 0, dev->stream>>>(
         (const T *)x->data, z ? (const T *)z->data : NULL, (T *)y->data, n, c,
         (const float *)bn->gamma.data, (const float *)bn->beta.data,
         (const float *)bn->running_mean.data, (const float *)bn->running_var.data, true,
@@ -427,16 +429,17 @@ void op_batchnorm_bwd_cuda(const Device *dev, const BatchNorm *bn, const Tensor 
   const float *mean = (const float *)bn->save_mean.data;
   const float *invstd = (const float *)bn->save_invstd.data;
   int64_t n = m * c;
-  OPS_FLOAT_DTYPE_SWITCH("op_batchnorm_bwd", x->dtype, T, {
+  OPS_FLOAT_DISPATCH("op_batchnorm_bwd", x->dtype, {
+    typedef scalar_t T;
     BnPartialArgs<T> a = {(const T *)x->data, (const T *)y->data, (const T *)dy->data, mean,
                           invstd, m, c, s.rows_per_part, part_a, part_b, relu};
     bn_grad_sums_kernel<T><<<s.grid, s.block, 0, dev->stream>>>(a);
     CHECK_LAUNCH();
-    bn_grad_finalize_kernel<<<ops_grid_for(c, 256), 256, 0, dev->stream>>>(
+    bn_grad_finalize_kernel<<<ops_blocks(c, 256), 256, 0, dev->stream>>>(
         part_a, part_b, s.parts, m, c, (float *)dgamma->data, (float *)dbeta->data, accumulate,
         coef);
     CHECK_LAUNCH();
-    bn_dx_kernel<T><<<ops_grid_for(n, 256), 256, 0, dev->stream>>>(
+    bn_dx_kernel<T><<<ops_blocks(n, 256), 256, 0, dev->stream>>>(
         (const T *)x->data, (const T *)y->data, (const T *)dy->data, (T *)dx->data,
         dz ? (T *)dz->data : NULL, n, c, (const float *)bn->gamma.data, mean, invstd, coef,
         relu);
@@ -547,8 +550,8 @@ __global__ void gap_fwd_kernel(const T *x, T *y, int64_t n, int64_t area, int64_
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n * c; i += stride) {
     const T *img = x + (i / c) * area * c + i % c;
     float acc = 0;
-    for (int64_t a = 0; a < area; a++) acc += ops_load(img[a * c]);
-    y[i] = ops_store<T>(acc / (float)area);
+    for (int64_t a = 0; a < area; a++) acc += ops_f32(img[a * c]);
+    y[i] = ops_from_f32<T>(acc / (float)area);
   }
 }
 
@@ -557,7 +560,7 @@ __global__ void gap_bwd_kernel(const T *dy, T *dx, int64_t total, int64_t area, 
   int64_t stride = (int64_t)gridDim.x * blockDim.x;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
     int64_t img = i / (area * c);
-    dx[i] = ops_store<T>(ops_load(dy[img * c + i % c]) / (float)area);
+    dx[i] = ops_from_f32<T>(ops_f32(dy[img * c + i % c]) / (float)area);
   }
 }
 
@@ -571,8 +574,9 @@ void op_global_avgpool_fwd_cuda(const Device *dev, const Tensor *x, const Tensor
   gap_check("op_global_avgpool_fwd", x, y);
   int64_t n = x->shape[0], area = x->shape[1] * x->shape[2], c = x->shape[3];
   if (n * c == 0) return;
-  OPS_FLOAT_DTYPE_SWITCH("op_global_avgpool_fwd", x->dtype, T, {
-    gap_fwd_kernel<T><<<ops_grid_for(n * c, 256), 256, 0, dev->stream>>>(
+  OPS_FLOAT_DISPATCH("op_global_avgpool_fwd", x->dtype, {
+    typedef scalar_t T;
+    gap_fwd_kernel<T><<<ops_blocks(n * c, 256), 256, 0, dev->stream>>>(
         (const T *)x->data, (T *)y->data, n, area, c);
   });
   CHECK_LAUNCH();
@@ -582,8 +586,9 @@ void op_global_avgpool_bwd_cuda(const Device *dev, const Tensor *dy, const Tenso
   gap_check("op_global_avgpool_bwd", dx, dy);
   int64_t area = dx->shape[1] * dx->shape[2], c = dx->shape[3], total = tensor_numel(dx);
   if (total == 0) return;
-  OPS_FLOAT_DTYPE_SWITCH("op_global_avgpool_bwd", dx->dtype, T, {
-    gap_bwd_kernel<T><<<ops_grid_for(total, 256), 256, 0, dev->stream>>>(
+  OPS_FLOAT_DISPATCH("op_global_avgpool_bwd", dx->dtype, {
+    typedef scalar_t T;
+    gap_bwd_kernel<T><<<ops_blocks(total, 256), 256, 0, dev->stream>>>(
         (const T *)dy->data, (T *)dx->data, total, area, c);
   });
   CHECK_LAUNCH();

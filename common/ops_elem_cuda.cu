@@ -1,6 +1,6 @@
 // ops_elem_cuda.cu: the CUDA side of ops_elem.h. Everything runs on
 // dev->stream without a host synchronisation.
-#include "ops_cuda_kernels.cuh"
+#include "ops_binary.cuh"
 #include "ops_elem.h"
 
 // ---------------------------------------------------------------- arithmetic
@@ -112,7 +112,7 @@ extern "C" void op_permute_cuda(const Device *dev, const Tensor *x, const int *p
   for (int d = 0; d < y->ndim; d++) g.out_shape[d] = y->shape[d];
   int64_t n = tensor_numel(y);
   if (n == 0) return;
-  unsigned grid = ops_grid_for(n, 256);
+  unsigned grid = ops_blocks(n, 256);
   cudaStream_t s = dev->stream;
   switch (dtype_size(x->dtype)) {
     case 1: elem_permute_kernel<<<grid, 256, 0, s>>>((const uint8_t *)x->data, (uint8_t *)y->data, n, g); break;
@@ -138,7 +138,7 @@ __global__ void elem_colsum_kernel(const T *x, float *out, int64_t rows, int64_t
   int64_t r1 = min(rows, r0 + rows_per_part);
   float acc = 0;
   if (c < cols)
-    for (int64_t r = r0 + threadIdx.y; r < r1; r += blockDim.y) acc += ops_load(x[r * cols + c]);
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += blockDim.y) acc += ops_f32(x[r * cols + c]);
   lane_sums[threadIdx.y * blockDim.x + threadIdx.x] = acc;
   __syncthreads();
   for (unsigned half = blockDim.y / 2; half > 0; half /= 2) {
@@ -148,16 +148,6 @@ __global__ void elem_colsum_kernel(const T *x, float *out, int64_t rows, int64_t
     __syncthreads();
   }
   if (threadIdx.y == 0 && c < cols) out[(int64_t)blockIdx.y * cols + c] = scale * lane_sums[threadIdx.x];
-}
-
-// out[c] = scale * sum_p partial[p, c], p in order.
-__global__ void elem_sum_parts_kernel(const float *partial, float *out, int64_t parts,
-                                      int64_t cols, float scale) {
-  int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= cols) return;
-  float acc = 0;
-  for (int64_t p = 0; p < parts; p++) acc += partial[p * cols + c];
-  out[c] = scale * acc;
 }
 
 static void elem_reduce_cuda(const Device *dev, const char *op, const Tensor *x, int lead_axes,
@@ -180,18 +170,16 @@ static void elem_reduce_cuda(const Device *dev, const char *op, const Tensor *x,
   parts = parts < 65535 ? parts : 65535;
   if (parts < 1) parts = 1;
   int64_t rows_per_part = (rows + parts - 1) / parts;
-  float *dst = parts == 1 ? (float *)y->data : (float *)dev->workspace;
+  float *dst = parts == 1 ? (float *)y->data : ops_workspace_floats(dev, parts * cols, op);
   size_t shmem = 256 * sizeof(float);
-  OPS_FLOAT_DTYPE_SWITCH(op, x->dtype, T, {
+  OPS_FLOAT_DISPATCH(op, x->dtype, {
+    typedef scalar_t T;
     elem_colsum_kernel<T><<<dim3((unsigned)col_blocks, (unsigned)parts), block, shmem,
                             dev->stream>>>((const T *)x->data, dst, rows, cols, rows_per_part,
-                                           parts == 1 ? scale : 1.0f);
+                                           scale);
   });
   CHECK_LAUNCH();
-  if (parts == 1) return;
-  elem_sum_parts_kernel<<<ops_grid_for(cols, 256), 256, 0, dev->stream>>>(
-      dst, (float *)y->data, parts, cols, scale);
-  CHECK_LAUNCH();
+  if (parts > 1) ops_colsum_finalize(dev, dst, (int)parts, cols, (float *)y->data, false);
 }
 
 extern "C" void op_sum_cuda(const Device *dev, const Tensor *x, int lead_axes, const Tensor *y) {
@@ -204,20 +192,41 @@ extern "C" void op_mean_cuda(const Device *dev, const Tensor *x, int lead_axes, 
 
 // ---------------------------------------------------------------- casts
 
+// ops_from_f32 rounds as tensor.h does; a cast also keeps tensor.h's NaN
+// encodings, so it matches the CPU cast bit for bit on every input.
+template <typename T>
+__device__ __forceinline__ T elem_cast_store(float v) {
+  return ops_from_f32<T>(v);
+}
+template <>
+__device__ __forceinline__ __half elem_cast_store<__half>(float v) {
+  uint32_t u = __float_as_uint(v);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return __ushort_as_half((unsigned short)(((u >> 16) & 0x8000u) | 0x7e00u));
+  return __float2half_rn(v);
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 elem_cast_store<__nv_bfloat16>(float v) {
+  uint32_t u = __float_as_uint(v);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return __ushort_as_bfloat16((unsigned short)((u >> 16) | 0x40u));
+  return __float2bfloat16_rn(v);
+}
+
 template <typename TI, typename TO>
 __global__ void elem_cast_kernel(const TI *x, TO *y, int64_t n) {
   int64_t stride = (int64_t)gridDim.x * blockDim.x;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-    y[i] = ops_store<TO>(ops_load(x[i]));
+    y[i] = elem_cast_store<TO>(ops_f32(x[i]));
 }
 
 extern "C" void op_cast_cuda(const Device *dev, const Tensor *x, const Tensor *y) {
   int64_t n = tensor_numel(x);
   OP_REQUIRE("op_cast", tensor_numel(y) == n);
   if (n == 0) return;
-  unsigned grid = ops_grid_for(n, 256);
-  OPS_FLOAT_DTYPE_SWITCH("op_cast", x->dtype, TI, {
-    OPS_FLOAT_DTYPE_SWITCH("op_cast", y->dtype, TO, {
+  unsigned grid = ops_blocks(n, 256);
+  OPS_FLOAT_DISPATCH("op_cast", x->dtype, {
+    typedef scalar_t TI;
+    OPS_FLOAT_DISPATCH("op_cast", y->dtype, {
+    typedef scalar_t TO;
       elem_cast_kernel<TI, TO><<<grid, 256, 0, dev->stream>>>((const TI *)x->data,
                                                              (TO *)y->data, n);
     });
@@ -238,7 +247,7 @@ __global__ void elem_topk_kernel(const T *x, T *values, int32_t *indices, int64_
   for (int j = 0; j < k; j++) {
     unsigned long long best = 0;  // below every real key: index term is >= 2^32 - cols
     for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-      unsigned long long key = elem_topk_key(__float_as_uint(ops_load(row[c])), c);
+      unsigned long long key = elem_topk_key(__float_as_uint(ops_f32(row[c])), c);
       if ((j == 0 || key < bound) && key > best) best = key;
     }
     for (int off = 16; off > 0; off /= 2) {
@@ -266,7 +275,8 @@ extern "C" void op_topk_cuda(const Device *dev, const Tensor *x, int k, const Te
   elem_topk_geometry(x, k, values, indices, &rows, &cols);
   if (rows == 0) return;
   OP_REQUIRE("op_topk", rows <= INT32_MAX);
-  OPS_FLOAT_DTYPE_SWITCH("op_topk", x->dtype, T, {
+  OPS_FLOAT_DISPATCH("op_topk", x->dtype, {
+    typedef scalar_t T;
     elem_topk_kernel<T><<<(unsigned)rows, 256, 0, dev->stream>>>(
         (const T *)x->data, (T *)values->data, (int32_t *)indices->data, cols, k);
   });
