@@ -1,0 +1,129 @@
+// classify_data.c: image+label records -> augmented NHWC batches.
+#include "classify_data.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "augment.h"
+#include "check.h"
+#include "lmdb_store.h"
+#include "record.h"
+
+ClassifyAugment classify_augment_imagenet(bool train, uint64_t seed) {
+  return (ClassifyAugment){
+      .train = train, .out_side = 224, .resize_side = 256,
+      .scale_min = 0.08f, .scale_max = 1.0f, .ratio_min = 3.0f / 4.0f, .ratio_max = 4.0f / 3.0f,
+      .float_output = false,
+      .mean = {0.485f, 0.456f, 0.406f}, .std = {0.229f, 0.224f, 0.225f},
+      .seed = seed};
+}
+
+// The decoded size that keeps a crop of crop_len source pixels at least
+// out_len pixels long.
+static int32_t min_decoded(int32_t full, int32_t crop_len, int32_t out_len) {
+  int64_t need = ((int64_t)full * out_len + crop_len - 1) / crop_len;
+  return need < full ? (int32_t)need : full;
+}
+
+void classify_augment_image(ImageDecoder *d, Image *scratch, const ClassifyAugment *a,
+                            const uint8_t *bytes, size_t n_bytes, const char *name,
+                            int64_t epoch, int64_t index, uint8_t *out) {
+  char msg[512];
+  int32_t width, height;
+  if (image_header(d, bytes, n_bytes, &width, &height, msg, sizeof msg) != IMAGE_OK)
+    die_input(name, "%s", msg);
+  Rng rng = augment_sample_rng(a->seed, epoch, index);
+  CropBox box = a->train ? augment_random_resized_crop_box(width, height, a->scale_min, a->scale_max,
+                                                           a->ratio_min, a->ratio_max, &rng)
+                         : augment_center_crop_box(width, height, a->resize_side, a->out_side);
+  bool flip = a->train && rng_next_uniform(&rng) < 0.5f;
+  // A warning (corrupt data that libjpeg decoded anyway) keeps the image: the
+  // converter already refused such files unless told to accept them.
+  if (image_decode(d, bytes, n_bytes, min_decoded(width, box.width, a->out_side),
+                   min_decoded(height, box.height, a->out_side), scratch, msg,
+                   sizeof msg) == IMAGE_ERROR)
+    die_input(name, "%s", msg);
+  float sx = (float)scratch->width / (float)width, sy = (float)scratch->height / (float)height;
+  augment_crop_resize(scratch->pixels, scratch->width, scratch->height, (float)box.x * sx,
+                      (float)box.y * sy, (float)box.width * sx, (float)box.height * sy, flip, out,
+                      a->out_side, a->out_side);
+}
+
+typedef struct ClassifySource {
+  LmdbReader *reader;
+  ClassifyAugment augment;
+} ClassifySource;
+
+typedef struct ClassifyWorker {
+  LmdbTxn *txn;
+  ImageDecoder *decoder;
+  Image scratch;
+  uint8_t *pixels;  // (out_side, out_side, 3) before normalising
+} ClassifyWorker;
+
+static void *classify_thread_init(void *ctx) {
+  ClassifySource *src = ctx;
+  ClassifyWorker *w = xcalloc(1, sizeof *w);
+  w->txn = lmdb_txn_begin(src->reader);
+  w->decoder = image_decoder_create();
+  int32_t side = src->augment.out_side;
+  w->pixels = xmalloc((size_t)side * side * 3);
+  return w;
+}
+
+static void classify_thread_free(void *ctx, void *state) {
+  (void)ctx;
+  ClassifyWorker *w = state;
+  lmdb_txn_end(w->txn);
+  image_decoder_free(w->decoder);
+  image_free(&w->scratch);
+  free(w->pixels);
+  free(w);
+}
+
+static void classify_ctx_free(void *ctx) {
+  ClassifySource *src = ctx;
+  lmdb_reader_close(src->reader);
+  free(src);
+}
+
+static void classify_sample(void *ctx, void *state, int64_t epoch, int64_t record,
+                            void *const *slots) {
+  ClassifySource *src = ctx;
+  ClassifyWorker *w = state;
+  const ClassifyAugment *a = &src->augment;
+  char name[1200];
+  lmdb_record_name(lmdb_reader_dir(src->reader), record, name, sizeof name);
+  size_t value_bytes;
+  const void *value = lmdb_txn_get(w->txn, record, &value_bytes);
+  Record r;
+  record_parse(value, value_bytes, name, &r);
+  if (r.kind != RECORD_IMAGE_LABEL)
+    die_input(name, "a %s record where image+label records belong", record_kind_name(r.kind));
+  uint8_t *pixels = a->float_output ? w->pixels : slots[0];
+  classify_augment_image(w->decoder, &w->scratch, a, r.image, r.image_bytes, name, epoch, record,
+                         pixels);
+  if (a->float_output)
+    augment_normalize_cpu(pixels, slots[0], (int64_t)a->out_side * a->out_side, a->mean, a->std);
+  memcpy(slots[1], &r.label, sizeof r.label);
+}
+
+Loader *classify_loader_open(const ClassifyLoaderConfig *cfg, int64_t *record_count) {
+  ClassifySource *src = xcalloc(1, sizeof *src);
+  src->reader = lmdb_reader_open(cfg->lmdb_dir);
+  src->augment = cfg->augment;
+  int64_t count = lmdb_reader_count(src->reader);
+  if (record_count) *record_count = count;
+  size_t pixels = (size_t)cfg->augment.out_side * cfg->augment.out_side * 3;
+  LoaderConfig lc = {
+      .batch_size = cfg->batch_size, .threads = cfg->threads, .ring_batches = cfg->ring_batches,
+      .drop_last = cfg->augment.train, .field_count = 2,
+      .sample_bytes = {pixels * (cfg->augment.float_output ? sizeof(float) : 1), sizeof(int32_t)},
+      .sampler = {.count = count, .seed = cfg->augment.seed, .rank = cfg->rank,
+                  .world = cfg->world, .shuffle = cfg->augment.train},
+      .start_epoch = cfg->start_epoch, .dev = cfg->dev, .sample = classify_sample, .ctx = src,
+      .thread_init = classify_thread_init, .thread_free = classify_thread_free,
+      .ctx_free = classify_ctx_free};
+  return loader_open(&lc);
+}

@@ -1,0 +1,59 @@
+// classify_data.h: image classification input. Reads image+label records
+// from an LMDB data set, decodes and augments them (augment.h) into batches
+// of the loader (loader.h):
+//   field 0: images (B, out_side, out_side, 3), uint8 RGB, or float
+//            normalised with mean/std when float_output
+//   field 1: labels (B,) int32
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "device.h"
+#include "image.h"
+#include "loader.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ClassifyAugment {
+  bool train;           // random-resized-crop + flip; else resize + centre crop
+  int32_t out_side;     // 224
+  int32_t resize_side;  // eval: the short side before the centre crop, 256
+  float scale_min, scale_max, ratio_min, ratio_max;  // 0.08, 1, 3/4, 4/3
+  bool float_output;    // normalise on the CPU; else uint8 (normalise on the GPU)
+  float mean[3], std[3];
+  uint64_t seed;
+} ClassifyAugment;
+
+// The ImageNet settings: 224 out of 256, torchvision's crop ranges and the
+// ImageNet channel mean and standard deviation; uint8 output.
+ClassifyAugment classify_augment_imagenet(bool train, uint64_t seed);
+
+// Decodes one encoded image (JPEG or PNG) and augments it as sample `index`
+// of `epoch` into out: (out_side, out_side, 3). A JPEG is decoded at the
+// smallest DCT scale that keeps the crop at least out_side pixels on each
+// side. An image that does not decode stops with a message naming `name`.
+void classify_augment_image(ImageDecoder *d, Image *scratch, const ClassifyAugment *a,
+                            const uint8_t *bytes, size_t n_bytes, const char *name,
+                            int64_t epoch, int64_t index, uint8_t *out);
+
+typedef struct ClassifyLoaderConfig {
+  const char *lmdb_dir;
+  ClassifyAugment augment;
+  int64_t batch_size;
+  int threads, ring_batches;
+  int rank, world;
+  int64_t start_epoch;
+  const Device *dev;  // NULL: host only
+} ClassifyLoaderConfig;
+
+// A loader over lmdb_dir; training (augment.train) shuffles per epoch and
+// drops the short last batch, eval reads every record once in order.
+// *record_count gets the data set's size when not NULL.
+Loader *classify_loader_open(const ClassifyLoaderConfig *cfg, int64_t *record_count);
+
+#ifdef __cplusplus
+}
+#endif
