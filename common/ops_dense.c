@@ -105,7 +105,7 @@ void op_linear_bwd_cpu(const Device *dev, const Tensor *x, const Tensor *w,
   for (int64_t j = 0; j < n; j++) {
     double sum = 0;
     for (int64_t i = 0; i < m; i++) sum += g[i * n + j];
-    out[j] = (float)(keep * out[j] + sum);
+    out[j] = accumulate ? (float)(out[j] + sum) : (float)sum;
   }
 }
 
