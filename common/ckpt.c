@@ -1,0 +1,224 @@
+// ckpt.c: writing and reading checkpoints (layout in ckpt.h).
+#include "ckpt.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "check.h"
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "checkpoints are written in the host's byte order, which must be little-endian"
+#endif
+
+static const char kMagic[8] = "MLSCKPT";  // with its terminating zero: 8 bytes
+
+// A file with a running CRC-32 of everything that went through it.
+typedef struct CkptFile {
+  FILE *f;
+  const char *path;
+  uLong crc;
+} CkptFile;
+
+static void put(CkptFile *w, const void *data, size_t bytes) {
+  CHECK_FILE(fwrite(data, 1, bytes, w->f) == bytes, w->path);
+  w->crc = crc32(w->crc, data, (uInt)bytes);
+}
+
+static void get(CkptFile *r, void *data, size_t bytes, const char *what) {
+  if (fread(data, 1, bytes, r->f) != bytes)
+    die_input(r->path, "truncated checkpoint: it ends inside %s", what);
+  r->crc = crc32(r->crc, data, (uInt)bytes);
+}
+
+#define PUT(w, x) put((w), &(x), sizeof(x))
+#define GET(r, x) get((r), &(x), sizeof(x), #x)
+
+// The scalar header, in the order of ckpt.h.
+static void put_meta(CkptFile *w, const ParamSet *ps, const CkptMeta *m) {
+  uint32_t version = CKPT_VERSION, count = (uint32_t)ps->count, n_state = (uint32_t)ps->n_state;
+  uint32_t zero = 0;
+  put(w, kMagic, sizeof kMagic);
+  PUT(w, version), PUT(w, count), PUT(w, n_state), PUT(w, m->opt_kind);
+  PUT(w, m->epoch), PUT(w, m->step), PUT(w, m->data_position);
+  PUT(w, m->rng.seed), PUT(w, m->rng.stream), PUT(w, m->rng.counter);
+  PUT(w, m->loss_scale), PUT(w, zero), PUT(w, m->scaler_good_steps), PUT(w, m->scaler_skipped_steps);
+}
+
+static void get_meta(CkptFile *r, const ParamSet *ps, CkptMeta *m) {
+  char magic[sizeof kMagic];
+  uint32_t version, count, n_state, zero;
+  get(r, magic, sizeof magic, "the magic number");
+  if (memcmp(magic, kMagic, sizeof kMagic) != 0)
+    die_input(r->path, "not a checkpoint of this suite (bad magic number)");
+  GET(r, version);
+  if (version != CKPT_VERSION)
+    die_input(r->path, "checkpoint version %u; this build reads version %d", version, CKPT_VERSION);
+  GET(r, count), GET(r, n_state), GET(r, m->opt_kind);
+  if (count != (uint32_t)ps->count)
+    die_input(r->path, "checkpoint of a model with %u tensors; this model has %d", count, ps->count);
+  if (n_state != (uint32_t)ps->n_state)
+    die_input(r->path, "checkpoint holds %u optimizer state buffers; this run keeps %d", n_state,
+              ps->n_state);
+  GET(r, m->epoch), GET(r, m->step), GET(r, m->data_position);
+  GET(r, m->rng.seed), GET(r, m->rng.stream), GET(r, m->rng.counter);
+  GET(r, m->loss_scale), GET(r, zero), GET(r, m->scaler_good_steps), GET(r, m->scaler_skipped_steps);
+}
+
+static void put_table(CkptFile *w, const ParamSet *ps) {
+  for (int t = 0; t < ps->count; t++) {
+    uint32_t len = (uint32_t)strlen(ps->specs[t].name);
+    PUT(w, len);
+    put(w, ps->specs[t].name, len);
+    PUT(w, ps->numels[t]);
+  }
+}
+
+static void get_table(CkptFile *r, const ParamSet *ps) {
+  for (int t = 0; t < ps->count; t++) {
+    char name[256];
+    uint32_t len;
+    int64_t numel;
+    GET(r, len);
+    if (len >= sizeof name) die_input(r->path, "tensor %d: name of %u bytes (corrupt file?)", t, len);
+    get(r, name, len, "the tensor table");
+    name[len] = 0;
+    GET(r, numel);
+    if (strcmp(name, ps->specs[t].name) != 0 || numel != ps->numels[t])
+      die_input(r->path, "tensor %d is '%s' (%lld elements) in the checkpoint, '%s' (%lld) in this model",
+                t, name, (long long)numel, ps->specs[t].name, (long long)ps->numels[t]);
+  }
+}
+
+static int64_t largest_tensor(const ParamSet *ps) {
+  int64_t n = 0;
+  for (int t = 0; t < ps->count; t++)
+    if (ps->numels[t] > n) n = ps->numels[t];
+  return n;
+}
+
+// The flat buffers to save: params, then each optimizer state buffer.
+static int saved_buffers(const ParamSet *ps, float *bufs[1 + PARAM_MAX_STATE]) {
+  bufs[0] = ps->params;
+  for (int k = 0; k < ps->n_state; k++) bufs[1 + k] = ps->state[k];
+  return 1 + ps->n_state;
+}
+
+// Tensor by tensor through a host staging buffer, so device buffers work too
+// and the padding is not stored.
+static void put_data(CkptFile *w, const ParamSet *ps) {
+  float *bufs[1 + PARAM_MAX_STATE];
+  int n_bufs = saved_buffers(ps, bufs);
+  float *host = xmalloc((size_t)largest_tensor(ps) * sizeof(float));
+  for (int b = 0; b < n_bufs; b++)
+    for (int t = 0; t < ps->count; t++) {
+      size_t bytes = (size_t)ps->numels[t] * sizeof(float);
+      device_copy(DEVICE_CPU, host, ps->device, bufs[b] + ps->offsets[t], bytes);
+      put(w, host, bytes);
+    }
+  free(host);
+}
+
+static void get_data(CkptFile *r, ParamSet *ps) {
+  float *bufs[1 + PARAM_MAX_STATE];
+  int n_bufs = saved_buffers(ps, bufs);
+  float *host = xmalloc((size_t)largest_tensor(ps) * sizeof(float));
+  for (int b = 0; b < n_bufs; b++)
+    for (int t = 0; t < ps->count; t++) {
+      size_t bytes = (size_t)ps->numels[t] * sizeof(float);
+      get(r, host, bytes, b == 0 ? "the parameters" : "the optimizer state");
+      device_copy(ps->device, bufs[b] + ps->offsets[t], DEVICE_CPU, host, bytes);
+    }
+  free(host);
+}
+
+// The rename is durable only once the directory entry is on disk too.
+static void fsync_parent_dir(const char *path) {
+  char *copy = strdup(path);
+  int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY);
+  if (fd >= 0) {
+    fsync(fd);
+    close(fd);
+  }
+  free(copy);
+}
+
+void ckpt_write(const char *path, const Device *dev, const ParamSet *ps, const CkptMeta *meta) {
+  device_sync(dev);
+  char tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  CkptFile w = {fopen(tmp, "wb"), tmp, crc32(0, NULL, 0)};
+  CHECK_FILE(w.f, tmp);
+  put_meta(&w, ps, meta);
+  put_table(&w, ps);
+  put_data(&w, ps);
+  uint32_t crc = (uint32_t)w.crc;
+  CHECK_FILE(fwrite(&crc, sizeof crc, 1, w.f) == 1, tmp);
+  CHECK_FILE(fflush(w.f) == 0, tmp);
+  CHECK_FILE(fsync(fileno(w.f)) == 0, tmp);
+  CHECK_FILE(fclose(w.f) == 0, tmp);
+  CHECK_FILE(rename(tmp, path) == 0, path);
+  fsync_parent_dir(path);
+}
+
+void ckpt_read(const char *path, const Device *dev, ParamSet *ps, CkptMeta *meta) {
+  CkptFile r = {fopen(path, "rb"), path, crc32(0, NULL, 0)};
+  if (!r.f) die_input(path, "cannot open checkpoint: %s", strerror(errno));
+  device_sync(dev);
+  get_meta(&r, ps, meta);
+  get_table(&r, ps);
+  get_data(&r, ps);
+  uint32_t stored, computed = (uint32_t)r.crc;
+  if (fread(&stored, sizeof stored, 1, r.f) != 1)
+    die_input(path, "truncated checkpoint: it ends before the checksum");
+  if (stored != computed)
+    die_input(path, "checksum mismatch (stored %08x, computed %08x): the file is corrupt", stored,
+              computed);
+  if (fgetc(r.f) != EOF) die_input(path, "bytes after the checksum: not a file this build wrote");
+  fclose(r.f);
+}
+
+CkptMeta ckpt_meta_make(const Optimizer *opt, const LossScaler *sc, int64_t epoch,
+                        int64_t data_position, Rng rng) {
+  CkptMeta m = {.epoch = epoch, .step = opt->step, .data_position = data_position, .rng = rng,
+                .opt_kind = (int32_t)opt->cfg.kind, .loss_scale = 1.0f};
+  if (sc) {
+    m.loss_scale = sc->scale;
+    m.scaler_good_steps = sc->good_steps;
+    m.scaler_skipped_steps = sc->skipped_steps;
+  }
+  return m;
+}
+
+void ckpt_meta_apply(const CkptMeta *m, const char *path, Optimizer *opt, LossScaler *sc) {
+  if (m->opt_kind != (int32_t)opt->cfg.kind)
+    die_input(path, "checkpoint of optimizer kind %d; this run uses %s", (int)m->opt_kind,
+              optim_kind_name(opt->cfg.kind));
+  opt->step = m->step;
+  if (sc) {
+    sc->scale = m->loss_scale;
+    sc->good_steps = m->scaler_good_steps;
+    sc->skipped_steps = m->scaler_skipped_steps;
+  }
+}
+
+void ckpt_save(const char *path, const Device *dev, const ParamSet *ps, const Optimizer *opt,
+               const LossScaler *sc, int64_t epoch, int64_t data_position, Rng rng) {
+  CkptMeta m = ckpt_meta_make(opt, sc, epoch, data_position, rng);
+  ckpt_write(path, dev, ps, &m);
+}
+
+bool ckpt_resume(const char *path, const Device *dev, ParamSet *ps, Optimizer *opt,
+                 LossScaler *sc, CkptMeta *meta) {
+  struct stat st;
+  if (stat(path, &st) != 0) return false;
+  ckpt_read(path, dev, ps, meta);
+  ckpt_meta_apply(meta, path, opt, sc);
+  return true;
+}
