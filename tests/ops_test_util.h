@@ -4,6 +4,7 @@
 // the GPU does.
 #pragma once
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,4 +114,41 @@ static inline float *golden_copy(GoldenFile *g, const char *name, int64_t *numel
   float *dst = malloc((size_t)*numel * sizeof(float));
   memcpy(dst, src, (size_t)*numel * sizeof(float));
   return dst;
+}
+
+// A host fp32 tensor and its device copy in `dtype`, for CUDA-against-CPU
+// cases: uniform on [lo, hi) rounded to dtype (int dtypes: whole numbers).
+typedef struct TestPair {
+  float *host;
+  void *dev;
+  Tensor h, d;  // the host (fp32) and device (dtype) views, same shape
+  int64_t n;
+} TestPair;
+
+static inline TestPair pair_make(DType dtype, uint64_t seed, float lo, float hi, int ndim,
+                                 const int64_t *shape) {
+  TestPair p;
+  p.h = tensor_make(NULL, DT_F32, DEVICE_CPU, ndim, shape);
+  p.n = tensor_numel(&p.h);
+  bool is_int = dtype == DT_I32 || dtype == DT_I64;
+  p.host = random_array(p.n, seed, lo, hi, is_int ? DT_F32 : dtype);
+  for (int64_t i = 0; is_int && i < p.n; i++) p.host[i] = floorf(p.host[i]);
+  p.dev = upload(p.host, p.n, dtype);
+  p.h.data = p.host;
+  p.d = tensor_make(p.dev, dtype, DEVICE_CUDA, ndim, shape);
+  return p;
+}
+#define PAIR(dtype, seed, lo, hi, ...)                                 \
+  pair_make((dtype), (seed), (lo), (hi),                               \
+            (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), \
+            (int64_t[]){__VA_ARGS__})
+
+static inline void pair_free(TestPair *p) {
+  free(p->host);
+  device_free(DEVICE_CUDA, p->dev);
+}
+
+// The device result of p against its host result (after the ops ran).
+static inline void pair_check(const char *what, const TestPair *p, double tol) {
+  check_close(what, p->d.dtype, p->dev, p->host, p->n, tol);
 }
