@@ -237,14 +237,18 @@ static void mismatched_model_refused(void) {
 
 // ------------------------------------------------------------- SIGKILL
 
+static void big_model(Device *dev, ParamSet *ps) {
+  static const ParamSpec big[] = {{"big", 1, {1 << 21}, 0}};  // 8 MiB a buffer
+  device_open(dev, DEVICE_CPU, 0);
+  paramset_init(ps, big, 1, 1, DEVICE_CPU);
+}
+
 // Writes checkpoints in a loop; checkpoint i holds parameters all equal to i
 // and step i, so a reader can tell a whole one from a torn one.
 static _Noreturn void write_forever(const char *path) {
-  static const ParamSpec big[] = {{"big", 1, {1 << 21}, 0}};  // 8 MiB a buffer
   Device dev;
-  device_open(&dev, DEVICE_CPU, 0);
   ParamSet ps;
-  paramset_init(&ps, big, 1, 1, DEVICE_CPU);
+  big_model(&dev, &ps);
   for (int64_t i = 1;; i++) {
     for (int64_t j = 0; j < ps.total_numel; j++) ps.params[j] = ps.state[0][j] = (float)i;
     CkptMeta m = {.step = i, .opt_kind = OPT_SGD, .loss_scale = 1};
@@ -253,11 +257,9 @@ static _Noreturn void write_forever(const char *path) {
 }
 
 static void check_whole(void *ctx) {
-  static const ParamSpec big[] = {{"big", 1, {1 << 21}, 0}};
   Device dev;
-  device_open(&dev, DEVICE_CPU, 0);
   ParamSet ps;
-  paramset_init(&ps, big, 1, 1, DEVICE_CPU);
+  big_model(&dev, &ps);
   CkptMeta m;
   ckpt_read((const char *)ctx, &dev, &ps, &m);
   for (int64_t j = 0; j < ps.numels[0]; j++)
