@@ -48,6 +48,7 @@ for name, (n, h, w, c, k, r, s, stride, pad, dil, has_bias) in CONV_CASES.items(
     y = nhwc(F.conv2d(nchw(x), nchw(wt), b, stride=stride, padding=pad, dilation=dil))
     dy = torch.randn_like(y)
     dx, dw = grads_of(y, dy, x, wt)
+    out[name + ".dims"] = [n, h, w, c, k, r, s]
     out[name + ".geom"] = [*stride, *pad, *dil]
     out[name + ".x"] = x
     out[name + ".w"] = wt
@@ -68,6 +69,7 @@ for name, (shape, fused) in {"bn": ((2, 5, 3, 6), False), "bn_add_relu": ((2, 4,
     gamma = (torch.rand(c) + 0.5).requires_grad_()
     beta = torch.randn(c, requires_grad=True)
     rmean, rvar = torch.randn(c) * 0.1, torch.rand(c) + 0.5
+    out[name + ".dims"] = list(shape)
     out[name + ".running_mean_in"] = rmean.clone()
     out[name + ".running_var_in"] = rvar.clone()
     v = nhwc(F.batch_norm(nchw(x), rmean, rvar, gamma, beta, True, MOMENTUM, EPS))
@@ -102,6 +104,7 @@ for name, (kind, shape, window, stride, pad) in POOL_CASES.items():
         y = nhwc(F.avg_pool2d(nchw(x), window, stride, pad, count_include_pad=True))
     dy = torch.randn_like(y)
     (dx,) = grads_of(y, dy, x)
+    out[name + ".dims"] = list(shape)
     out[name + ".geom"] = [window, stride, pad]
     out[name + ".x"] = x
     out[name + ".y"] = y
@@ -112,7 +115,7 @@ x = torch.randn(2, 5, 4, 7, requires_grad=True)
 y = x.mean(dim=(1, 2))
 dy = torch.randn_like(y)
 (dx,) = grads_of(y, dy, x)
-out.update({"gap.x": x, "gap.y": y, "gap.dy": dy, "gap.dx": dx})
+out.update({"gap.dims": list(x.shape), "gap.x": x, "gap.y": y, "gap.dy": dy, "gap.dx": dx})
 
 path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "conv.gld")
 golden.write(path, out)
