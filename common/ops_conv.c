@@ -3,11 +3,11 @@
 // rest is plain loops with channels innermost (contiguous in NHWC).
 #include "ops_conv.h"
 
-#include "ops_elem.h"
-
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
+
+#include "ops_elem.h"
 
 // ---------------------------------------------------------------- dispatch
 
@@ -182,6 +182,16 @@ static void conv_im2col(float *x, float *col, const ConvGeometry *g, const ConvP
         }
 }
 
+// The im2col matrix of images [n0, n0 + images) of x (N, H, W, C): x itself
+// for a pointwise convolution, else built in the scratch.
+static float *conv_chunk_col(const ConvGeometry *g, const ConvParams *p, const Tensor *x,
+                             int64_t n0, int64_t images, void *scratch) {
+  float *xs = (float *)x->data + n0 * g->h * g->w * g->c;  // (images, H, W, C)
+  if (conv_is_pointwise(g, p)) return xs;
+  conv_im2col(xs, scratch, g, p, images, true);
+  return scratch;  // (images * P * Q, R * S * C)
+}
+
 void op_conv2d_fwd_cpu(const Device *dev, const Tensor *x, const Tensor *w, const Tensor *bias,
                        const Tensor *y, const ConvParams *p, void *scratch,
                        size_t scratch_bytes) {
@@ -193,13 +203,8 @@ void op_conv2d_fwd_cpu(const Device *dev, const Tensor *x, const Tensor *w, cons
   int64_t rsc = g.r * g.s * g.c, pq = g.p * g.q;
   for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
     int64_t images = g.n - n0 < chunk ? g.n - n0 : chunk;
-    float *xs = (float *)x->data + n0 * g.h * g.w * g.c;  // (images, H, W, C)
-    float *ys = (float *)y->data + n0 * pq * g.k;         // (images * P * Q, K)
-    float *col = xs;                                      // (images * P * Q, R * S * C)
-    if (!conv_is_pointwise(&g, p)) {
-      col = scratch;
-      conv_im2col(xs, col, &g, p, images, true);
-    }
+    float *ys = (float *)y->data + n0 * pq * g.k;  // (images * P * Q, K)
+    float *col = conv_chunk_col(&g, p, x, n0, images, scratch);
     int64_t rows = images * pq;
     if (bias)
       for (int64_t i = 0; i < rows; i++) memcpy(ys + i * g.k, bias->data, (size_t)g.k * sizeof(float));
@@ -241,13 +246,8 @@ void op_conv2d_bwd_filter_cpu(const Device *dev, const Tensor *x, const Tensor *
   int64_t rsc = g.r * g.s * g.c, pq = g.p * g.q;
   for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
     int64_t images = g.n - n0 < chunk ? g.n - n0 : chunk;
-    float *xs = (float *)x->data + n0 * g.h * g.w * g.c;  // (images, H, W, C)
-    float *dys = (float *)dy->data + n0 * pq * g.k;       // (images * P * Q, K)
-    float *col = xs;                                      // (images * P * Q, R * S * C)
-    if (!conv_is_pointwise(&g, p)) {
-      col = scratch;
-      conv_im2col(xs, col, &g, p, images, true);
-    }
+    float *dys = (float *)dy->data + n0 * pq * g.k;  // (images * P * Q, K)
+    float *col = conv_chunk_col(&g, p, x, n0, images, scratch);
     float beta = (accumulate || n0 > 0) ? 1.0f : 0.0f;
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)g.k, (int)rsc, (int)(images * pq),
                 1.0f, dys, (int)g.k, col, (int)rsc, beta, dw->data, (int)rsc);

@@ -156,28 +156,27 @@ static void elem_copy_part(uint8_t *whole, uint8_t *part, int64_t outer, int64_t
   }
 }
 
+// Concat (to_whole) or split: one elem_copy_part per part.
+static void elem_copy_parts_cpu(const char *op, const Tensor *whole, const Tensor *parts,
+                                int count, int axis, bool to_whole) {
+  int64_t outer, inner, offset = 0;
+  elem_concat_geometry(op, whole, parts, count, axis, &outer, &inner);
+  size_t inner_bytes = (size_t)inner * dtype_size(whole->dtype);
+  for (int p = 0; p < count; p++) {
+    elem_copy_part(whole->data, parts[p].data, outer, whole->shape[axis], offset,
+                   parts[p].shape[axis], inner_bytes, to_whole);
+    offset += parts[p].shape[axis];
+  }
+}
+
 void op_concat_cpu(const Device *dev, const Tensor *xs, int count, int axis, const Tensor *y) {
   (void)dev;
-  int64_t outer, inner, offset = 0;
-  elem_concat_geometry("op_concat", y, xs, count, axis, &outer, &inner);
-  size_t inner_bytes = (size_t)inner * dtype_size(y->dtype);
-  for (int p = 0; p < count; p++) {
-    elem_copy_part(y->data, xs[p].data, outer, y->shape[axis], offset, xs[p].shape[axis],
-                   inner_bytes, true);
-    offset += xs[p].shape[axis];
-  }
+  elem_copy_parts_cpu("op_concat", y, xs, count, axis, true);
 }
 
 void op_split_cpu(const Device *dev, const Tensor *x, int axis, const Tensor *ys, int count) {
   (void)dev;
-  int64_t outer, inner, offset = 0;
-  elem_concat_geometry("op_split", x, ys, count, axis, &outer, &inner);
-  size_t inner_bytes = (size_t)inner * dtype_size(x->dtype);
-  for (int p = 0; p < count; p++) {
-    elem_copy_part(x->data, ys[p].data, outer, x->shape[axis], offset, ys[p].shape[axis],
-                   inner_bytes, false);
-    offset += ys[p].shape[axis];
-  }
+  elem_copy_parts_cpu("op_split", x, ys, count, axis, false);
 }
 
 void op_permute_cpu(const Device *dev, const Tensor *x, const int *perm, const Tensor *y) {
