@@ -16,6 +16,14 @@
 static const DType kFloatDtypes[] = {DT_F32, DT_F16, DT_BF16};
 #define N_FLOAT_DTYPES 3
 
+// Tolerance (relative L2 error) of a GPU result computed in fp32 like the
+// CPU's and rounded once to dtype: fp32 1e-5 (a few ulp of the math
+// functions, summation order); fp16 2e-3 and bf16 1e-2 (RMS of the rounding
+// error, about 0.6 of 2^-11 and 2^-8, with a margin of 4 to 6).
+static inline double rounding_tol(DType dtype) {
+  return dtype == DT_F32 ? 1e-5 : dtype == DT_F16 ? 2e-3 : 1e-2;
+}
+
 // x rounded to dtype and widened back (what a 16-bit tensor holds).
 static inline float round_to(DType dtype, float x) {
   if (dtype == DT_F16) return f16_to_f32(f32_to_f16(x));

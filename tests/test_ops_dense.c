@@ -181,8 +181,7 @@ static void bad_input_dies(void) {
 // The linear bias and the sums of bf16/fp16 column data add one more rounding
 // at most, within the same bounds.
 static double gemm_tol(DType dtype, bool tf32) {
-  if (dtype == DT_F32) return tf32 ? 3e-3 : 1e-5;
-  return dtype == DT_F16 ? 2e-3 : 1e-2;
+  return dtype == DT_F32 && tf32 ? 3e-3 : rounding_tol(dtype);
 }
 
 // One GEMM case on both backends: a (batch_a, rows_a, cols_a) etc.

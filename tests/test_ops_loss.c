@@ -175,12 +175,8 @@ static void bad_input_dies(void) {
 
 // ---------------------------------------------------------------- CUDA against CPU
 // Gradients are computed in fp32 like the CPU's (expf/logf within 2 ulp)
-// and rounded once to the dtype: 1e-5 for fp32, the rounding bound (RMS of
-// 2^-11 or 2^-8 with a margin) for 16 bits. The loss scalar is an fp32 sum
-// in another order: 1e-5 relative.
-static double grad_tol(DType dtype) {
-  return dtype == DT_F32 ? 1e-5 : dtype == DT_F16 ? 2e-3 : 1e-2;
-}
+// and rounded once to the dtype: rounding_tol (ops_test_util.h). The loss
+// scalar is an fp32 sum in another order: 1e-5 relative.
 
 static void xent_cuda_matches_cpu(void) {
   Device gpu;
@@ -204,7 +200,7 @@ static void xent_cuda_matches_cpu(void) {
       device_sync(&gpu);
       pair_check("cross-entropy loss", &loss, 1e-5);
       pair_check("cross-entropy row loss", &row_loss, 1e-5);
-      pair_check("cross-entropy dlogits", &dx, grad_tol(dt));
+      pair_check("cross-entropy dlogits", &dx, rounding_tol(dt));
       TestPair *all[] = {&x, &dx, &labels, &loss, &row_loss};
       for (int i = 0; i < 5; i++) pair_free(all[i]);
       free(l32);
@@ -224,12 +220,12 @@ static void elementwise_cuda_matches_cpu(void) {
     op_bce_logits(&gpu, &x.d, &t.d, 1024.0f, &loss.d, &dx.d);
     device_sync(&gpu);
     pair_check("bce loss", &loss, 1e-5);
-    pair_check("bce dlogits", &dx, grad_tol(dt));
+    pair_check("bce dlogits", &dx, rounding_tol(dt));
     op_smooth_l1(&cpu, &x.h, &t.h, 1.0f, 1024.0f, &loss.h, &dx.h);
     op_smooth_l1(&gpu, &x.d, &t.d, 1.0f, 1024.0f, &loss.d, &dx.d);
     device_sync(&gpu);
     pair_check("smooth l1 loss", &loss, 1e-5);
-    pair_check("smooth l1 dpred", &dx, grad_tol(dt));
+    pair_check("smooth l1 dpred", &dx, rounding_tol(dt));
     TestPair *all[] = {&x, &dx, &t, &loss};
     for (int i = 0; i < 4; i++) pair_free(all[i]);
   }

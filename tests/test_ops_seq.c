@@ -314,13 +314,8 @@ static void bad_input_dies(void) {
 }
 
 // ---------------------------------------------------------------- CUDA against CPU
-// Output rounding bounds of the 16-bit dtypes (relative L2, ~RMS of the
-// rounding error 2^-11 / 2^-8 times a margin of 4), used where an op rounds
-// its result once from an fp32 value computed like the CPU's.
-static double rounding_tol(DType dtype) {
-  return dtype == DT_F32 ? 1e-5 : dtype == DT_F16 ? 2e-3 : 1e-2;
-}
-
+// Where an op rounds its result once from an fp32 value computed like the
+// CPU's, the tolerance is rounding_tol (ops_test_util.h).
 static void layernorm_cuda_matches_cpu(void) {
   Device gpu;
   open_gpu_or_skip(&gpu);
