@@ -29,7 +29,8 @@ void ops_gemm_raw(const Device *dev, const OpsGemm *g) {
   if (g->ab_dtype == DT_F32) {
     cublasMath_t mode;
     CHECK_CUBLAS(cublasGetMathMode(dev->cublas, &mode));
-    if (mode & CUBLAS_TF32_TENSOR_OP_MATH) compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+    int base = (int)mode & ~(int)CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION;
+    if (base == CUBLAS_TF32_TENSOR_OP_MATH) compute = CUBLAS_COMPUTE_32F_FAST_TF32;
   }
   cudaDataType_t ab = ops_cuda_dtype(g->ab_dtype), c = ops_cuda_dtype(g->c_dtype);
   // cuBLAS is column-major: the row-major c (m, n) is the column-major c^T,

@@ -58,6 +58,7 @@ static __global__ void layernorm_bwd_kernel(const T *x, const float *gamma,
   extern __shared__ float acc[];  // (2, cols): dgamma, dbeta
   __shared__ float shared[32];
   for (int64_t j = threadIdx.x; j < 2 * cols; j += blockDim.x) acc[j] = 0.0f;
+  __syncthreads();  // acc[cols + j] is zeroed by another thread than its owner
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T *xr = x + r * cols, *gr = dy + r * cols;
     float mu = mean[r], rs = rstd[r], sum_g = 0.0f, sum_gx = 0.0f;
@@ -75,6 +76,7 @@ static __global__ void layernorm_bwd_kernel(const T *x, const float *gamma,
       acc[cols + j] += d;
     }
   }
+  __syncthreads();
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
     partials[blockIdx.x * cols + j] = acc[j];
     partials[(gridDim.x + blockIdx.x) * cols + j] = acc[cols + j];
@@ -180,25 +182,23 @@ static __device__ __forceinline__ int64_t kept_cols(const RowMask &mask, int64_t
   return kept;
 }
 
-// y = softmax(scale x) over the kept columns, 0 elsewhere; y may be x.
+// y = softmax(x) over the kept columns, 0 elsewhere; y may be x.
 template <typename T>
-static __global__ void softmax_fwd_kernel(const T *x, T *y, int64_t cols, float scale,
-                                          RowMask mask) {
+static __global__ void softmax_fwd_kernel(const T *x, T *y, int64_t cols, RowMask mask) {
   __shared__ float shared[32];
   int64_t kept = kept_cols(mask, blockIdx.x, cols);
   const T *in = x + blockIdx.x * cols;
   T *out = y + blockIdx.x * cols;
   float max = -INFINITY;
   for (int64_t j = threadIdx.x; j < kept; j += blockDim.x)
-    max = fmaxf(max, scale * ops_f32(in[j]));
+    max = fmaxf(max, ops_f32(in[j]));
   max = ops_block_max(max, shared);
   float sum = 0.0f;
   for (int64_t j = threadIdx.x; j < kept; j += blockDim.x)
-    sum += expf(scale * ops_f32(in[j]) - max);
+    sum += expf(ops_f32(in[j]) - max);
   float inv = 1.0f / ops_block_sum(sum, shared);
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
-    out[j] =
-        ops_from_f32<T>(j < kept ? expf(scale * ops_f32(in[j]) - max) * inv : 0.0f);
+    out[j] = ops_from_f32<T>(j < kept ? expf(ops_f32(in[j]) - max) * inv : 0.0f);
 }
 
 // dx = scale y (dy - sum(dy y)); dx may be dy.
@@ -217,12 +217,12 @@ static __global__ void softmax_bwd_kernel(const T *y, const T *dy, T *dx, int64_
 }
 
 static void softmax_fwd_launch(const Device *dev, const Tensor *x, const Tensor *y,
-                               float scale, RowMask mask) {
+                               RowMask mask) {
   int64_t rows = op_rows(x), cols = op_last_dim(x);
   if (rows == 0) return;
   OPS_FLOAT_DISPATCH("softmax", x->dtype, {
     softmax_fwd_kernel<<<(unsigned)rows, OPS_THREADS, 0, dev->stream>>>(
-        (const scalar_t *)x->data, (scalar_t *)y->data, cols, scale, mask);
+        (const scalar_t *)x->data, (scalar_t *)y->data, cols, mask);
   });
   CHECK_LAUNCH();
 }
@@ -242,7 +242,7 @@ static void softmax_bwd_launch(const Device *dev, const Tensor *y, const Tensor 
 extern "C" void op_softmax_fwd_cuda(const Device *dev, const Tensor *x, const Tensor *y) {
   op_same_size_check("op_softmax_fwd", x, y);
   RowMask none = {NULL, 1, 1, false};
-  softmax_fwd_launch(dev, x, y, 1.0f, none);
+  softmax_fwd_launch(dev, x, y, none);
 }
 
 extern "C" void op_softmax_bwd_cuda(const Device *dev, const Tensor *y, const Tensor *dy,
@@ -325,13 +325,15 @@ extern "C" void op_attention_fwd_cuda(const Device *dev, const Tensor *q, const 
                                       const Tensor *probs, const Tensor *out) {
   AttnShape s = op_attention_shape(q, k, v, probs, out);
   op_attention_mask_check(&s, key_len, causal);
-  // probs holds the raw scores q k^T first; the softmax scales them in fp32.
+  // probs holds the scores q k^T / sqrt(Dh) first (scaled in the GEMM, so
+  // fp16 scores stay in range), then the masked softmax replaces them.
+  float scale = 1.0f / sqrtf((float)s.dh);
   for (int64_t h = 0; h < s.h; h++)
     head_gemm(dev, q->dtype, s.b, false, head_view(q, h), true, head_view(k, h),
-              score_view(probs, h), s.tq, s.tk, s.dh, 1.0f);
+              score_view(probs, h), s.tq, s.tk, s.dh, scale);
   RowMask mask = {key_len ? (const int32_t *)key_len->data : NULL, s.h * s.tq, s.tq,
                   causal};
-  softmax_fwd_launch(dev, probs, probs, 1.0f / sqrtf((float)s.dh), mask);
+  softmax_fwd_launch(dev, probs, probs, mask);
   for (int64_t h = 0; h < s.h; h++)
     head_gemm(dev, q->dtype, s.b, false, score_view(probs, h), false, head_view(v, h),
               head_view(out, h), s.tq, s.dh, s.tk, 1.0f);
