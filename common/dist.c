@@ -56,13 +56,23 @@ void dist_init(Dist *d, int *argc, char ***argv) {
 #endif
 }
 
-void dist_finalize(Dist *d) {
+void dist_detach(Dist *d) {
 #if HAVE_CUDA
   if (d->cuda) dist_nccl_free_cuda(d);
 #endif
   free(d->buckets);
   free(d->tensor_bucket);
   free(d->requests);
+  d->buckets = NULL;
+  d->tensor_bucket = NULL;
+  d->requests = NULL;
+  d->n_buckets = 0;
+  d->dev = NULL;
+  d->ps = NULL;
+}
+
+void dist_finalize(Dist *d) {
+  dist_detach(d);
 #if HAVE_MPI
   if (d->mpi) CHECK_MPI(MPI_Finalize());
 #endif

@@ -54,7 +54,7 @@ typedef struct Dist {
 // variables): MPI_Init, rank, size, local rank. Alone: rank 0 of 1 without
 // MPI. Sets check_set_rank, so every error names its rank.
 void dist_init(Dist *d, int *argc, char ***argv);
-// MPI_Finalize when dist_init called MPI_Init; frees the buckets and NCCL.
+// dist_detach, then MPI_Finalize when dist_init called MPI_Init.
 void dist_finalize(Dist *d);
 // The GPU this process drives: local rank modulo the GPUs on the node.
 int dist_device_index(const Dist *d);
@@ -62,6 +62,8 @@ int dist_device_index(const Dist *d);
 // Binds the ParamSet and device: buckets of about bucket_bytes each and, on
 // CUDA with more than one rank, the NCCL communicator.
 void dist_attach(Dist *d, const Device *dev, ParamSet *ps, size_t bucket_bytes);
+// Frees what dist_attach made (buckets, NCCL communicator); ranks stay.
+void dist_detach(Dist *d);
 // Rank 0's parameters to every rank (before the first step).
 void dist_broadcast_params(Dist *d);
 // Marks tensor t's gradient final; launches its bucket (and any complete

@@ -2,6 +2,8 @@
 #include "optim.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
@@ -204,31 +206,42 @@ void optim_clip_grads_cpu(Optimizer *opt, const Device *dev, ParamSet *ps, float
 
 // ------------------------------------------------------------------- MLLOG
 
+// A float hyperparameter as the decimal it was written as (1e-9f, not
+// 9.99999972e-10): the shortest decimal that reads back as the same float.
+static MLValue mlv_f32(float x) {
+  char buf[32];
+  for (int digits = 6; digits <= 9; digits++) {
+    snprintf(buf, sizeof buf, "%.*g", digits, x);
+    if (strtof(buf, NULL) == x) break;
+  }
+  return mlv_float(strtod(buf, NULL));
+}
+
 void optim_log(const OptConfig *c, MLLog *log) {
   // Keys of the checker's rule files; opt_name says which family follows.
   MLLOG_POINT(log, "opt_name", mlv_str(optim_kind_name(c->kind)));
   switch (c->kind) {
     case OPT_SGD:
-      MLLOG_POINT(log, "sgd_opt_momentum", mlv_float(c->momentum));
-      MLLOG_POINT(log, "sgd_opt_weight_decay", mlv_float(c->weight_decay));
+      MLLOG_POINT(log, "sgd_opt_momentum", mlv_f32(c->momentum));
+      MLLOG_POINT(log, "sgd_opt_weight_decay", mlv_f32(c->weight_decay));
       break;
     case OPT_LARS:
-      MLLOG_POINT(log, "lars_opt_momentum", mlv_float(c->momentum));
-      MLLOG_POINT(log, "lars_opt_weight_decay", mlv_float(c->weight_decay));
-      MLLOG_POINT(log, "lars_epsilon", mlv_float(c->eps));
+      MLLOG_POINT(log, "lars_opt_momentum", mlv_f32(c->momentum));
+      MLLOG_POINT(log, "lars_opt_weight_decay", mlv_f32(c->weight_decay));
+      MLLOG_POINT(log, "lars_epsilon", mlv_f32(c->eps));
       break;
     case OPT_ADAM:
     case OPT_ADAMW:
-      MLLOG_POINT(log, "opt_adam_beta_1", mlv_float(c->beta1));
-      MLLOG_POINT(log, "opt_adam_beta_2", mlv_float(c->beta2));
-      MLLOG_POINT(log, "opt_adam_epsilon", mlv_float(c->eps));
-      MLLOG_POINT(log, "opt_weight_decay", mlv_float(c->weight_decay));
+      MLLOG_POINT(log, "opt_adam_beta_1", mlv_f32(c->beta1));
+      MLLOG_POINT(log, "opt_adam_beta_2", mlv_f32(c->beta2));
+      MLLOG_POINT(log, "opt_adam_epsilon", mlv_f32(c->eps));
+      MLLOG_POINT(log, "opt_weight_decay", mlv_f32(c->weight_decay));
       break;
     case OPT_LAMB:
-      MLLOG_POINT(log, "opt_lamb_beta_1", mlv_float(c->beta1));
-      MLLOG_POINT(log, "opt_lamb_beta_2", mlv_float(c->beta2));
-      MLLOG_POINT(log, "opt_epsilon", mlv_float(c->eps));
-      MLLOG_POINT(log, "opt_lamb_weight_decay_rate", mlv_float(c->weight_decay));
+      MLLOG_POINT(log, "opt_lamb_beta_1", mlv_f32(c->beta1));
+      MLLOG_POINT(log, "opt_lamb_beta_2", mlv_f32(c->beta2));
+      MLLOG_POINT(log, "opt_epsilon", mlv_f32(c->eps));
+      MLLOG_POINT(log, "opt_lamb_weight_decay_rate", mlv_f32(c->weight_decay));
       break;
   }
 }

@@ -67,9 +67,7 @@ static void buckets_tile_the_buffer(void) {
   }
   CHECK_EQ_INT(end, 0);
   CHECK_EQ_INT(next_tensor, -1);
-  free(d.buckets);
-  free(d.tensor_bucket);
-  free(d.requests);
+  dist_detach(&d);
   paramset_free(&ps);
 }
 
@@ -123,9 +121,7 @@ static void train_case(OptKind kind, double tol) {
   double both[2] = {d.rank == 0 ? sum : 0, d.rank == 1 ? sum : 0};
   dist_sum_f64(&d, both, 2);
   CHECK(both[0] == both[1]);
-  free(d.buckets);
-  free(d.tensor_bucket);
-  free(d.requests);
+  dist_detach(&d);
   optim_free(&ow);
   optim_free(&op);
   paramset_free(&whole);
