@@ -1,0 +1,109 @@
+// resnet.h: ResNet building blocks (basic and bottleneck, any depth and
+// width) with the v1.5 placement of the stride (in the 3x3 convolution of a
+// downsampling bottleneck), forward and backward over the op library. Shared
+// by the ResNet-50 classifier and SSD's ResNet-34 backbone.
+//
+// Activations are NHWC fp32 (CPU or CUDA). Every buffer a step touches is
+// allocated once in resnet_init for a maximum batch; a step with a smaller
+// batch (the last eval batch) uses the leading part of each buffer.
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ops_conv.h"
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { RESNET_BASIC, RESNET_BOTTLENECK } ResnetBlockKind;
+
+#define RESNET_MAX_STAGES 4
+
+typedef struct ResnetConfig {
+  ResnetBlockKind block;
+  int stages;                        // 1..4
+  int blocks[RESNET_MAX_STAGES];     // residual blocks per stage: 3,4,6,3 for ResNet-50
+  int width;                         // channels of the first stage's 3x3 convs: 64
+  int in_channels;                   // 3
+  int image_size;                    // input side: 224
+  bool imagenet_stem;                // 7x7/2 conv + 3x3/2 max pool; else one 3x3/1 conv
+  int num_classes;                   // 0: backbone only, no pooling or classifier
+  bool zero_init_residual;           // last BN of each block starts with gamma 0
+  float bn_momentum, bn_eps;         // 0.1, 1e-5 (PyTorch's convention)
+} ResnetConfig;
+
+// ResNet-50 v1.5 for ImageNet.
+ResnetConfig resnet_config_50(void);
+// Parses "3,4,6,3" into cfg->blocks and cfg->stages; false when malformed.
+bool resnet_parse_stages(ResnetConfig *cfg, const char *text);
+
+// A convolution followed by batch norm: the unit every ResNet layer is made of.
+typedef struct ResnetConvBn {
+  int w, gamma, beta;   // parameter indices
+  ConvParams conv;
+  int64_t in_c, out_c, kernel;
+  int64_t out_h, out_w;
+  BatchNorm bn;         // running and saved statistics bound at init
+  Tensor x;             // (N, H, W, in_c) the input, not owned
+  Tensor conv_out;      // (N, P, Q, out_c)
+  Tensor y;             // (N, P, Q, out_c) after BN [+ residual] [+ ReLU]
+  bool relu;
+  bool zero_gamma;      // BN gamma starts at 0 (the end of a residual branch)
+} ResnetConvBn;
+
+typedef struct ResnetBlock {
+  ResnetConvBn conv[3];  // basic: 2 used; bottleneck: 3 (1x1, 3x3 strided, 1x1)
+  int n_conv;
+  bool has_proj;
+  ResnetConvBn proj;     // 1x1 strided projection of the shortcut
+} ResnetBlock;
+
+typedef struct Resnet {
+  ResnetConfig cfg;
+  DeviceKind device;
+  int64_t max_batch;
+  // Parameter table and buffers.
+  ParamSpec *specs;
+  char *names;           // storage of the spec names
+  int n_params;
+  ParamSet params;
+  float *bn_stats;       // running mean/var and saved mean/invstd of every BN
+  // Layers.
+  ResnetConvBn stem;
+  PoolParams stem_pool;
+  Tensor stem_pooled;    // (N, H/4, W/4, width) with the ImageNet stem
+  ResnetBlock *blocks;
+  int n_blocks;
+  int fc_w, fc_b;        // classifier parameters (num_classes > 0)
+  const Tensor *out;     // the last block's output of the latest forward
+  Tensor features;       // (N, C_last) after global average pooling
+  Tensor logits;         // (N, num_classes)
+  int64_t out_channels;  // channels of the last stage
+  // Backward buffers, each as large as the largest activation.
+  Tensor grad[4];
+  Tensor dfeatures;      // (N, C_last)
+  void *scratch;         // CPU convolution scratch
+  size_t scratch_bytes;
+} Resnet;
+
+// Builds the layer list and parameter table, allocates every buffer for
+// batches of up to max_batch on `device`, and initialises the parameters from
+// seed (Kaiming-normal convolutions, N(0, 0.01) classifier, BN 1/0).
+void resnet_init(Resnet *net, const ResnetConfig *cfg, int64_t max_batch, DeviceKind device,
+                 uint64_t seed);
+void resnet_free(Resnet *net);
+
+// Forward of a batch x (n, S, S, in_channels) fp32; returns the logits
+// (n, num_classes), or with num_classes == 0 the last block's output. train
+// uses batch statistics (and updates the running ones) and keeps what the
+// backward needs.
+const Tensor *resnet_forward(Resnet *net, const Device *dev, const Tensor *x, bool train);
+// Backward from dlogits (n, num_classes) (or the gradient of the last block's
+// output): adds the parameter gradients into net->params.grads.
+void resnet_backward(Resnet *net, const Device *dev, const Tensor *dlogits);
+
+#ifdef __cplusplus
+}
+#endif

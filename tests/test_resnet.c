@@ -1,0 +1,193 @@
+// ResNet building blocks: parameter counts of the standard depths, the
+// backward against finite differences for basic and bottleneck networks, the
+// running statistics, and CUDA against CPU.
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "resnet.h"
+#include "rng.h"
+#include "test.h"
+
+static ResnetConfig tiny_config(ResnetBlockKind block, bool imagenet_stem, const char *stages,
+                                int image_size) {
+  ResnetConfig c = resnet_config_50();
+  c.block = block;
+  c.imagenet_stem = imagenet_stem;
+  c.width = 4;
+  c.image_size = image_size;
+  c.num_classes = 5;
+  c.zero_init_residual = false;  // zero gammas would hide the branch from the check
+  REQUIRE(resnet_parse_stages(&c, stages));
+  return c;
+}
+
+static void parameter_counts(void) {
+  // torchvision's resnet18/34/50 have 11,689,512 / 21,797,672 / 25,557,032.
+  struct { ResnetBlockKind block; const char *stages; int64_t want; } nets[] = {
+      {RESNET_BASIC, "2,2,2,2", 11689512},
+      {RESNET_BASIC, "3,4,6,3", 21797672},
+      {RESNET_BOTTLENECK, "3,4,6,3", 25557032},
+  };
+  for (int i = 0; i < 3; i++) {
+    ResnetConfig c = resnet_config_50();
+    c.block = nets[i].block;
+    c.image_size = 32;  // the count does not depend on it; keeps buffers small
+    REQUIRE(resnet_parse_stages(&c, nets[i].stages));
+    Resnet net;
+    resnet_init(&net, &c, 1, DEVICE_CPU, 1);
+    CHECK_EQ_INT(paramset_count_params(&net.params), nets[i].want);
+    resnet_free(&net);
+  }
+  ResnetConfig bad = resnet_config_50();
+  CHECK(!resnet_parse_stages(&bad, "3,x"));
+  CHECK(!resnet_parse_stages(&bad, "1,2,3,4,5"));
+  CHECK(!resnet_parse_stages(&bad, ""));
+}
+
+typedef struct GradCtx {
+  Resnet *net;
+  Device *dev;
+  Tensor x;
+  float *w;  // (n, classes) loss weights
+} GradCtx;
+
+// loss = sum(logits * w), in double.
+static double weighted_logits(void *p) {
+  GradCtx *g = p;
+  const Tensor *logits = resnet_forward(g->net, g->dev, &g->x, true);
+  const float *l = logits->data;
+  double s = 0;
+  for (int64_t i = 0; i < tensor_numel(logits); i++) s += (double)l[i] * g->w[i];
+  return s;
+}
+
+static void check_gradients(ResnetConfig cfg, int64_t n, double tol) {
+  Device dev;
+  device_open(&dev, DEVICE_CPU, 0);
+  Resnet net;
+  resnet_init(&net, &cfg, n, DEVICE_CPU, 3);
+  // Non-trivial BN parameters, so their gradients are not degenerate.
+  ParamSet *ps = &net.params;
+  for (int i = 0; i < ps->count; i++)
+    if (ps->specs[i].ndim == 1)
+      rng_fill_uniform_cpu(ps->params + ps->offsets[i], ps->numels[i], 11, (uint64_t)i, 0, 0.5f, 1.5f);
+  int64_t s = cfg.image_size;
+  float *x = malloc((size_t)(n * s * s * 3) * sizeof(float));
+  float *w = malloc((size_t)(n * cfg.num_classes) * sizeof(float));
+  test_fill_uniform(x, n * s * s * 3, 5, -1, 1);
+  test_fill_uniform(w, n * cfg.num_classes, 6, -1, 1);
+  GradCtx g = {&net, &dev, TENSOR(x, DT_F32, DEVICE_CPU, n, s, s, 3), w};
+
+  weighted_logits(&g);
+  Tensor dlogits = TENSOR(w, DT_F32, DEVICE_CPU, n, cfg.num_classes);
+  memset(ps->grads, 0, (size_t)ps->total_numel * sizeof(float));
+  resnet_backward(&net, &dev, &dlogits);
+
+  // Every parameter tensor, a few points each. The forward is fp32 and
+  // piecewise smooth: a ReLU or max-pool kink inside +-eps spoils a
+  // difference by O(eps / the gradient's scale), fp32 rounding by
+  // O(1e-7 / eps). Measured on these nets: worst 5.6% at eps 1e-2, 0.8% at
+  // 3e-3, 1.2% at 1e-3 (rounding); a wrong backward is off by O(1).
+  double worst = 0;
+  int worst_i = 0;
+  for (int i = 0; i < ps->count; i++) {
+    double e = test_gradcheck(weighted_logits, &g, ps->params + ps->offsets[i],
+                              ps->grads + ps->offsets[i], ps->numels[i], 3e-3f, 4, 1e-2);
+    if (e > worst) worst = e, worst_i = i;
+  }
+  CHECK_MSG(worst < tol, "worst relative gradient error %.3g in %s", worst, ps->specs[worst_i].name);
+  free(x);
+  free(w);
+  resnet_free(&net);
+  device_close(&dev);
+}
+
+static void basic_blocks_backward(void) {
+  check_gradients(tiny_config(RESNET_BASIC, false, "1,1", 8), 2, 0.03);
+}
+
+static void bottleneck_imagenet_stem_backward(void) {
+  check_gradients(tiny_config(RESNET_BOTTLENECK, true, "1,1", 16), 2, 0.03);
+}
+
+static void running_statistics_and_eval(void) {
+  ResnetConfig cfg = tiny_config(RESNET_BASIC, false, "1", 8);
+  Device dev;
+  device_open(&dev, DEVICE_CPU, 0);
+  Resnet net;
+  resnet_init(&net, &cfg, 4, DEVICE_CPU, 1);
+  float x[4 * 8 * 8 * 3];
+  test_fill_uniform(x, 4 * 8 * 8 * 3, 9, 2, 4);  // mean 3: the running mean must move
+  Tensor tx = TENSOR(x, DT_F32, DEVICE_CPU, 4, 8, 8, 3);
+  const float *rm = net.stem.bn.running_mean.data;
+  const float *rv = net.stem.bn.running_var.data;
+  CHECK(rm[0] == 0 && rv[0] == 1);
+  resnet_forward(&net, &dev, &tx, true);
+  CHECK(rm[0] != 0 && rv[0] != 1);
+  // Eval of a smaller batch is the same per image as eval of the whole one.
+  float full[4 * 5], part[2 * 5];
+  memcpy(full, resnet_forward(&net, &dev, &tx, false)->data, sizeof full);
+  Tensor half = TENSOR(x, DT_F32, DEVICE_CPU, 2, 8, 8, 3);
+  const Tensor *l = resnet_forward(&net, &dev, &half, false);
+  CHECK_EQ_INT(l->shape[0], 2);
+  memcpy(part, l->data, sizeof part);
+  CHECK(test_rel_error(part, full, 10) < 1e-6);
+  resnet_free(&net);
+  device_close(&dev);
+}
+
+static void gpu_matches_cpu(void) {
+  if (!test_have_gpu()) test_skip("no GPU");
+  ResnetConfig cfg = tiny_config(RESNET_BOTTLENECK, true, "1,2", 32);
+  const int64_t n = 3;
+  Device cpu, gpu;
+  device_open(&cpu, DEVICE_CPU, 0);
+  device_open(&gpu, DEVICE_CUDA, 0);
+  Resnet a, b;
+  resnet_init(&a, &cfg, n, DEVICE_CPU, 7);
+  resnet_init(&b, &cfg, n, DEVICE_CUDA, 7);
+  size_t xb = (size_t)(n * 32 * 32 * 3) * sizeof(float);
+  float *x = malloc(xb);
+  test_fill_uniform(x, n * 32 * 32 * 3, 1, -1, 1);
+  float *dx = device_alloc(DEVICE_CUDA, xb);
+  device_copy(DEVICE_CUDA, dx, DEVICE_CPU, x, xb);
+  Tensor tx = TENSOR(x, DT_F32, DEVICE_CPU, n, 32, 32, 3), gx = TENSOR(dx, DT_F32, DEVICE_CUDA, n, 32, 32, 3);
+  const Tensor *la = resnet_forward(&a, &cpu, &tx, true);
+  const Tensor *lb = resnet_forward(&b, &gpu, &gx, true);
+  float lb_host[3 * 5];
+  device_sync(&gpu);
+  device_copy(DEVICE_CPU, lb_host, DEVICE_CUDA, lb->data, sizeof lb_host);
+  // fp32 on both sides (cuDNN may use TF32-free fp32 algorithms; op tests
+  // bound each op at ~1e-5); a dozen layers compound that to ~1e-4.
+  CHECK(test_rel_error(lb_host, la->data, 15) < 1e-3);
+  float w[15];
+  test_fill_uniform(w, 15, 2, -1, 1);
+  float *dw = device_alloc(DEVICE_CUDA, sizeof w);
+  device_copy(DEVICE_CUDA, dw, DEVICE_CPU, w, sizeof w);
+  Tensor ta = TENSOR(w, DT_F32, DEVICE_CPU, n, 5), tb = TENSOR(dw, DT_F32, DEVICE_CUDA, n, 5);
+  resnet_backward(&a, &cpu, &ta);
+  resnet_backward(&b, &gpu, &tb);
+  device_sync(&gpu);
+  size_t gb = (size_t)a.params.total_numel * sizeof(float);
+  float *grads = malloc(gb);
+  device_copy(DEVICE_CPU, grads, DEVICE_CUDA, b.params.grads, gb);
+  CHECK(test_rel_error(grads, a.params.grads, a.params.total_numel) < 1e-3);
+  free(grads);
+  free(x);
+  device_free(DEVICE_CUDA, dx);
+  device_free(DEVICE_CUDA, dw);
+  resnet_free(&a);
+  resnet_free(&b);
+  device_close(&cpu);
+  device_close(&gpu);
+}
+
+int main(void) {
+  TEST_RUN(parameter_counts);
+  TEST_RUN(basic_blocks_backward);
+  TEST_RUN(bottleneck_imagenet_stem_backward);
+  TEST_RUN(running_statistics_and_eval);
+  TEST_RUN(gpu_matches_cpu);
+  return test_finish();
+}
