@@ -10,24 +10,24 @@
 #include "ops.h"
 
 // Runs the statement with `scalar_t` bound to the C++ type of a float dtype.
-#define OPS_FLOAT_DISPATCH(op, dtype, ...)                          \
-  do {                                                              \
-    switch (dtype) {                                                \
-      case DT_F32: {                                                \
-        typedef float scalar_t;                                     \
-        __VA_ARGS__;                                                \
-      } break;                                                      \
-      case DT_F16: {                                                \
-        typedef __half scalar_t;                                    \
-        __VA_ARGS__;                                                \
-      } break;                                                      \
-      case DT_BF16: {                                               \
-        typedef __nv_bfloat16 scalar_t;                             \
-        __VA_ARGS__;                                                \
-      } break;                                                      \
-      default:                                                      \
+#define OPS_FLOAT_DISPATCH(op, dtype, ...)                               \
+  do {                                                                   \
+    switch (dtype) {                                                     \
+      case DT_F32: {                                                     \
+        typedef float scalar_t;                                          \
+        __VA_ARGS__;                                                     \
+      } break;                                                           \
+      case DT_F16: {                                                     \
+        typedef __half scalar_t;                                         \
+        __VA_ARGS__;                                                     \
+      } break;                                                           \
+      case DT_BF16: {                                                    \
+        typedef __nv_bfloat16 scalar_t;                                  \
+        __VA_ARGS__;                                                     \
+      } break;                                                           \
+      default:                                                           \
         DIE("%s: dtype %s is not a float dtype", op, dtype_name(dtype)); \
-    }                                                               \
+    }                                                                    \
   } while (0)
 
 static __device__ __forceinline__ float ops_f32(float x) { return x; }

@@ -1,6 +1,7 @@
 // ops_dense_cuda.cu: the dense ops on the GPU - products through cuBLAS
 // (ops_gemm_raw), own kernels for the bias, its gradient and the embedding.
 #include "ops_cuda.cuh"
+#include "ops_pointwise.cuh"
 #include "ops_dense.h"
 
 extern "C" void op_gemm_set_tf32_cuda(const Device *dev, bool allow) {
@@ -22,14 +23,15 @@ extern "C" void op_gemm_cuda(const Device *dev, const Tensor *a, bool trans_a,
   ops_gemm_raw(dev, &g);
 }
 
-// y (M, N) += b broadcast over rows.
-template <typename T, typename B>
-static __global__ void bias_add_kernel(T *y, const B *b, int64_t rows, int64_t cols) {
-  int64_t n = rows * cols;
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-       i += (int64_t)gridDim.x * blockDim.x)
-    y[i] = ops_from_f32<T>(ops_f32(y[i]) + ops_f32(b[i % cols]));
-}
+// y (M, N) + b broadcast over rows, element by element.
+template <typename B>
+struct BiasAdd {
+  const B *bias;
+  int64_t cols;
+  __device__ float operator()(float y, float, int64_t i) const {
+    return y + ops_f32(bias[i % cols]);
+  }
+};
 
 extern "C" void op_linear_fwd_cuda(const Device *dev, const Tensor *x, const Tensor *w,
                                    const Tensor *b, const Tensor *y) {
@@ -37,18 +39,17 @@ extern "C" void op_linear_fwd_cuda(const Device *dev, const Tensor *x, const Ten
   Tensor x2 = op_as_matrix(x), y2 = op_as_matrix(y);
   op_gemm_cuda(dev, &x2, false, w, true, &y2, 1.0f, 0.0f);
   if (!b) return;
-  int64_t rows = y2.shape[0], cols = y2.shape[1];
-  unsigned blocks = ops_blocks(rows * cols, OPS_THREADS);
+  int64_t n = tensor_numel(y), cols = y2.shape[1];
   OP_REQUIRE("op_linear_fwd", b->dtype == DT_F32 || b->dtype == y->dtype);
   OPS_FLOAT_DISPATCH("op_linear_fwd", y->dtype, {
-    if (b->dtype == DT_F32)
-      bias_add_kernel<<<blocks, OPS_THREADS, 0, dev->stream>>>(
-          (scalar_t *)y->data, (const float *)b->data, rows, cols);
-    else
-      bias_add_kernel<<<blocks, OPS_THREADS, 0, dev->stream>>>(
-          (scalar_t *)y->data, (const scalar_t *)b->data, rows, cols);
+    if (b->dtype == DT_F32) {
+      BiasAdd<float> fn = {(const float *)b->data, cols};
+      ops_pointwise<scalar_t>(dev, y->data, NULL, y->data, n, fn);
+    } else {
+      BiasAdd<scalar_t> fn = {(const scalar_t *)b->data, cols};
+      ops_pointwise<scalar_t>(dev, y->data, NULL, y->data, n, fn);
+    }
   });
-  CHECK_LAUNCH();
 }
 
 // partials[g, j] = sum of dy[r, j] over rows r = g, g + G, g + 2G, ...

@@ -2,6 +2,7 @@
 // norm, softmax) run one block per row; attention is cuBLAS strided-batched
 // GEMMs around the masked row softmax.
 #include "ops_cuda.cuh"
+#include "ops_pointwise.cuh"
 #include "ops_seq.h"
 #include "rng.h"
 
@@ -111,51 +112,35 @@ extern "C" void op_layernorm_bwd_cuda(const Device *dev, const Tensor *x,
 }
 
 // ---------------------------------------------------------------- GELU
-#define GRID_STRIDE(i, n)                                                   \
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); \
-       i += (int64_t)gridDim.x * blockDim.x)
-
-template <typename T>
-static __global__ void gelu_fwd_kernel(const T *x, T *y, int64_t n) {
-  GRID_STRIDE(i, n) {
-    float v = ops_f32(x[i]);
-    y[i] = ops_from_f32<T>(0.5f * v * (1.0f + erff(v * (float)M_SQRT1_2)));
+struct GeluFwd {
+  __device__ float operator()(float x, float, int64_t) const {
+    return 0.5f * x * (1.0f + erff(x * (float)M_SQRT1_2));
   }
-}
+};
 
-template <typename T>
-static __global__ void gelu_bwd_kernel(const T *x, const T *dy, T *dx, int64_t n) {
-  const float inv_sqrt_2pi = 0.3989422804014327f;
-  GRID_STRIDE(i, n) {
-    float v = ops_f32(x[i]);
-    float cdf = 0.5f * (1.0f + erff(v * (float)M_SQRT1_2));
-    dx[i] =
-        ops_from_f32<T>(ops_f32(dy[i]) * (cdf + v * inv_sqrt_2pi * expf(-0.5f * v * v)));
+// d/dx [x Phi(x)] = Phi(x) + x phi(x), times dy.
+struct GeluBwd {
+  __device__ float operator()(float x, float dy, int64_t) const {
+    const float inv_sqrt_2pi = 0.3989422804014327f;
+    float cdf = 0.5f * (1.0f + erff(x * (float)M_SQRT1_2));
+    return dy * (cdf + x * inv_sqrt_2pi * expf(-0.5f * x * x));
   }
-}
+};
 
 extern "C" void op_gelu_fwd_cuda(const Device *dev, const Tensor *x, const Tensor *y) {
   op_same_size_check("op_gelu_fwd", x, y);
-  int64_t n = tensor_numel(x);
-  if (n == 0) return;
-  OPS_FLOAT_DISPATCH("op_gelu_fwd", x->dtype, {
-    gelu_fwd_kernel<<<ops_blocks(n, OPS_THREADS), OPS_THREADS, 0, dev->stream>>>(
-        (const scalar_t *)x->data, (scalar_t *)y->data, n);
-  });
-  CHECK_LAUNCH();
+  OPS_FLOAT_DISPATCH(
+      "op_gelu_fwd", x->dtype,
+      ops_pointwise<scalar_t>(dev, x->data, NULL, y->data, tensor_numel(x), GeluFwd()));
 }
 
 extern "C" void op_gelu_bwd_cuda(const Device *dev, const Tensor *x, const Tensor *dy,
                                  const Tensor *dx) {
   op_same_size_check("op_gelu_bwd", x, dy);
   op_same_size_check("op_gelu_bwd", x, dx);
-  int64_t n = tensor_numel(x);
-  if (n == 0) return;
-  OPS_FLOAT_DISPATCH("op_gelu_bwd", x->dtype, {
-    gelu_bwd_kernel<<<ops_blocks(n, OPS_THREADS), OPS_THREADS, 0, dev->stream>>>(
-        (const scalar_t *)x->data, (const scalar_t *)dy->data, (scalar_t *)dx->data, n);
-  });
-  CHECK_LAUNCH();
+  OPS_FLOAT_DISPATCH("op_gelu_bwd", x->dtype,
+                     ops_pointwise<scalar_t>(dev, x->data, dy->data, dx->data,
+                                             tensor_numel(x), GeluBwd()));
 }
 
 // ---------------------------------------------------------------- softmax
@@ -253,25 +238,21 @@ extern "C" void op_softmax_bwd_cuda(const Device *dev, const Tensor *y, const Te
 }
 
 // ---------------------------------------------------------------- dropout
-template <typename T>
-static __global__ void dropout_kernel(const T *x, T *y, int64_t n, float keep_prob,
-                                      uint64_t seed, uint64_t stream) {
-  float scale = 1.0f / keep_prob;
-  GRID_STRIDE(i, n) {
-    bool keep = rng_bernoulli(seed, stream, (uint64_t)i, keep_prob);
-    y[i] = ops_from_f32<T>(keep ? ops_f32(x[i]) * scale : 0.0f);
+// Element i is kept when number i of (seed, stream) is below keep_prob.
+struct Dropout {
+  float keep_prob, scale;
+  uint64_t seed, stream;
+  __device__ float operator()(float x, float, int64_t i) const {
+    return rng_bernoulli(seed, stream, (uint64_t)i, keep_prob) ? x * scale : 0.0f;
   }
-}
+};
 
 static void dropout_launch(const Device *dev, const Tensor *x, const Tensor *y,
                            float keep_prob, uint64_t seed, uint64_t stream) {
-  int64_t n = tensor_numel(x);
-  if (n == 0) return;
-  OPS_FLOAT_DISPATCH("op_dropout", x->dtype, {
-    dropout_kernel<<<ops_blocks(n, OPS_THREADS), OPS_THREADS, 0, dev->stream>>>(
-        (const scalar_t *)x->data, (scalar_t *)y->data, n, keep_prob, seed, stream);
-  });
-  CHECK_LAUNCH();
+  Dropout fn = {keep_prob, 1.0f / keep_prob, seed, stream};
+  OPS_FLOAT_DISPATCH(
+      "op_dropout", x->dtype,
+      ops_pointwise<scalar_t>(dev, x->data, NULL, y->data, tensor_numel(x), fn));
 }
 
 extern "C" void op_dropout_fwd_cuda(const Device *dev, const Tensor *x, const Tensor *y,
