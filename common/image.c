@@ -133,7 +133,10 @@ void image_jpeg_scaled_size(int32_t width, int32_t height, int32_t min_width,
   *scaled_height = height;
   if (min_width <= 0 && min_height <= 0) return;
   for (int i = 0; i < count; i++) {
-    if (factors[i].num > factors[i].denom) continue;  // no upscaling
+    // 1/2, 1/4 and 1/8 only: libjpeg-turbo has SIMD code for those; the
+    // others (3/8 .. 7/8) run scalar IDCTs and upsampling and measured slower
+    // than the full-size decode (7/8: 1.4x, 3/4: 1.2x its time).
+    if (factors[i].num != 1) continue;
     int32_t w = TJSCALED(width, factors[i]), h = TJSCALED(height, factors[i]);
     if (w >= min_width && h >= min_height && (int64_t)w * h < (int64_t)*scaled_width * *scaled_height) {
       *scaled_width = w;

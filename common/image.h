@@ -41,7 +41,7 @@ ImageStatus image_header(ImageDecoder *d, const uint8_t *bytes, size_t n_bytes,
                          int32_t *width, int32_t *height, char *msg, size_t msg_bytes);
 
 // Decodes into out (its buffer grows as needed and is reused). A JPEG is
-// decoded at the smallest DCT scale (1/8 .. 1) whose output is at least
+// decoded at the smallest DCT scale (1/8, 1/4, 1/2, 1) whose output is at least
 // min_width x min_height (0, 0: full size); a PNG always at full size. The
 // reason for a warning or an error goes to msg.
 ImageStatus image_decode(ImageDecoder *d, const uint8_t *bytes, size_t n_bytes,

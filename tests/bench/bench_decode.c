@@ -1,0 +1,113 @@
+// bench_decode: the training input pipeline of one image on one core -
+// decode + random-resized-crop (scale 0.08-1, ratio 3/4-4/3) + flip to
+// 224x224 RGB - over a list of JPEG files held in memory, in two variants:
+//   dct:  classify_augment_image, the trainer's path (TurboJPEG with DCT
+//         scaling chosen from the crop)
+//   full: the same with a full-size decode, to show what the scaling buys
+// Prints one "variant images/s" line each. tests/bench/bench_decode.sh runs it
+// beside PIL on the same files.
+//   bench_decode --list=files.txt --seconds=5
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "augment.h"
+#include "check.h"
+#include "classify_data.h"
+#include "config.h"
+#include "image.h"
+#include "timer.h"
+
+static const ConfigKey KEYS[] = {
+    {"list", CFG_STRING, "", "a file naming one JPEG per line"},
+    {"seconds", CFG_FLOAT, "5", "time per variant"},
+    {"side", CFG_INT, "224", "output side"},
+};
+
+typedef struct Files {
+  uint8_t **bytes;
+  size_t *n_bytes;
+  int count;
+} Files;
+
+static Files read_list(const char *list) {
+  FILE *f = fopen(list, "r");
+  if (!f) die_input(list, "cannot open the file list");
+  Files files = {xcalloc(4096, sizeof(uint8_t *)), xcalloc(4096, sizeof(size_t)), 0};
+  char path[4096];
+  while (files.count < 4096 && fgets(path, sizeof path, f)) {
+    path[strcspn(path, "\n")] = 0;
+    if (!path[0]) continue;
+    FILE *img = fopen(path, "rb");
+    if (!img) die_input(path, "cannot open");
+    fseek(img, 0, SEEK_END);
+    size_t n = (size_t)ftell(img);
+    fseek(img, 0, SEEK_SET);
+    uint8_t *b = xmalloc(n);
+    if (fread(b, 1, n, img) != n) die_input(path, "short read");
+    fclose(img);
+    if (image_sniff(b, n) != IMAGE_FORMAT_JPEG) die_input(path, "not a JPEG");
+    files.bytes[files.count] = b;
+    files.n_bytes[files.count++] = n;
+  }
+  fclose(f);
+  if (files.count == 0) die_input(list, "names no files");
+  return files;
+}
+
+// One sample without DCT scaling: the crop is taken from the full-size image.
+static void augment_full_decode(ImageDecoder *d, Image *scratch, const ClassifyAugment *a,
+                                const uint8_t *bytes, size_t n, int64_t index, uint8_t *out) {
+  char msg[512];
+  int32_t w, h;
+  if (image_header(d, bytes, n, &w, &h, msg, sizeof msg) != IMAGE_OK) die_input("image", "%s", msg);
+  Rng rng = augment_sample_rng(a->seed, 0, index);
+  CropBox box = augment_random_resized_crop_box(w, h, a->scale_min, a->scale_max, a->ratio_min,
+                                                a->ratio_max, &rng);
+  bool flip = rng_next_uniform(&rng) < 0.5f;
+  if (image_decode(d, bytes, n, 0, 0, scratch, msg, sizeof msg) == IMAGE_ERROR) die_input("image", "%s", msg);
+  augment_crop_resize(scratch->pixels, w, h, (float)box.x, (float)box.y, (float)box.width,
+                      (float)box.height, flip, out, a->out_side, a->out_side);
+}
+
+static double run_variant(const Files *files, const ClassifyAugment *a, bool dct, double seconds) {
+  ImageDecoder *d = image_decoder_create();
+  Image scratch = {0};
+  uint8_t *out = xmalloc((size_t)a->out_side * a->out_side * 3);  // (side, side, 3)
+  int64_t done = 0;
+  double start = time_now_s(), now = start;
+  while (now - start < seconds) {
+    for (int i = 0; i < files->count; i++, done++) {
+      if (dct)
+        classify_augment_image(d, &scratch, a, files->bytes[i], files->n_bytes[i], "image", 0, done, out);
+      else
+        augment_full_decode(d, &scratch, a, files->bytes[i], files->n_bytes[i], done, out);
+    }
+    now = time_now_s();
+  }
+  free(out);
+  image_free(&scratch);
+  image_decoder_free(d);
+  return (double)done / (now - start);
+}
+
+int main(int argc, char **argv) {
+  Config cfg;
+  config_init(&cfg);
+  config_add_keys(&cfg, KEYS, (int)(sizeof KEYS / sizeof KEYS[0]));
+  config_from_args(&cfg, argc, argv, "bench_decode");
+  const char *list = config_string(&cfg, "list");
+  if (!*list) die_input("--list", "missing: a file naming the JPEGs");
+  Files files = read_list(list);
+  ClassifyAugment a = classify_augment_imagenet(true, 1);
+  a.out_side = (int32_t)config_int(&cfg, "side");
+  double seconds = config_float(&cfg, "seconds");
+  printf("files %d\n", files.count);
+  printf("dct %.1f\n", run_variant(&files, &a, true, seconds));
+  printf("full %.1f\n", run_variant(&files, &a, false, seconds));
+  for (int i = 0; i < files.count; i++) free(files.bytes[i]);
+  free(files.bytes);
+  free(files.n_bytes);
+  config_free(&cfg);
+  return 0;
+}

@@ -1,0 +1,154 @@
+// bench_loader: throughput of the classification input pipeline - LMDB read,
+// JPEG decode, random-resized-crop + flip to 224x224, batching into the
+// pinned ring and, on a GPU machine, the copy to the device - with a trainer
+// that takes batches as fast as they come. The data set is generated first:
+// --images JPEGs of --width x --height at ImageNet-typical quality, cut from
+// the photos in --list (random crops, resized), or patterned when no list is
+// given. Prints "images/s" and the trainer's wait counters.
+//   bench_loader --threads=16 --list=photos.txt
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "augment.h"
+#include "check.h"
+#include "classify_data.h"
+#include "config.h"
+#include "device.h"
+#include "image.h"
+#include "lmdb_store.h"
+#include "record.h"
+#include "timer.h"
+
+static const ConfigKey KEYS[] = {
+    {"threads", CFG_INT, "2", "loader threads"},
+    {"images", CFG_INT, "512", "JPEGs in the generated data set"},
+    {"width", CFG_INT, "500", "their width"},
+    {"height", CFG_INT, "375", "their height"},
+    {"quality", CFG_INT, "90", "their JPEG quality"},
+    {"list", CFG_STRING, "", "photos (one path a line) to cut the images from"},
+    {"batch", CFG_INT, "128", "batch size"},
+    {"batches", CFG_INT, "40", "batches timed (after 4 of warm-up)"},
+    {"device", CFG_STRING, "auto", "cpu | cuda | auto: cuda copies each batch to the GPU"},
+};
+
+typedef struct Photos {
+  Image *images;
+  int count;
+} Photos;
+
+static Photos decode_photos(const char *list) {
+  Photos p = {xcalloc(1024, sizeof(Image)), 0};
+  if (!*list) return p;
+  FILE *f = fopen(list, "r");
+  if (!f) die_input(list, "cannot open the photo list");
+  ImageDecoder *d = image_decoder_create();
+  char path[4096], msg[512];
+  while (p.count < 1024 && fgets(path, sizeof path, f)) {
+    path[strcspn(path, "\n")] = 0;
+    FILE *img = fopen(path, "rb");
+    if (!img) die_input(path, "cannot open");
+    fseek(img, 0, SEEK_END);
+    size_t n = (size_t)ftell(img);
+    fseek(img, 0, SEEK_SET);
+    uint8_t *b = xmalloc(n);
+    if (fread(b, 1, n, img) != n) die_input(path, "short read");
+    fclose(img);
+    if (image_decode(d, b, n, 0, 0, &p.images[p.count], msg, sizeof msg) != IMAGE_ERROR) p.count++;
+    free(b);
+  }
+  fclose(f);
+  image_decoder_free(d);
+  return p;
+}
+
+// Image i: a random crop of a photo resized to width x height, or, with no
+// photos, a pattern with noise (which compresses like a busy photo).
+static void make_pixels(const Photos *p, int64_t i, int32_t w, int32_t h, uint8_t *out) {
+  Rng rng = rng_make(7, (uint64_t)i);
+  if (p->count) {
+    const Image *src = &p->images[i % p->count];
+    CropBox box = augment_random_resized_crop_box(src->width, src->height, 0.3f, 1.0f, 1.2f, 1.45f, &rng);
+    augment_crop_resize(src->pixels, src->width, src->height, (float)box.x, (float)box.y,
+                        (float)box.width, (float)box.height, i % 2, out, w, h);
+    return;
+  }
+  for (int32_t y = 0; y < h; y++)
+    for (int32_t x = 0; x < w; x++)
+      for (int c = 0; c < 3; c++)
+        out[((size_t)y * w + x) * 3 + c] =
+            (uint8_t)(120 + 60 * sin(0.02 * (x + 13 * i) * (c + 1)) * cos(0.03 * y) +
+                      (float)(rng_next_u32(&rng) % 48) - 24);
+}
+
+static void write_data_set(const char *dir, const Config *cfg) {
+  int64_t n = config_int(cfg, "images");
+  int32_t w = (int32_t)config_int(cfg, "width"), h = (int32_t)config_int(cfg, "height");
+  Photos photos = decode_photos(config_string(cfg, "list"));
+  uint8_t *px = xmalloc((size_t)w * h * 3);  // (h, w, 3)
+  LmdbWriter *lw = lmdb_writer_open(dir);
+  double jpeg_bytes = 0;
+  for (int64_t i = 0; i < n; i++) {
+    make_pixels(&photos, i, w, h, px);
+    size_t bytes;
+    uint8_t *jpeg = image_encode_jpeg(px, w, h, 3, (int)config_int(cfg, "quality"), &bytes);
+    Record r = {.kind = RECORD_IMAGE_LABEL, .image_format = IMAGE_FORMAT_JPEG, .image = jpeg,
+                .image_bytes = bytes, .label = (int32_t)(i % 1000)};
+    size_t value_bytes = record_encoded_bytes(&r);
+    uint8_t *value = xmalloc(value_bytes);
+    lmdb_writer_put(lw, value, record_encode(&r, value, value_bytes));
+    jpeg_bytes += (double)bytes;
+    free(value);
+    free(jpeg);
+  }
+  lmdb_writer_close(lw);
+  printf("data %lld JPEGs %dx%d, mean %.1f KB, cut from %d photos\n", (long long)n, w, h,
+         jpeg_bytes / n / 1e3, photos.count);
+  for (int i = 0; i < photos.count; i++) image_free(&photos.images[i]);
+  free(photos.images);
+  free(px);
+}
+
+int main(int argc, char **argv) {
+  Config cfg;
+  config_init(&cfg);
+  config_add_keys(&cfg, KEYS, (int)(sizeof KEYS / sizeof KEYS[0]));
+  config_from_args(&cfg, argc, argv, "bench_loader");
+  char dir[] = "/tmp/bench_loader-XXXXXX";
+  CHECK_FILE(mkdtemp(dir), dir);
+  char lmdb_dir[64];
+  snprintf(lmdb_dir, sizeof lmdb_dir, "%s/train", dir);
+  write_data_set(lmdb_dir, &cfg);
+
+  Device dev;
+  device_open(&dev, device_kind_parse("--device", config_string(&cfg, "device")), 0);
+  ClassifyLoaderConfig lc = {.lmdb_dir = lmdb_dir, .augment = classify_augment_imagenet(true, 1),
+                             .batch_size = config_int(&cfg, "batch"),
+                             .threads = (int)config_int(&cfg, "threads"), .ring_batches = 4,
+                             .world = 1, .dev = &dev};
+  Loader *l = classify_loader_open(&lc, NULL);
+  for (int k = 0; k < 4; k++) loader_next(l);
+  device_sync(&dev);
+  LoaderStats warm = loader_stats(l);
+  int64_t batches = config_int(&cfg, "batches");
+  double start = time_now_s();
+  for (int64_t k = 0; k < batches; k++) loader_next(l);
+  device_sync(&dev);
+  double seconds = time_now_s() - start;
+  LoaderStats st = loader_stats(l);
+  char name[300];
+  device_describe(&dev, name, sizeof name);
+  printf("device %s\n", name);
+  printf("threads %d\n", lc.threads);
+  printf("images/s %.1f\n", (double)batches * lc.batch_size / seconds);
+  printf("wait_fraction %.3f\n", (st.wait_s - warm.wait_s) / seconds);
+  loader_close(l);
+  device_close(&dev);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", dir);
+  config_free(&cfg);
+  return 0;
+}
