@@ -362,6 +362,15 @@ static void pointwise_cuda_matches_cpu(void) {
     // erff and expf on the GPU are within 2 ulp of the host's.
     pair_check("gelu y", &y, rounding_tol(dt));
     pair_check("gelu dx", &dx, rounding_tol(dt));
+    // Views one element in: not 16-byte aligned, the one-by-one path.
+    size_t skip = dtype_size(dt);
+    Tensor hx1 = TENSOR(x.host + 1, DT_F32, DEVICE_CPU, x.n - 1);
+    Tensor hy1 = TENSOR(y.host + 1, DT_F32, DEVICE_CPU, x.n - 1);
+    Tensor dx1 = TENSOR((char *)x.dev + skip, dt, DEVICE_CUDA, x.n - 1);
+    Tensor dy1 = TENSOR((char *)y.dev + skip, dt, DEVICE_CUDA, x.n - 1);
+    op_gelu_fwd(&cpu, &hx1, &hy1), op_gelu_fwd(&gpu, &dx1, &dy1);
+    device_sync(&gpu);
+    pair_check("gelu y (unaligned)", &y, rounding_tol(dt));
     // Softmax bwd on the GPU reads its own (rounded) y: feed the CPU the same.
     op_softmax_fwd(&gpu, &x.d, &y.d);
     device_sync(&gpu);
