@@ -274,6 +274,7 @@ static void bad_hyperparameter_dies(void) { CHECK_DIES_WITH(bad_beta, NULL, "ada
 
 // ------------------------------------------------------------- CUDA vs CPU
 
+#if HAVE_CUDA
 // Odd sizes: chunks that end mid-tensor, a one-element tensor, a tensor of
 // exactly one chunk plus one.
 static const ParamSpec kBigSpecs[] = {
@@ -283,6 +284,7 @@ static const ParamSpec kBigSpecs[] = {
     {"scalar", 1, {1}, PARAM_NO_DECAY},
     {"emb", 2, {333, 17}, 0},
 };
+#endif
 
 static void cuda_case(OptKind kind) {
   if (!test_have_gpu()) test_skip("no GPU");
