@@ -29,20 +29,19 @@ static void default_log_path(TrainerRun *run, char *buf, size_t buf_bytes) {
 }
 
 void trainer_begin(TrainerRun *run, const char *benchmark, Config *cfg, int argc, char **argv,
-                   int rank) {
+                   int rank, int device_index) {
   memset(run, 0, sizeof *run);
   run->benchmark = benchmark;
   run->cfg = cfg;
   run->rank = rank;
   config_add_keys(cfg, trainer_keys, trainer_key_count);
   config_from_args(cfg, argc, argv, argv[0]);
-  if (!*config_string(cfg, "data_dir")) die_input("data_dir", "no data set given (--data_dir=DIR)");
   const char *division = config_string(cfg, "submission_division");
   if (strcmp(division, "closed") != 0 && strcmp(division, "open") != 0)
     die_input("submission_division", "'%s' is neither closed nor open", division);
 
   DeviceKind kind = device_kind_parse("device", config_string(cfg, "device"));
-  device_open(&run->dev, kind, 0);
+  device_open(&run->dev, kind, kind == DEVICE_CUDA ? device_index : 0);
 
   const char *path = config_string(cfg, "log_file");
   if (*path)
@@ -66,6 +65,12 @@ void trainer_begin(TrainerRun *run, const char *benchmark, Config *cfg, int argc
   MLLOG_POINT(&run->log, "submission_platform", mlv_str(platform));
   MLLOG_POINT(&run->log, "cache_clear", mlv_bool(true));
   MLLOG_POINT(&run->log, "seed", mlv_int(config_int(cfg, "seed")));
+}
+
+const char *trainer_data_dir(const TrainerRun *run) {
+  const char *dir = config_string(run->cfg, "data_dir");
+  if (!*dir) die_input("data_dir", "no data set given (--data_dir=DIR)");
+  return dir;
 }
 
 void trainer_start(TrainerRun *run) {

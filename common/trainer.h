@@ -3,7 +3,7 @@
 //
 //   Config cfg; config_init(&cfg); config_add_keys(&cfg, my_keys, n);
 //   TrainerRun run;
-//   trainer_begin(&run, "resnet", &cfg, argc, argv, rank);  // init_start, submission_*
+//   trainer_begin(&run, "resnet", &cfg, argc, argv, rank, gpu);  // init_start, submission_*
 //   ... build model, log hyperparameters (MLLOG_POINT(&run.log, ...)) ...
 //   trainer_start(&run);                          // init_stop, run_start
 //   ... epochs, evals ...
@@ -21,7 +21,7 @@ extern "C" {
 #endif
 
 // Keys every trainer has; trainer_begin declares them.
-//   device, seed, data_dir, log_file, submission_org, submission_division,
+//   device, seed, data_dir (checked by trainer_data_dir), log_file, submission_org, submission_division,
 //   submission_status, submission_platform
 extern const ConfigKey trainer_keys[];
 extern const int trainer_key_count;
@@ -37,10 +37,13 @@ typedef struct TrainerRun {
   char log_path[1024];
 } TrainerRun;
 
-// Parses flags (dies on bad ones), opens the device, opens the log (rank 0),
-// writes init_start and the submission keys, prints the effective config.
+// Parses flags (dies on bad ones), opens the device (GPU device_index when
+// it is CUDA), opens the log (rank 0), writes init_start and the submission
+// keys, prints the effective config.
 void trainer_begin(TrainerRun *run, const char *benchmark, Config *cfg, int argc, char **argv,
-                   int rank);
+                   int rank, int device_index);
+// The data_dir flag; a one-line error when it was not given.
+const char *trainer_data_dir(const TrainerRun *run);
 // init_stop, then run_start: the clock of time-to-train starts here.
 void trainer_start(TrainerRun *run);
 // run_stop with status success or aborted, the time-to-train line on stdout,

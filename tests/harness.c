@@ -86,8 +86,7 @@ int test_run_child(void (*fn)(void *), void *ctx, char *msg, size_t msg_bytes) {
     msg[len] = 0;
   }
   close(fds[0]);
-  // Keep the first line only: the one-line error the user would see.
-  msg[strcspn(msg, "\n")] = 0;
+  while (len > 0 && msg[len - 1] == '\n') msg[--len] = 0;
   int status = 0;
   waitpid(pid, &status, 0);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);

@@ -63,8 +63,8 @@ _Noreturn void test_skip(const char *fmt, ...) __attribute__((format(printf, 1, 
   } while (0)
 
 // Runs fn(ctx) in a child process and captures its stderr. Returns the exit
-// status (128 + signal number when it died of a signal); the first line of
-// its stderr goes to msg. For checking that bad input exits with a message.
+// status (128 + signal number when it died of a signal); its stderr goes to
+// msg (cut to fit). For checking that bad input exits with a message.
 int test_run_child(void (*fn)(void *), void *ctx, char *msg, size_t msg_bytes);
 // The child must exit non-zero (not by a signal) and print needle to stderr.
 #define CHECK_DIES_WITH(fn, ctx, needle)                                           \

@@ -19,7 +19,7 @@ static void lifecycle_writes_required_events(void) {
   config_init(&cfg);
   config_add_keys(&cfg, kOwnKeys, 1);
   TrainerRun run;
-  trainer_begin(&run, "ncf", &cfg, 6, argv, 0);
+  trainer_begin(&run, "ncf", &cfg, 6, argv, 0, 0);
   CHECK(run.dev.kind == DEVICE_CPU);
   trainer_start(&run);
   CHECK(run.run_start_ms > 0);
@@ -53,11 +53,12 @@ static void begin_with(void *ctx) {
   Config cfg;
   config_init(&cfg);
   TrainerRun run;
-  trainer_begin(&run, "resnet", &cfg, argc, args, 0);
+  trainer_begin(&run, "resnet", &cfg, argc, args, 0, 0);
+  trainer_data_dir(&run);
 }
 
 static void bad_common_flags(void) {
-  char *no_data[] = {"prog", "--device=cpu", NULL};
+  char *no_data[] = {"prog", "--device=cpu", "--log_file=/dev/null", NULL};
   CHECK_DIES_WITH(begin_with, no_data, "error: data_dir: no data set given");
   char *bad_division[] = {"prog", "--data_dir=x", "--submission_division=half", NULL};
   CHECK_DIES_WITH(begin_with, bad_division, "error: submission_division: 'half'");
