@@ -36,10 +36,10 @@ typedef struct Net {
   int n_layers, n_convs;
 } Net;
 
-static void net_add(Net *net, const char *name, int64_t h, int64_t c, int64_t k, int64_t r,
-                    int stride) {
+// Adds one convolution named after its stage and kind ("s2 3x3/2", "s3 proj/2").
+static void net_add(Net *net, int stage, const char *kind, int64_t h, int64_t c, int64_t k,
+                    int64_t r, int stride) {
   net->n_convs++;
-  int pad = (int)(r / 2);
   for (int i = 0; i < net->n_layers; i++) {
     ConvLayer *l = &net->layers[i];
     if (l->h == h && l->c == c && l->k == k && l->r == r && l->stride == stride) {
@@ -49,8 +49,12 @@ static void net_add(Net *net, const char *name, int64_t h, int64_t c, int64_t k,
   }
   if (net->n_layers == (int)(sizeof net->layers / sizeof net->layers[0])) DIE("too many shapes");
   ConvLayer *l = &net->layers[net->n_layers++];
-  *l = (ConvLayer){.h = h, .w = h, .c = c, .k = k, .r = r, .stride = stride, .pad = pad, .count = 1};
-  snprintf(l->name, sizeof l->name, "%s", name);
+  *l = (ConvLayer){.h = h, .w = h, .c = c, .k = k, .r = r, .stride = stride,
+                   .pad = (int)(r / 2), .count = 1};
+  if (stage == 0)
+    snprintf(l->name, sizeof l->name, "stem %s%s", kind, stride == 2 ? "/2" : "");
+  else
+    snprintf(l->name, sizeof l->name, "s%d %s%s", stage, kind, stride == 2 ? "/2" : "");
 }
 
 // A ResNet's convolutions in order, v1.5 style: a stage's first block
@@ -61,31 +65,24 @@ static Net net_resnet(bool bottleneck, const int *blocks, int stages, int64_t wi
   Net net = {.n_layers = 0};
   int64_t h = image, c = width;
   if (imagenet_stem) {
-    net_add(&net, "stem 7x7/2", h, in_c, width, 7, 2);
+    net_add(&net, 0, "7x7", h, in_c, width, 7, 2);
     h /= 4;  // conv stride 2, then the 3x3/2 max pool
   } else {
-    net_add(&net, "stem 3x3", h, in_c, width, 3, 1);
+    net_add(&net, 0, "3x3", h, in_c, width, 3, 1);
   }
   for (int s = 0; s < stages; s++) {
     int64_t mid = width << s, out = bottleneck ? 4 * mid : mid;
     for (int b = 0; b < blocks[s]; b++) {
       int stride = (b == 0 && s > 0) ? 2 : 1;
-      char name[48];
-      snprintf(name, sizeof name, "s%d %s", s + 1, b == 0 ? "first" : "rest");
-      char n1[64], n2[64], n3[64], np[64];
-      snprintf(n1, sizeof n1, "%s 1x1 in", name);
-      snprintf(n2, sizeof n2, "%s 3x3", name);
-      snprintf(n3, sizeof n3, "%s 1x1 out", name);
-      snprintf(np, sizeof np, "%s proj", name);
       if (bottleneck) {
-        net_add(&net, n1, h, c, mid, 1, 1);
-        net_add(&net, n2, h, mid, mid, 3, stride);
-        net_add(&net, n3, h / stride, mid, out, 1, 1);
+        net_add(&net, s + 1, "1x1", h, c, mid, 1, 1);
+        net_add(&net, s + 1, "3x3", h, mid, mid, 3, stride);
+        net_add(&net, s + 1, "1x1", h / stride, mid, out, 1, 1);
       } else {
-        net_add(&net, n2, h, c, mid, 3, stride);
-        net_add(&net, n2, h / stride, mid, mid, 3, 1);
+        net_add(&net, s + 1, "3x3", h, c, mid, 3, stride);
+        net_add(&net, s + 1, "3x3", h / stride, mid, mid, 3, 1);
       }
-      if (stride != 1 || c != out) net_add(&net, np, h, c, out, 1, stride);
+      if (stride != 1 || c != out) net_add(&net, s + 1, "proj", h, c, out, 1, stride);
       h /= stride;
       c = out;
     }

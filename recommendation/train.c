@@ -1,0 +1,190 @@
+// train.c: NCF (NeuMF) on MovieLens to an HR@10 target, MLPerf style.
+//   ncf --config=recommendation/configs/small.conf --data_dir=data/ncf/small
+//
+// Each epoch: n_train positives plus train_negatives fresh negatives each,
+// in a fresh order (ncf_batch.h), in global batches of batch_size; BCE with
+// logits; Adam at a constant learning rate. After each epoch, HR@10 over
+// every user's held-out positive and its test negatives (ncf_metric.h); the
+// run stops at target_accuracy (run_stop success) or after max_epochs
+// (aborted). On CUDA every part of a step - sampling, lookups, MLP, loss,
+// optimizer - runs on the GPU and the host only launches.
+#include <math.h>
+#include <stdio.h>
+
+#include "check.h"
+#include "config.h"
+#include "ncf_data.h"
+#include "ncf_metric.h"
+#include "ncf_model.h"
+#include "optim.h"
+#include "schedule.h"
+#include "timer.h"
+#include "trainer.h"
+
+#define NCF_TOPK 10  // MLPerf's HR@10
+
+static const ConfigKey NCF_KEYS[] = {
+    {"batch_size", CFG_INT, "2048", "global batch: (user, item) pairs per step"},
+    {"learning_rate", CFG_FLOAT, "0.0005", "Adam learning rate (constant)"},
+    {"adam_beta1", CFG_FLOAT, "0.9", "Adam beta1"},
+    {"adam_beta2", CFG_FLOAT, "0.999", "Adam beta2"},
+    {"adam_eps", CFG_FLOAT, "1e-8", "Adam epsilon"},
+    {"mf_dim", CFG_INT, "64", "GMF embedding width"},
+    {"mlp_layers", CFG_STRING, "256,256,128,64",
+     "MLP widths; the first is the concatenated user+item embedding width"},
+    {"train_negatives", CFG_INT, "4", "negatives per training positive, resampled each epoch"},
+    {"max_epochs", CFG_INT, "20", "give up (run_stop aborted) after this many epochs"},
+    {"target_accuracy", CFG_FLOAT, "0.635", "HR@10 that ends the run (run_stop success)"},
+    {"eval_users", CFG_INT, "1024", "users scored per eval forward pass"},
+};
+
+typedef struct NcfRun {
+  TrainerRun run;
+  const Device *dev;
+  NcfData data;
+  NcfModel model;
+  Optimizer opt;
+  int64_t batch;
+  int64_t eval_users;
+  float lr;
+  double *eval_acc;  // (2) device scratch of the CUDA metric; NULL on CPU
+} NcfRun;
+
+// The optimizer from the config, logged under the checker's keys.
+static OptConfig ncf_optimizer_config(const Config *cfg, MLLog *log) {
+  OptConfig oc = optim_defaults(OPT_ADAM);
+  oc.beta1 = (float)config_float(cfg, "adam_beta1");
+  oc.beta2 = (float)config_float(cfg, "adam_beta2");
+  oc.eps = (float)config_float(cfg, "adam_eps");
+  optim_log(&oc, log);
+  Schedule sched = {.kind = SCHED_CONSTANT, .base_lr = config_float(cfg, "learning_rate")};
+  schedule_check(&sched);
+  schedule_log(&sched, OPT_ADAM, log);
+  return oc;
+}
+
+static int64_t ncf_positive_key(const Config *cfg, const char *key) {
+  int64_t v = config_int(cfg, key);
+  if (v < 1) die_input(key, "want a positive number, got %lld", (long long)v);
+  return v;
+}
+
+// Opens the data, builds the model and optimizer (after run_start: the data
+// set is first touched here).
+static void ncf_setup(NcfRun *r, const OptConfig *oc) {
+  Config *cfg = r->run.cfg;
+  DeviceKind kind = r->dev->kind;
+  uint64_t seed = (uint64_t)config_int(cfg, "seed");
+  ncf_data_open(&r->data, config_string(cfg, "data_dir"),
+                ncf_positive_key(cfg, "train_negatives"), seed, kind);
+  MLLOG_POINT(&r->run.log, "train_samples", mlv_int(ncf_epoch_samples(&r->data.train)));
+  MLLOG_POINT(&r->run.log, "eval_samples", mlv_int(r->data.n_users * (1 + r->data.n_test_neg)));
+
+  NcfShape shape = {.n_users = r->data.n_users, .n_items = r->data.n_items,
+                    .mf_dim = ncf_positive_key(cfg, "mf_dim")};
+  ncf_parse_layers("mlp_layers", config_string(cfg, "mlp_layers"), &shape);
+  int64_t eval_rows = r->eval_users * (1 + r->data.n_test_neg);
+  ncf_model_init(&r->model, &shape, optim_state_count(OPT_ADAM),
+                 r->batch > eval_rows ? r->batch : eval_rows, seed, kind);
+  optim_init(&r->opt, oc, &r->model.ps);
+  r->eval_acc = kind == DEVICE_CUDA ? device_alloc(kind, 2 * sizeof(double)) : NULL;
+  if (r->run.rank == 0)
+    printf("ncf: %lld users, %lld items, %lld training positives; %lld parameters; "
+           "%lld samples per epoch in batches of %lld\n",
+           (long long)r->data.n_users, (long long)r->data.n_items,
+           (long long)r->data.train.n_train, (long long)paramset_count_params(&r->model.ps),
+           (long long)ncf_epoch_samples(&r->data.train), (long long)r->batch);
+}
+
+// One epoch of training; returns the loss of its last batch.
+static double ncf_train_epoch(NcfRun *r, int64_t epoch) {
+  const NcfActs *a = &r->model.a;
+  int64_t n = ncf_epoch_samples(&r->data.train), steps = (n + r->batch - 1) / r->batch;
+  Progress progress;
+  progress_start(&progress, "train", steps);
+  for (int64_t step = 0; step < steps; step++) {
+    int64_t s0 = step * r->batch, rows = n - s0 < r->batch ? n - s0 : r->batch;
+    ncf_train_batch(r->dev, &r->data.train, epoch, s0, rows, a->users.data, a->items.data,
+                    a->labels.data);
+    ncf_model_forward(&r->model, r->dev, rows);
+    ncf_model_backward(&r->model, r->dev, rows);
+    optim_step(&r->opt, r->dev, &r->model.ps, r->lr);
+    progress_update(&progress, step + 1, s0 + rows, -1);
+  }
+  float loss;
+  device_copy(DEVICE_CPU, &loss, r->dev->kind, a->loss.data, sizeof loss);
+  return loss;
+}
+
+// HR@10 and NDCG@10 over all users, eval_users at a time.
+static NcfMetricSums ncf_evaluate(NcfRun *r) {
+  const NcfActs *a = &r->model.a;
+  const NcfData *d = &r->data;
+  NcfMetricSums sums = {0};
+  for (int64_t u0 = 0; u0 < d->n_users; u0 += r->eval_users) {
+    int64_t n = d->n_users - u0 < r->eval_users ? d->n_users - u0 : r->eval_users;
+    ncf_eval_batch(r->dev, d->test_items, d->test_negs, d->n_test_neg, u0, n, a->users.data,
+                   a->items.data);
+    ncf_model_forward(&r->model, r->dev, n * (1 + d->n_test_neg));
+    ncf_metric_add(r->dev, a->logits.data, d->test_negs + u0 * d->n_test_neg, n,
+                   d->n_test_neg, NCF_TOPK, r->eval_acc, &sums);
+  }
+  return sums;
+}
+
+// Epochs until the target or the limit; returns whether the target was met.
+static bool ncf_train(NcfRun *r) {
+  const Config *cfg = r->run.cfg;
+  int64_t max_epochs = ncf_positive_key(cfg, "max_epochs");
+  double target = config_float(cfg, "target_accuracy");
+  MLLog *log = &r->run.log;
+  for (int64_t epoch = 1; epoch <= max_epochs; epoch++) {
+    double t0 = time_now_s();
+    MLLOG_START(log, "epoch_start", {"epoch_num", mlv_int(epoch)});
+    double loss = ncf_train_epoch(r, epoch);
+    MLLOG_END(log, "epoch_stop", {"epoch_num", mlv_int(epoch)});
+    double t1 = time_now_s();
+    MLLOG_START(log, "eval_start", {"epoch_num", mlv_int(epoch)});
+    NcfMetricSums sums = ncf_evaluate(r);
+    double hr = ncf_metric_hr(&sums);
+    MLLOG_POINT(log, "eval_accuracy", mlv_float(hr), {"epoch_num", mlv_int(epoch)});
+    MLLOG_END(log, "eval_stop", {"epoch_num", mlv_int(epoch)});
+    double t2 = time_now_s();
+    if (r->run.rank == 0) {
+      printf("ncf: epoch %lld: HR@10 %.4f NDCG@10 %.4f (target %.4f) loss %.4f; train %.1f s "
+             "(%.0f samples/s), eval %.1f s\n",
+             (long long)epoch, hr, ncf_metric_ndcg(&sums), target, loss, t1 - t0,
+             (double)ncf_epoch_samples(&r->data.train) / (t1 - t0), t2 - t1);
+      fflush(stdout);
+    }
+    if (hr >= target) return true;
+  }
+  return false;
+}
+
+int main(int argc, char **argv) {
+  Config cfg;
+  config_init(&cfg);
+  config_add_keys(&cfg, NCF_KEYS, (int)(sizeof NCF_KEYS / sizeof NCF_KEYS[0]));
+  NcfRun r = {0};
+  trainer_begin(&r.run, "ncf", &cfg, argc, argv, 0, 0);
+  r.dev = &r.run.dev;
+  r.batch = ncf_positive_key(&cfg, "batch_size");
+  r.eval_users = ncf_positive_key(&cfg, "eval_users");
+  r.lr = (float)config_float(&cfg, "learning_rate");
+  MLLOG_POINT(&r.run.log, "global_batch_size", mlv_int(r.batch));
+  MLLOG_POINT(&r.run.log, "gradient_accumulation_steps", mlv_int(1));
+  OptConfig oc = ncf_optimizer_config(&cfg, &r.run.log);
+
+  trainer_start(&r.run);
+  ncf_setup(&r, &oc);
+  bool success = ncf_train(&r);
+
+  if (r.eval_acc) device_free(r.dev->kind, r.eval_acc);
+  optim_free(&r.opt);
+  ncf_model_free(&r.model);
+  ncf_data_close(&r.data);
+  int status = trainer_finish(&r.run, success);
+  config_free(&cfg);
+  return status;
+}
