@@ -31,7 +31,7 @@ typedef struct GenSize {
 } GenSize;
 
 static const GenSize GEN_SIZES[] = {
-    {"small", 3000, 3000, 8, 6.0, 1.0, 0.1, 40.0},
+    {"small", 3000, 3000, 8, 6.0, 1.0, 0.1, 100.0},
     {"full", 138493, 26744, 16, 6.0, 1.0, 0.1, 124.0},
 };
 

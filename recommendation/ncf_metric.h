@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "device.h"
+#include "ops.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -38,13 +39,7 @@ void ncf_metric_add_cuda(const Device *dev, const float *scores, const int32_t *
 static inline void ncf_metric_add(const Device *dev, const float *scores,
                                   const int32_t *neg_items, int64_t n_users, int64_t n_neg,
                                   int k, double *acc, NcfMetricSums *sums) {
-#if HAVE_CUDA
-  if (dev->kind == DEVICE_CUDA) {
-    ncf_metric_add_cuda(dev, scores, neg_items, n_users, n_neg, k, acc, sums);
-    return;
-  }
-#endif
-  ncf_metric_add_cpu(dev, scores, neg_items, n_users, n_neg, k, acc, sums);
+  OP_DISPATCH(dev, ncf_metric_add, scores, neg_items, n_users, n_neg, k, acc, sums);
 }
 
 // HR@K and NDCG@K from the (reduced) sums.

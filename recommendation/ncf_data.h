@@ -1,0 +1,33 @@
+// ncf_data.h: the converted MovieLens split (ncf.bin, mapped) and its copies
+// on the training device, which the batch builders of ncf_batch.h read. On
+// CUDA the whole data set lives on the GPU, so a training step reads nothing
+// from the host.
+#pragma once
+#include <stdint.h>
+
+#include "../datasets/movielens.h"
+#include "device.h"
+#include "ncf_batch.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct NcfData {
+  MlData file;            // the mapped ncf.bin (host)
+  DeviceKind device;
+  NcfTrainView train;     // device pointers (host ones on CPU)
+  const int32_t *test_items;  // (n_users) on the device
+  const int32_t *test_negs;   // (n_users, n_test_neg) on the device
+  int64_t n_users, n_items, n_test_neg;
+  int32_t *owned[4];      // device (or host) allocations to free
+} NcfData;
+
+// Maps dir/ncf.bin, checks it, and puts what the batches read on `device`.
+void ncf_data_open(NcfData *d, const char *dir, int64_t train_negatives, uint64_t seed,
+                   DeviceKind device);
+void ncf_data_close(NcfData *d);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,67 @@
+// ncf_model.h: NeuMF (He et al. 2017, the MLPerf NCF model) over the op
+// library: a GMF branch (user and item embeddings of mf_dim, multiplied) and
+// an MLP branch (user and item embeddings of layers[0] / 2, concatenated,
+// then Linear + ReLU to each of layers[1..]), concatenated into one Linear
+// to a logit. Initialised as the MLPerf reference: embeddings N(0, 0.01),
+// MLP weights Glorot-uniform, the final weight LeCun-uniform, biases
+// PyTorch's default U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
+#pragma once
+#include <stdint.h>
+
+#include "device.h"
+#include "tensor.h"
+
+#define NCF_MAX_LAYERS 8
+
+typedef struct NcfShape {
+  int64_t n_users, n_items;
+  int64_t mf_dim;
+  int n_layers;                     // layers[0] is the MLP input width
+  int64_t layers[NCF_MAX_LAYERS];   // e.g. 256, 256, 128, 64
+} NcfShape;
+
+// Activations of one batch of up to max_rows (user, item) pairs, carved from
+// one arena at init: a step allocates nothing.
+typedef struct NcfActs {
+  Tensor users, items, labels;  // (R) int32, int32, fp32
+  Tensor gmf_u, gmf_i, gmf;     // (R, mf)
+  Tensor mlp_u, mlp_i;          // (R, layers[0] / 2)
+  Tensor mlp_in;                // (R, layers[0])
+  Tensor act[NCF_MAX_LAYERS];   // (R, layers[k]) for k >= 1: ReLU outputs
+  Tensor cat;                   // (R, mf + layers[last])
+  Tensor logits;                // (R, 1)
+  Tensor loss;                  // (1)
+  Tensor dlogits;               // (R, 1)
+  Tensor dcat;                  // (R, mf + layers[last])
+  Tensor dgmf, dgmf_u, dgmf_i;  // (R, mf)
+  Tensor dact[2];               // (R, max layers) ping-pong
+  Tensor dmlp_in;               // (R, layers[0])
+  Tensor dmlp_u, dmlp_i;        // (R, layers[0] / 2)
+} NcfActs;
+
+typedef struct NcfModel {
+  NcfShape shape;
+  ParamSpec specs[4 + 2 * NCF_MAX_LAYERS + 2];
+  char names[4 + 2 * NCF_MAX_LAYERS + 2][16];
+  ParamSet ps;
+  int64_t max_rows;
+  Arena arena;
+  NcfActs a;
+} NcfModel;
+
+// Parses "256,256,128,64" into shape->layers; a bad list is an input error
+// naming the key.
+void ncf_parse_layers(const char *key, const char *text, NcfShape *shape);
+
+// Builds the parameter table (n_state optimizer buffers), initialises the
+// weights from seed (on the host, so CPU and GPU start from the same bits)
+// and sizes the activations for max_rows pairs.
+void ncf_model_init(NcfModel *m, const NcfShape *shape, int n_state, int64_t max_rows,
+                    uint64_t seed, DeviceKind device);
+void ncf_model_free(NcfModel *m);
+
+// Logits (rows, 1) into m->a.logits for the pairs in m->a.users / m->a.items.
+void ncf_model_forward(NcfModel *m, const Device *dev, int64_t rows);
+// After ncf_model_forward: BCE-with-logits against m->a.labels into
+// m->a.loss, and every parameter gradient (overwritten) into m->ps.grads.
+void ncf_model_backward(NcfModel *m, const Device *dev, int64_t rows);

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# NCF end to end on CPU: generate the small MovieLens-format set, convert it,
+# train to recommendation/configs/small.conf's target, and check the log with
+# the official MLPerf compliance checker under the suite's NCF rules
+# (recommendation/compliance/, target filled in from the config).
+# Usage: tests/test_ncf_e2e.sh BUILD_DIR
+set -uo pipefail
+build=${1:-build}
+cd "$(dirname "$0")/.."
+root=$PWD
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+conf=recommendation/configs/small.conf
+target=$(sed -n 's/^[[:space:]]*target_accuracy[[:space:]]*=[[:space:]]*\([0-9.]*\).*/\1/p' $conf)
+
+for bin in movielens_generate movielens_convert ncf; do
+  if [[ ! -x $build/bin/$bin ]]; then
+    echo "FAIL ncf_e2e: $build/bin/$bin is not built"
+    exit 1
+  fi
+done
+
+# 1. Generate: the file is in MovieLens's format and its ceiling is stated.
+if ! "$build/bin/movielens_generate" --size=small --out="$tmp/data" >"$tmp/gen.out" 2>&1; then
+  echo "FAIL ncf_generate: $(tail -n 1 "$tmp/gen.out")"
+  exit 1
+fi
+header=$(head -n 1 "$tmp/data/ratings.csv")
+ceiling=$(sed -n 's/^true_model hr10 \([0-9.]*\).*/\1/p' "$tmp/data/ceiling.txt")
+bad_lines=$(tail -n +2 "$tmp/data/ratings.csv" |
+  grep -cvE '^[0-9]+,[0-9]+,([0-4]\.[05]|5\.0),[0-9]+$')
+if [[ $header == userId,movieId,rating,timestamp && $bad_lines == 0 && -n $ceiling ]] &&
+  python3 -c "import sys; sys.exit(not (float('$ceiling') > float('$target') + 0.05))"; then
+  echo "PASS ncf_generate (ceiling HR@10 $ceiling, target $target)"
+else
+  echo "FAIL ncf_generate: header '$header', $bad_lines malformed lines, ceiling '$ceiling' vs target $target"
+fi
+
+# 2. Convert.
+if "$build/bin/movielens_convert" --input="$tmp/data/ratings.csv" --out="$tmp/data" >"$tmp/conv.out" 2>&1 &&
+  grep -q '3000 users (>= 20 ratings), 3000 items' "$tmp/conv.out"; then
+  echo "PASS ncf_convert"
+else
+  echo "FAIL ncf_convert: $(tail -n 1 "$tmp/conv.out")"
+  exit 1
+fi
+# A malformed line is an error naming file:line.
+{ head -n 3 "$tmp/data/ratings.csv"; echo "7,12,4.5"; } >"$tmp/bad.csv"
+"$build/bin/movielens_convert" --input="$tmp/bad.csv" --out="$tmp/bad" >"$tmp/bad.out" 2>&1
+rc=$?
+if [[ $rc == 2 ]] && grep -q "$tmp/bad.csv:4: bad rating" "$tmp/bad.out"; then
+  echo "PASS ncf_convert_bad_line"
+else
+  echo "FAIL ncf_convert_bad_line: exit $rc, $(head -n 1 "$tmp/bad.out")"
+fi
+
+# 3. Train on CPU to the config's target; the log goes under logs/ncf/.
+mkdir -p logs/ncf
+log=logs/ncf/e2e-small-$(date +%Y%m%d-%H%M%S).log
+"$build/bin/ncf" --config=$conf --device=cpu --data_dir="$tmp/data" --log_file="$log" \
+  >"$tmp/train.out" 2>&1
+rc=$?
+result=$(grep -E '^ncf: (target|epoch)' "$tmp/train.out" | tail -n 2 | tr '\n' ' ')
+if [[ $rc == 0 ]] && grep -q '^ncf: target reached' "$tmp/train.out"; then
+  echo "PASS ncf_train_small_cpu ($result)"
+else
+  echo "FAIL ncf_train_small_cpu: exit $rc: $result"
+  exit 1
+fi
+
+# 4. The official checker under the suite's NCF rules with the config's target,
+# and the same rules with an unmet target must reject the log.
+check() {  # check TARGET DIR
+  mkdir -p "$2"
+  for f in recommendation/compliance/*.yaml; do
+    sed -e "s|RULES_DIR|$2|g" -e "s|TARGET|$1|g" "$f" >"$2/$(basename "$f")"
+  done
+  python3 -m mlperf_logging.compliance_checker --usage training --ruleset 1.0.0 \
+    --log_output "$2/checker.log" --config "$2/common.yaml" "$root/$log" >"$2/out" 2>&1
+}
+if check "$target" "$tmp/rules" && grep -q SUCCESS "$tmp/rules/out"; then
+  echo "PASS ncf_compliance"
+else
+  echo "FAIL ncf_compliance: $(grep -v '^$' "$tmp/rules/out" | tail -n 3 | tr '\n' ' ')"
+fi
+if ! check 0.99 "$tmp/rules_high"; then
+  echo "PASS ncf_compliance_rejects_unmet_target"
+else
+  echo "FAIL ncf_compliance_rejects_unmet_target: the checker accepted HR@10 >= 0.99"
+fi

@@ -1,0 +1,149 @@
+// NCF trainer pieces: NeuMF's backward against finite differences (every
+// parameter tensor), its initialisation statistics, the epoch order (a
+// bijection), and the training batches (each positive once per epoch,
+// negatives never among the user's training items, fresh each epoch).
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../recommendation/ncf_data.c"
+#include "../recommendation/ncf_model.c"
+#include "test.h"
+
+static const Device CPU = {.kind = DEVICE_CPU};
+
+typedef struct GradCtx {
+  NcfModel *m;
+  int64_t rows;
+} GradCtx;
+
+static double model_loss(void *ctx) {
+  GradCtx *g = ctx;
+  ncf_model_forward(g->m, &CPU, g->rows);
+  ncf_model_backward(g->m, &CPU, g->rows);
+  return *(float *)g->m->a.loss.data;
+}
+
+static void backward_matches_finite_differences(void) {
+  NcfShape shape = {.n_users = 5, .n_items = 7, .mf_dim = 3, .n_layers = 3,
+                    .layers = {6, 5, 4}};
+  NcfModel m;
+  ncf_model_init(&m, &shape, 0, 8, 3, DEVICE_CPU);
+  // Larger weights than the N(0, 0.01) start, so every term is well above
+  // the fp32 rounding of the loss; 8 rows with repeated users and items, so
+  // the embedding gradients sum over rows.
+  test_fill_uniform(m.ps.params, m.ps.total_numel, 11, -0.8f, 0.8f);
+  const int32_t users[8] = {0, 1, 2, 3, 4, 0, 1, 0}, items[8] = {0, 6, 2, 2, 5, 1, 6, 3};
+  const float labels[8] = {1, 0, 1, 0, 0, 1, 0, 1};
+  memcpy(m.a.users.data, users, sizeof users);
+  memcpy(m.a.items.data, items, sizeof items);
+  memcpy(m.a.labels.data, labels, sizeof labels);
+  GradCtx ctx = {&m, 8};
+  model_loss(&ctx);
+  float *grad = malloc((size_t)m.ps.total_numel * sizeof(float));
+  memcpy(grad, m.ps.grads, (size_t)m.ps.total_numel * sizeof(float));
+  // Central differences with eps 1e-3 on O(1) weights: truncation O(eps^2)
+  // and fp32 rounding of the ~0.7 loss (6e-8 / 2e-3 = 3e-5) stay far below
+  // 1e-2; a larger eps lets the ReLU kinks of the 8 rows show (1e-2 gives 10%).
+  for (int i = 0; i < m.ps.count; i++) {
+    double err = test_gradcheck(model_loss, &ctx, m.ps.params + m.ps.offsets[i],
+                                grad + m.ps.offsets[i], m.ps.numels[i], 1e-3f, 40, 1e-2);
+    CHECK_MSG(err < 1e-2, "%s: relative gradient error %.3g", m.specs[i].name, err);
+  }
+  free(grad);
+  ncf_model_free(&m);
+}
+
+static void init_follows_the_reference(void) {
+  NcfShape shape = {.n_users = 2000, .n_items = 1000, .mf_dim = 16, .n_layers = 3,
+                    .layers = {64, 32, 16}};
+  NcfModel m;
+  ncf_model_init(&m, &shape, 0, 4, 7, DEVICE_CPU);
+  Tensor emb = paramset_param(&m.ps, NCF_MF_USER);
+  const float *e = emb.data;
+  double var = 0;
+  for (int64_t i = 0; i < tensor_numel(&emb); i++) var += (double)e[i] * e[i];
+  CHECK_NEAR(sqrt(var / (double)tensor_numel(&emb)), 0.01, 0.0005);  // N(0, 0.01)
+  // Glorot: |w| <= sqrt(6 / (64 + 32)) = 0.25, and nearly reaching it.
+  Tensor w1 = paramset_param(&m.ps, ncf_w(1));
+  float wmax = 0;
+  for (int64_t i = 0; i < tensor_numel(&w1); i++) wmax = fmaxf(wmax, fabsf(((float *)w1.data)[i]));
+  CHECK(wmax <= 0.25f && wmax > 0.24f);
+  // LeCun on the final layer: sqrt(3 / (16 + 16)).
+  Tensor wf = paramset_param(&m.ps, ncf_final_w(&shape));
+  float fmax_ = 0;
+  for (int64_t i = 0; i < tensor_numel(&wf); i++) fmax_ = fmaxf(fmax_, fabsf(((float *)wf.data)[i]));
+  CHECK(fmax_ <= (float)sqrt(3.0 / 32) && fmax_ > 0.5f * (float)sqrt(3.0 / 32));
+  ncf_model_free(&m);
+}
+
+static void epoch_order_is_a_permutation(void) {
+  const int64_t sizes[] = {1, 2, 3, 17, 64, 1000, 4097};
+  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+    int64_t n = sizes[k];
+    uint8_t *seen = calloc((size_t)n, 1);
+    int64_t fixed = 0;
+    for (int64_t s = 0; s < n; s++) {
+      int64_t p = ncf_permute(s, n, 9, 2);
+      REQUIRE(p >= 0 && p < n);
+      CHECK_MSG(!seen[p], "n %lld: %lld hit twice", (long long)n, (long long)p);
+      seen[p] = 1;
+      fixed += p == s;
+    }
+    if (n >= 1000) CHECK_MSG(fixed < n / 50, "n %lld: %lld fixed points", (long long)n, (long long)fixed);
+    free(seen);
+  }
+  // Another epoch, another order.
+  int64_t same = 0;
+  for (int64_t s = 0; s < 1000; s++) same += ncf_permute(s, 1000, 9, 2) == ncf_permute(s, 1000, 9, 3);
+  CHECK(same < 20);
+}
+
+static void batches_follow_the_sampling_rules(void) {
+  // Three users over 10 items; user 1 rated all but two.
+  const int64_t offsets[4] = {0, 2, 10, 13};
+  const int32_t items[13] = {1, 4, 0, 1, 2, 3, 5, 6, 8, 9, 0, 5, 9};
+  const int32_t users[13] = {0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2};
+  NcfTrainView v = {offsets, items, users, 13, 10, 4, 21};
+  int64_t n = ncf_epoch_samples(&v);
+  REQUIRE(n == 65);
+  int32_t u[65], it[65], first_negs[65];
+  float lab[65];
+  for (int epoch = 1; epoch <= 2; epoch++) {
+    ncf_train_batch_cpu(&CPU, &v, epoch, 0, n, u, it, lab);
+    int positives[13] = {0}, negatives = 0, changed = 0;
+    for (int64_t b = 0; b < n; b++) {
+      const int32_t *rated = items + offsets[u[b]];
+      int64_t n_rated = offsets[u[b] + 1] - offsets[u[b]];
+      if (lab[b] == 1.0f) {
+        int64_t k = 0;
+        while (k < 13 && !(users[k] == u[b] && items[k] == it[b])) k++;
+        REQUIRE(k < 13);
+        positives[k]++;
+      } else {
+        negatives++;
+        CHECK_MSG(!ml_is_rated(rated, n_rated, it[b]) && it[b] >= 0 && it[b] < 10,
+                  "user %d got negative %d", u[b], it[b]);
+        if (u[b] == 1) CHECK(it[b] == 4 || it[b] == 7);
+        if (epoch == 1) first_negs[b] = it[b];
+        else changed += it[b] != first_negs[b];
+      }
+    }
+    for (int k = 0; k < 13; k++) CHECK_EQ_INT(positives[k], 1);
+    CHECK_EQ_INT(negatives, 52);
+    if (epoch == 2) CHECK(changed > 10);
+  }
+  // A batch is a slice of the epoch: samples [20, 30) alone give the same.
+  int32_t u2[10], it2[10];
+  float lab2[10];
+  ncf_train_batch_cpu(&CPU, &v, 2, 20, 10, u2, it2, lab2);
+  CHECK(memcmp(u2, u + 20, sizeof u2) == 0 && memcmp(it2, it + 20, sizeof it2) == 0);
+}
+
+int main(void) {
+  TEST_RUN(backward_matches_finite_differences);
+  TEST_RUN(init_follows_the_reference);
+  TEST_RUN(epoch_order_is_a_permutation);
+  TEST_RUN(batches_follow_the_sampling_rules);
+  return test_finish();
+}
