@@ -76,8 +76,12 @@ void op_dropout_bwd_cuda(const Device *dev, const Tensor *dy, const Tensor *dx,
 //     are masked), or NULL; on the op's device.
 //   causal: key j > query i is masked (needs Tq == Tk).
 // A query row whose keys are all masked gets zero probabilities (and output).
-// CUDA: cuBLAS strided-batched GEMMs for q k^T and probs v, and an own
-// masked-softmax kernel in between (probs holds the scores first).
+// CUDA: per head, cuBLAS strided-batched GEMMs (over the batch) for
+// q k^T / sqrt(Dh) and probs v, reading heads in place (row stride H Dh), and
+// an own masked-softmax kernel in between (probs holds the scores first).
+// A fused kernel (cuDNN's scaled dot-product attention through the backend
+// API) would not write probs to memory; this path does, in exchange for
+// pieces that are each checked against the CPU.
 void op_attention_fwd_cpu(const Device *dev, const Tensor *q, const Tensor *k,
                           const Tensor *v, const Tensor *key_len, bool causal,
                           const Tensor *probs, const Tensor *out);
