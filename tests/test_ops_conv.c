@@ -561,12 +561,15 @@ static void batchnorm_cuda_matches_cpu(void) {
   device_close(&dev);
 }
 
-// Distinct values exact in fp16 and bf16 ((1 + m/128) 2^e, shuffled), so max
-// pooling has no ties whose winner could differ between cuDNN and the CPU.
+// Distinct values exact in fp16 and bf16, (1 + m/128) 2^e for j = 128 (e +
+// 8) + m < 2048, shuffled (j = 1237 i mod n, a permutation as 1237 is prime),
+// so max pooling has no ties whose winner could differ between cuDNN and the
+// CPU. Odd j are negated.
 static void fill_distinct(float *x, int64_t n) {
+  REQUIRE(n <= 2048 && n % 1237 != 0);
   for (int64_t i = 0; i < n; i++) {
-    int64_t j = (i * 1237) % n;  // n below is never a multiple of 1237
-    x[i] = (1.0f + (float)(j % 128) / 128.0f) * ldexpf(1.0f, (int)(j / 128 % 8) - 4) *
+    int64_t j = (i * 1237) % n;
+    x[i] = (1.0f + (float)(j % 128) / 128.0f) * ldexpf(1.0f, (int)(j / 128) - 8) *
            (j % 2 ? -1.0f : 1.0f);
   }
 }
@@ -574,7 +577,7 @@ static void fill_distinct(float *x, int64_t n) {
 static void pooling_and_relu_cuda_match_cpu(void) {
   Device dev;
   open_gpu_or_skip(&dev);
-  int64_t xs[] = {2, 11, 9, 12};
+  int64_t xs[] = {2, 9, 9, 12};  // 1944 elements: fill_distinct's limit is 2048
   PoolParams pools[] = {{3, 3, 2, 2, 1, 1}, {2, 2, 2, 2, 0, 0}, {3, 2, 1, 2, 1, 0}};
   for (int di = 0; di < N_FLOAT_DTYPES; di++) {
     DType dt = kFloatDtypes[di];
