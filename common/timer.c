@@ -53,6 +53,8 @@ void progress_format(const Progress *p, int64_t step, double samples_per_s, doub
   }
 }
 
+bool progress_due(const Progress *p) { return time_now_s() - p->last_print_s >= p->interval_s; }
+
 void progress_update(Progress *p, int64_t step, int64_t samples, double loss) {
   double now = time_now_s();
   if (now - p->last_print_s < p->interval_s && step != p->total_steps) return;

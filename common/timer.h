@@ -1,5 +1,6 @@
 // timer.h: clocks and the progress line for long work.
 #pragma once
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -23,6 +24,9 @@ typedef struct Progress {
 } Progress;
 
 void progress_start(Progress *p, const char *label, int64_t total_steps);
+// Whether progress_update would print now: lets a trainer read a device-side
+// loss (a sync) only when it is shown.
+bool progress_due(const Progress *p);
 // samples: samples done since progress_start; loss < 0 hides the loss field.
 void progress_update(Progress *p, int64_t step, int64_t samples, double loss);
 // Formats the line (no newline) into buf; used by progress_update and tests.

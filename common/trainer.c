@@ -79,7 +79,7 @@ void trainer_start(TrainerRun *run) {
   run->run_start_ms = time_unix_ms();
 }
 
-int trainer_finish(TrainerRun *run, bool reached_target) {
+void trainer_finish(TrainerRun *run, bool reached_target) {
   MLLOG_END(&run->log, "run_stop", {"status", mlv_str(reached_target ? "success" : "aborted")});
   run->run_stop_ms = time_unix_ms();
   if (run->rank == 0) {
@@ -89,7 +89,9 @@ int trainer_finish(TrainerRun *run, bool reached_target) {
            seconds / 60.0, run->log_path);
     fflush(stdout);
   }
+}
+
+void trainer_close(TrainerRun *run) {
   mllog_close(&run->log);
   device_close(&run->dev);
-  return 0;
 }

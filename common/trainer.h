@@ -8,6 +8,8 @@
 //   trainer_start(&run);                          // init_stop, run_start
 //   ... epochs, evals ...
 //   trainer_finish(&run, reached_target);         // run_stop, time to train
+//   ... free the model ...
+//   trainer_close(&run);                          // log and device
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
@@ -46,9 +48,11 @@ void trainer_begin(TrainerRun *run, const char *benchmark, Config *cfg, int argc
 const char *trainer_data_dir(const TrainerRun *run);
 // init_stop, then run_start: the clock of time-to-train starts here.
 void trainer_start(TrainerRun *run);
-// run_stop with status success or aborted, the time-to-train line on stdout,
-// closes the log and the device. Returns the process exit status (0).
-int trainer_finish(TrainerRun *run, bool reached_target);
+// run_stop with status success or aborted and the time-to-train line on
+// stdout.
+void trainer_finish(TrainerRun *run, bool reached_target);
+// Closes the log and the device.
+void trainer_close(TrainerRun *run);
 
 #ifdef __cplusplus
 }

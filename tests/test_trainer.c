@@ -24,6 +24,7 @@ static void lifecycle_writes_required_events(void) {
   trainer_start(&run);
   CHECK(run.run_start_ms > 0);
   trainer_finish(&run, true);
+  trainer_close(&run);
   config_free(&cfg);
 
   FILE *f = fopen(log_path, "r");
