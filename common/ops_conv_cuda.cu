@@ -303,34 +303,58 @@ __global__ void bn_grad_finalize_kernel(const float *part_a, const float *part_b
   coef[cols + c] = s2 / (float)rows;
 }
 
-// y = act(gamma (x - mean) invstd + beta (+ z)); for inference `spread` is
-// the running variance, else the saved invstd.
+// The elementwise kernels run one channel per thread (x) over a stride of
+// rows (y), so each thread computes its channel's constants once and
+// neighbouring threads touch neighbouring channels.
+
+// y = act(scale x + shift (+ z)), scale = gamma invstd, shift = beta - mean
+// scale (the CPU's formula); for inference `spread` is the running variance,
+// else the saved invstd.
 template <typename T>
-__global__ void bn_apply_kernel(const T *x, const T *z, T *y, int64_t n, int64_t cols,
+__global__ void bn_apply_kernel(const T *x, const T *z, T *y, int64_t rows, int64_t cols,
                                 const float *gamma, const float *beta, const float *mean,
                                 const float *spread, bool spread_is_var, float eps, bool relu) {
-  int64_t stride = (int64_t)gridDim.x * blockDim.x;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-    int64_t c = i % cols;
-    float invstd = spread_is_var ? rsqrtf(spread[c] + eps) : spread[c];
-    float v = gamma[c] * invstd * (ops_f32(x[i]) - mean[c]) + beta[c];
-    if (z) v += ops_f32(z[i]);
-    y[i] = ops_from_f32<T>(relu && !(v > 0) ? 0.0f : v);
+  int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= cols) return;
+  float invstd = spread_is_var ? rsqrtf(spread[c] + eps) : spread[c];
+  float scale = gamma[c] * invstd, shift = beta[c] - mean[c] * scale;
+  int64_t step = (int64_t)gridDim.y * blockDim.y;
+  for (int64_t r = (int64_t)blockIdx.y * blockDim.y + threadIdx.y; r < rows; r += step) {
+    int64_t e = r * cols + c;
+    float v = scale * ops_f32(x[e]) + shift;
+    if (z) v += ops_f32(z[e]);
+    y[e] = ops_from_f32<T>(relu && !(v > 0) ? 0.0f : v);
   }
 }
 
+// dx = gamma invstd (g - mean(g) - xhat mean(g xhat)), dz = g; coef holds the
+// two means (2, cols).
 template <typename T>
-__global__ void bn_dx_kernel(const T *x, const T *y, const T *dy, T *dx, T *dz, int64_t n,
+__global__ void bn_dx_kernel(const T *x, const T *y, const T *dy, T *dx, T *dz, int64_t rows,
                              int64_t cols, const float *gamma, const float *mean,
                              const float *invstd, const float *coef, bool relu) {
-  int64_t stride = (int64_t)gridDim.x * blockDim.x;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-    int64_t c = i % cols;
-    float g = relu && !(ops_f32(y[i]) > 0) ? 0.0f : ops_f32(dy[i]);
-    float xhat = (ops_f32(x[i]) - mean[c]) * invstd[c];
-    if (dz) dz[i] = ops_from_f32<T>(g);
-    dx[i] = ops_from_f32<T>(gamma[c] * invstd[c] * (g - coef[c] - xhat * coef[cols + c]));
+  int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= cols) return;
+  float mu = mean[c], is = invstd[c], k = gamma[c] * is, mg = coef[c], mgx = coef[cols + c];
+  int64_t step = (int64_t)gridDim.y * blockDim.y;
+  for (int64_t r = (int64_t)blockIdx.y * blockDim.y + threadIdx.y; r < rows; r += step) {
+    int64_t e = r * cols + c;
+    float g = relu && !(ops_f32(y[e]) > 0) ? 0.0f : ops_f32(dy[e]);
+    float xhat = (ops_f32(x[e]) - mu) * is;
+    if (dz) dz[e] = ops_from_f32<T>(g);
+    dx[e] = ops_from_f32<T>(k * (g - mg - xhat * mgx));
   }
+}
+
+// Block (cw, 256 / cw) with cw the channels per block (a power of two up to
+// 32); grid (channel blocks, row blocks).
+static void bn_elementwise_grid(int64_t rows, int64_t cols, dim3 *grid, dim3 *block) {
+  unsigned cw = 1;
+  while (cw < 32 && cw < cols) cw *= 2;
+  *block = dim3(cw, 256 / cw);
+  int64_t row_blocks = (rows + block->y - 1) / block->y;
+  *grid = dim3((unsigned)((cols + cw - 1) / cw),
+               (unsigned)(row_blocks < 1 ? 1 : row_blocks < 65535 ? row_blocks : 65535));
 }
 
 // How the partial-sum kernels split (rows, cols): block shape and number of
@@ -372,7 +396,8 @@ void op_batchnorm_fwd_train_cuda(const Device *dev, const BatchNorm *bn, const T
   OP_REQUIRE("op_batchnorm_fwd_train", m >= 2);
   BnSplit s = bn_split(dev, m, c);
   float *part_a = (float *)dev->workspace, *part_b = part_a + s.parts * c;
-  int64_t n = m * c;
+  dim3 grid, block;
+  bn_elementwise_grid(m, c, &grid, &block);
   OPS_FLOAT_DISPATCH("op_batchnorm_fwd_train", x->dtype, {
     typedef scalar_t T;
     BnPartialArgs<T> a = {(const T *)x->data, NULL, NULL, NULL, NULL, m, c,
@@ -382,8 +407,8 @@ void op_batchnorm_fwd_train_cuda(const Device *dev, const BatchNorm *bn, const T
     bn_stats_finalize_kernel<T><<<ops_blocks(c, 256), 256, 0, dev->stream>>>(
         (const T *)x->data, part_a, part_b, s.parts, m, c, *bn);
     CHECK_LAUNCH();
-    bn_apply_kernel<T><<<ops_blocks(n, 256), 256, 0, dev->stream>>>(
-        (const T *)x->data, z ? (const T *)z->data : NULL, (T *)y->data, n, c,
+    bn_apply_kernel<T><<<grid, block, 0, dev->stream>>>(
+        (const T *)x->data, z ? (const T *)z->data : NULL, (T *)y->data, m, c,
         (const float *)bn->gamma.data, (const float *)bn->beta.data,
         (const float *)bn->save_mean.data, (const float *)bn->save_invstd.data, false, bn->eps,
         relu);
@@ -397,12 +422,13 @@ void op_batchnorm_fwd_infer_cuda(const Device *dev, const BatchNorm *bn, const T
   batchnorm_geometry("op_batchnorm_fwd_infer", bn, x, &m, &c);
   bn_require("op_batchnorm_fwd_infer", x, z);
   bn_require("op_batchnorm_fwd_infer", x, y);
-  int64_t n = m * c;
-  if (n == 0) return;
+  if (m * c == 0) return;
+  dim3 grid, block;
+  bn_elementwise_grid(m, c, &grid, &block);
   OPS_FLOAT_DISPATCH("op_batchnorm_fwd_infer", x->dtype, {
     typedef scalar_t T;
-    bn_apply_kernel<T><<<ops_blocks(n, 256), 256, 0, dev->stream>>>(
-        (const T *)x->data, z ? (const T *)z->data : NULL, (T *)y->data, n, c,
+    bn_apply_kernel<T><<<grid, block, 0, dev->stream>>>(
+        (const T *)x->data, z ? (const T *)z->data : NULL, (T *)y->data, m, c,
         (const float *)bn->gamma.data, (const float *)bn->beta.data,
         (const float *)bn->running_mean.data, (const float *)bn->running_var.data, true,
         bn->eps, relu);
@@ -428,7 +454,8 @@ void op_batchnorm_bwd_cuda(const Device *dev, const BatchNorm *bn, const Tensor 
   float *coef = part_b + s.parts * c;  // (2, C)
   const float *mean = (const float *)bn->save_mean.data;
   const float *invstd = (const float *)bn->save_invstd.data;
-  int64_t n = m * c;
+  dim3 grid, block;
+  bn_elementwise_grid(m, c, &grid, &block);
   OPS_FLOAT_DISPATCH("op_batchnorm_bwd", x->dtype, {
     typedef scalar_t T;
     BnPartialArgs<T> a = {(const T *)x->data, (const T *)y->data, (const T *)dy->data, mean,
@@ -439,9 +466,9 @@ void op_batchnorm_bwd_cuda(const Device *dev, const BatchNorm *bn, const Tensor 
         part_a, part_b, s.parts, m, c, (float *)dgamma->data, (float *)dbeta->data, accumulate,
         coef);
     CHECK_LAUNCH();
-    bn_dx_kernel<T><<<ops_blocks(n, 256), 256, 0, dev->stream>>>(
+    bn_dx_kernel<T><<<grid, block, 0, dev->stream>>>(
         (const T *)x->data, (const T *)y->data, (const T *)dy->data, (T *)dx->data,
-        dz ? (T *)dz->data : NULL, n, c, (const float *)bn->gamma.data, mean, invstd, coef,
+        dz ? (T *)dz->data : NULL, m, c, (const float *)bn->gamma.data, mean, invstd, coef,
         relu);
   });
   CHECK_LAUNCH();
