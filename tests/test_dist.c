@@ -85,7 +85,9 @@ static void train(ParamSet *ps, Optimizer *opt, Dist *d, int rank, int size) {
     optim_grads_zero(&dev, ps);
     toy_accumulate_grads(ps, samples, share);
     if (d) {
-      for (int t = ps->count - 1; t >= 0; t--) dist_grad_ready(d, t);
+      // Rank 0 marks tensors in backward order, rank 1 front to back: the
+      // buckets must still go out in the same sequence on both.
+      for (int i = 0; i < ps->count; i++) dist_grad_ready(d, rank == 0 ? ps->count - 1 - i : i);
       dist_grad_wait(d);
     }
     optim_step(opt, &dev, ps, 0.05f);

@@ -177,6 +177,22 @@ static void hand_lars_trust_ratio(void) {
   hand_free(&h);
 }
 
+// Nesterov LARS with the same numbers and momentum 0.5: buf = step =
+// {0.015, 0.02}, w -= momentum buf + step = 1.5 step.
+static void hand_lars_nesterov(void) {
+  OptConfig c = optim_defaults(OPT_LARS);
+  c.momentum = 0.5f;
+  c.nesterov = true;
+  c.weight_decay = 0.1f;
+  c.lars_eta = 0.01f;
+  Hand h;
+  hand_init(&h, c, (float[]){3, 4}, (float[]){0.6f, 0.8f});
+  optim_step(&h.opt, &h.dev, &h.ps, 0.5f);
+  CHECK_NEAR(h.w[0], 3 - 0.0225, 1e-6);
+  CHECK_NEAR(h.w[1], 4 - 0.03, 1e-6);
+  hand_free(&h);
+}
+
 // A zero tensor has no norm to trust: ratio 1, so w = -lr g.
 static void hand_lars_zero_weight(void) {
   OptConfig c = optim_defaults(OPT_LARS);
@@ -378,6 +394,7 @@ int main(void) {
   TEST_RUN(golden_lamb);
   TEST_RUN(hand_sgd_momentum);
   TEST_RUN(hand_lars_trust_ratio);
+  TEST_RUN(hand_lars_nesterov);
   TEST_RUN(hand_lars_zero_weight);
   TEST_RUN(hand_adamw_decay_exclusion);
   TEST_RUN(hand_lamb_trust_ratio);
