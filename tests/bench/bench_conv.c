@@ -164,6 +164,11 @@ int main(int argc, char **argv) {
   bool small = strcmp(net_name, "small") == 0;
   if (!small && strcmp(net_name, "resnet50") != 0)
     die_input("--net", "'%s' is not resnet50 or small", net_name);
+  if (strcmp(config_string(&cfg, "device"), "cuda") == 0 && !device_cuda_available()) {
+    printf("SKIP bench_conv: no GPU\n");
+    config_free(&cfg);
+    return 0;
+  }
   DeviceKind kind = device_kind_parse("--device", config_string(&cfg, "device"));
   int dtype = kind == DEVICE_CPU ? DT_F32 : dtype_parse(config_string(&cfg, "dtype"));
   if (dtype != DT_BF16 && dtype != DT_F16 && dtype != DT_F32)
@@ -172,11 +177,6 @@ int main(int argc, char **argv) {
   if (batch == 0) batch = small ? 128 : 256;
   int iters = (int)config_int(&cfg, "iters"), warmup = (int)config_int(&cfg, "warmup");
   if (iters < 1 || batch < 1) die_input("--iters/--batch", "must be at least 1");
-  if (kind == DEVICE_CUDA && !device_cuda_available()) {
-    printf("SKIP bench_conv: no GPU\n");
-    config_free(&cfg);
-    return 0;
-  }
   static const int kResnet50[] = {3, 4, 6, 3}, kSmall[] = {2, 2, 2};
   Net net = small ? net_resnet(false, kSmall, 3, 16, 28, 1, false)
                   : net_resnet(true, kResnet50, 4, 64, 224, 3, true);
