@@ -157,3 +157,10 @@ void amp_cast_cpu(const Device *dev, const float *src, void *dst, DType dtype, i
     default: memmove(dst, src, (size_t)n * sizeof(float)); break;
   }
 }
+
+Tensor amp_weight_view(const ParamSet *ps, void *lowp, DType dtype, int i) {
+  Tensor t = paramset_param(ps, i);
+  t.data = (uint8_t *)lowp + (size_t)ps->offsets[i] * dtype_size(dtype);
+  t.dtype = dtype;
+  return t;
+}

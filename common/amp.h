@@ -85,6 +85,10 @@ void amp_cast(const Device *dev, const float *src, void *dst, DType dtype, int64
 void amp_cast_cpu(const Device *dev, const float *src, void *dst, DType dtype, int64_t n);
 void amp_cast_cuda(const Device *dev, const float *src, void *dst, DType dtype, int64_t n);
 
+// Tensor i of a low-precision weight copy laid out like ps->params (a flat
+// buffer of ps->total_numel elements of dtype, filled by amp_cast).
+Tensor amp_weight_view(const ParamSet *ps, void *lowp, DType dtype, int i);
+
 #if HAVE_CUDA
 // Reads the device flag into the host and clears it (on dev->stream).
 int amp_take_flag_cuda(const Device *dev, int *found_inf);

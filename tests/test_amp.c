@@ -195,6 +195,25 @@ static void cast_known_values(void) {
   CHECK_EQ_INT(b[2], 0x4974);  // 1e6 = 0x49742400 rounds down
 }
 
+// The low-precision copy of a whole ParamSet, and its per-tensor views.
+static void weight_copy_views(void) {
+  static const ParamSpec specs[] = {{"a", 1, {3}, 0}, {"b", 2, {2, 2}, 0}};
+  Device dev;
+  device_open(&dev, DEVICE_CPU, 0);
+  ParamSet ps;
+  paramset_init(&ps, specs, 2, 0, DEVICE_CPU);
+  for (int i = 0; i < 4; i++) ps.params[ps.offsets[1] + i] = 0.5f * (float)(i + 1);
+  uint16_t *lowp = malloc((size_t)ps.total_numel * 2);
+  amp_cast(&dev, ps.params, lowp, DT_BF16, ps.total_numel);
+  Tensor b = amp_weight_view(&ps, lowp, DT_BF16, 1);
+  CHECK_EQ_INT(b.dtype, DT_BF16);
+  CHECK_EQ_INT(b.ndim, 2);
+  CHECK_EQ_INT(b.shape[1], 2);
+  CHECK(bf16_to_f32(((uint16_t *)b.data)[3]) == 2.0f);
+  free(lowp);
+  paramset_free(&ps);
+}
+
 static void cuda_matches_cpu(void) {
   if (!test_have_gpu()) test_skip("no GPU");
 #if HAVE_CUDA
@@ -255,6 +274,7 @@ int main(void) {
   TEST_RUN(config_keys);
   TEST_RUN(bad_config_dies);
   TEST_RUN(cast_known_values);
+  TEST_RUN(weight_copy_views);
   TEST_RUN(cuda_matches_cpu);
   return test_finish();
 }
