@@ -89,6 +89,12 @@ static cudnnMathType_t conv_search_math(DType dtype) {
   return dtype == DT_F32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
 }
 
+// The math the found algorithm runs with: its own, except that fp32 stays
+// FMA-only (a result reported as CUDNN_DEFAULT_MATH would allow TF32).
+static cudnnMathType_t conv_run_math(DType dtype, cudnnMathType_t found) {
+  return dtype == DT_F32 ? CUDNN_FMA_MATH : found;
+}
+
 // The first successful result that fits the workspace (results come fastest
 // first). Generic over the three perf-result types.
 template <typename Perf>
@@ -122,7 +128,7 @@ void op_conv2d_fwd_cuda(const Device *dev, const Tensor *x, const Tensor *w, con
     const cudnnConvolutionFwdAlgoPerf_t *best =
         conv_pick("op_conv2d_fwd", perf, count, dev->workspace_bytes);
     plan->fwd_algo = best->algo;
-    plan->fwd_math = best->mathType;
+    plan->fwd_math = conv_run_math(plan->dtype, best->mathType);
     plan->fwd_ws_bytes = best->memory;
     plan->have_fwd = true;
   }
@@ -150,7 +156,7 @@ void op_conv2d_bwd_data_cuda(const Device *dev, const Tensor *dy, const Tensor *
     const cudnnConvolutionBwdDataAlgoPerf_t *best =
         conv_pick("op_conv2d_bwd_data", perf, count, dev->workspace_bytes);
     plan->data_algo = best->algo;
-    plan->data_math = best->mathType;
+    plan->data_math = conv_run_math(plan->dtype, best->mathType);
     plan->data_ws_bytes = best->memory;
     plan->have_data = true;
   }
@@ -182,7 +188,7 @@ void op_conv2d_bwd_filter_cuda(const Device *dev, const Tensor *x, const Tensor 
     const cudnnConvolutionBwdFilterAlgoPerf_t *best =
         conv_pick("op_conv2d_bwd_filter", perf, count, search_ws_bytes);
     plan->filter_algo = best->algo;
-    plan->filter_math = best->mathType;
+    plan->filter_math = conv_run_math(plan->dtype, best->mathType);
     plan->filter_ws_bytes = best->memory;
     plan->have_filter = true;
   }
