@@ -53,7 +53,9 @@ CropBox augment_center_crop_box(int32_t width, int32_t height, int32_t resize_si
   return (CropBox){(width - side) / 2, (height - side) / 2, side, side};
 }
 
-enum { kFracBits = 11, kOne = 1 << kFracBits };
+// Fixed-point weights of 1/128 pixel: a horizontal result (<= 255 * 128)
+// fits 16 bits, a vertical one 32.
+enum { kFracBits = 7, kOne = 1 << kFracBits };
 
 // For each output coordinate along one axis: the left source index and the
 // weight of the right neighbour in fixed point.
@@ -71,6 +73,17 @@ static void axis_taps(float start, float extent, int32_t src_len, int32_t out_le
   }
 }
 
+// Horizontal pass over one source row: out (out_width, 3), values * kOne.
+// dx: bytes to the right neighbour (0 for a one-pixel-wide source).
+static void resample_row(const uint8_t *row, const int32_t *xi, const int32_t *xf, size_t dx,
+                         int32_t out_width, uint16_t *out) {
+  for (int32_t ox = 0; ox < out_width; ox++, out += 3) {
+    const uint8_t *a = row + (size_t)xi[ox] * 3;
+    int32_t w = xf[ox];
+    for (int c = 0; c < 3; c++) out[c] = (uint16_t)(a[c] * (kOne - w) + a[c + dx] * w);
+  }
+}
+
 void augment_crop_resize(const uint8_t *src, int32_t src_width, int32_t src_height, float x,
                          float y, float box_w, float box_h, bool flip, uint8_t *out,
                          int32_t out_width, int32_t out_height) {
@@ -78,24 +91,42 @@ void augment_crop_resize(const uint8_t *src, int32_t src_width, int32_t src_heig
   int32_t *xf = xi + out_width, *yi = xf + out_width, *yf = yi + out_height;
   axis_taps(x, box_w, src_width, out_width, xi, xf);
   axis_taps(y, box_h, src_height, out_height, yi, yf);
-  // A one-pixel-wide source has no right neighbour: reuse the pixel.
-  size_t dx = src_width > 1 ? 3 : 0, row_bytes = (size_t)src_width * 3;
-  size_t dy = src_height > 1 ? row_bytes : 0;
+  if (flip)  // mirror by reading the taps right to left
+    for (int32_t a = 0, b = out_width - 1; a < b; a++, b--) {
+      int32_t ti = xi[a], tf = xf[a];
+      xi[a] = xi[b], xf[a] = xf[b], xi[b] = ti, xf[b] = tf;
+    }
+  size_t row_values = (size_t)out_width * 3, row_bytes = (size_t)src_width * 3;
+  size_t dx = src_width > 1 ? 3 : 0;
+  int32_t dy = src_height > 1 ? 1 : 0;
+  // The two source rows of the current output row, resampled horizontally;
+  // output rows in order reuse them.
+  uint16_t *upper = xmalloc(2 * row_values * sizeof(uint16_t)), *lower = upper + row_values;
+  uint16_t *buffers = upper;
+  int32_t have_upper = -1, have_lower = -1;
   for (int32_t oy = 0; oy < out_height; oy++) {
-    const uint8_t *top = src + (size_t)yi[oy] * row_bytes, *bottom = top + dy;
-    int32_t wy = yf[oy];
-    uint8_t *row = out + (size_t)oy * out_width * 3;
-    for (int32_t ox = 0; ox < out_width; ox++) {
-      const uint8_t *a = top + (size_t)xi[ox] * 3, *b = bottom + (size_t)xi[ox] * 3;
-      int32_t wx = xf[ox];
-      uint8_t *px = row + (size_t)(flip ? out_width - 1 - ox : ox) * 3;
-      for (int c = 0; c < 3; c++) {
-        int32_t t = a[c] * (kOne - wx) + a[c + dx] * wx;
-        int32_t u = b[c] * (kOne - wx) + b[c + dx] * wx;
-        px[c] = (uint8_t)((t * (kOne - wy) + u * wy + (1 << (2 * kFracBits - 1))) >> (2 * kFracBits));
+    int32_t r0 = yi[oy], r1 = r0 + dy;
+    if (have_upper != r0) {
+      if (have_lower == r0) {
+        uint16_t *t = upper;
+        upper = lower, lower = t;
+        have_upper = r0, have_lower = -1;
+      } else {
+        resample_row(src + (size_t)r0 * row_bytes, xi, xf, dx, out_width, upper);
+        have_upper = r0;
       }
     }
+    if (have_lower != r1) {
+      resample_row(src + (size_t)r1 * row_bytes, xi, xf, dx, out_width, lower);
+      have_lower = r1;
+    }
+    int32_t wy = yf[oy];
+    uint8_t *row = out + (size_t)oy * row_values;
+    for (size_t i = 0; i < row_values; i++)
+      row[i] = (uint8_t)((upper[i] * (kOne - wy) + lower[i] * wy + (1 << (2 * kFracBits - 1))) >>
+                         (2 * kFracBits));
   }
+  free(buffers);
   free(xi);
 }
 

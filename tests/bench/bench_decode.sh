@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Decode + random-resized-crop + flip to 224x224, images/s on one core: this
+# Decode + random-resized-crop + flip to 224x224, images per CPU-second (=
+# images/s per core, steady under other load): this
 # suite's pipeline (bench_decode) beside PIL (bench_decode_pil.py) in the same
 # run, on the same real photos: the JPEGs of Debian's opencv-doc sample data
 # and scikit-learn's two sample photos. Both are pinned to one core. Appends
@@ -37,10 +38,10 @@ ratio=$(awk -v a="$dct" -v b="$p" 'BEGIN {printf "%.2f", a / b}')
 out=tests/bench/results/bench_decode.md
 if [[ ! -f $out ]]; then
   cat >"$out" <<'HEAD'
-# bench_decode: decode + random-resized-crop + flip to 224x224, images/s on one core
+# bench_decode: decode + random-resized-crop + flip to 224x224, images/s per core
 
 Written by tests/bench/bench_decode.sh; one row per run. Same photos, same
-pipeline, same run, one pinned core. "ours" is classify_augment_image
+pipeline, same run, one pinned core, images per CPU-second. "ours" is classify_augment_image
 (TurboJPEG with DCT scaling, bilinear crop-resize); "ours full" the same
 without DCT scaling; "PIL" torchvision's RandomResizedCrop path on PIL;
 "PIL draft" PIL with its own DCT scaling (Image.draft).
