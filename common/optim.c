@@ -222,8 +222,11 @@ void optim_log(const OptConfig *c, MLLog *log) {
   MLLOG_POINT(log, "opt_name", mlv_str(optim_kind_name(c->kind)));
   switch (c->kind) {
     case OPT_SGD:
+      // ResNet's rules ask for the sgd_opt_ names, SSD's for opt_weight_decay;
+      // a key a rule file does not know is allowed.
       MLLOG_POINT(log, "sgd_opt_momentum", mlv_f32(c->momentum));
       MLLOG_POINT(log, "sgd_opt_weight_decay", mlv_f32(c->weight_decay));
+      MLLOG_POINT(log, "opt_weight_decay", mlv_f32(c->weight_decay));
       break;
     case OPT_LARS:
       MLLOG_POINT(log, "lars_opt_momentum", mlv_f32(c->momentum));

@@ -164,7 +164,7 @@ static void ssd_step_keys(void) {
                 .n_boundaries = 2, .boundary_epochs = {44, 55}, .decay_factor = 0.1};
   char *text = logged(&oc, &s, "ssd");
   static const char *const keys[] = {"opt_base_learning_rate", "opt_learning_rate_warmup_steps",
-                                     "opt_learning_rate_warmup_factor", NULL};
+                                     "opt_learning_rate_warmup_factor", "opt_weight_decay", NULL};
   check_keys(text, keys);
   CHECK_CONTAINS(text, "\"key\": \"opt_learning_rate_decay_boundary_epochs\", \"value\": [44, 55],");
   free(text);
