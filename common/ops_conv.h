@@ -102,8 +102,9 @@ void op_batchnorm_fwd_infer(const Device *dev, const BatchNorm *bn, const Tensor
                             const Tensor *z, bool relu, const Tensor *y);
 // Backward of the training forward. y is that forward's output (ReLU's mask
 // comes from y > 0); dy its gradient. Writes dx, dz (when the forward had z;
-// else NULL) and dgamma, dbeta ((C) fp32; added to when accumulate). dx may
-// alias dy; dz may alias dy only when there is no ReLU.
+// else NULL) and dgamma, dbeta ((C) fp32; added to when accumulate). dx or
+// dz may alias dy (each element is read before it is written); y must not
+// alias x.
 void op_batchnorm_bwd(const Device *dev, const BatchNorm *bn, const Tensor *x, const Tensor *y,
                       const Tensor *dy, bool relu, const Tensor *dx, const Tensor *dz,
                       const Tensor *dgamma, const Tensor *dbeta, bool accumulate);
