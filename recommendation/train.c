@@ -13,6 +13,7 @@
 
 #include "check.h"
 #include "config.h"
+#include "dist.h"
 #include "ncf_data.h"
 #include "ncf_metric.h"
 #include "ncf_model.h"
@@ -22,6 +23,7 @@
 #include "trainer.h"
 
 #define NCF_TOPK 10  // MLPerf's HR@10
+#define NCF_BUCKET_BYTES ((size_t)25 << 20)  // gradient all-reduce buckets
 
 static const ConfigKey NCF_KEYS[] = {
     {"batch_size", CFG_INT, "2048", "global batch: (user, item) pairs per step"},
@@ -40,6 +42,7 @@ static const ConfigKey NCF_KEYS[] = {
 
 typedef struct NcfRun {
   TrainerRun run;
+  Dist dist;
   const Device *dev;
   NcfData data;
   NcfModel model;
@@ -75,7 +78,7 @@ static void ncf_setup(NcfRun *r, const OptConfig *oc) {
   Config *cfg = r->run.cfg;
   DeviceKind kind = r->dev->kind;
   uint64_t seed = (uint64_t)config_int(cfg, "seed");
-  ncf_data_open(&r->data, config_string(cfg, "data_dir"),
+  ncf_data_open(&r->data, trainer_data_dir(&r->run),
                 ncf_positive_key(cfg, "train_negatives"), seed, kind);
   MLLOG_POINT(&r->run.log, "train_samples", mlv_int(ncf_epoch_samples(&r->data.train)));
   MLLOG_POINT(&r->run.log, "eval_samples", mlv_int(r->data.n_users * (1 + r->data.n_test_neg)));
@@ -87,6 +90,8 @@ static void ncf_setup(NcfRun *r, const OptConfig *oc) {
   ncf_model_init(&r->model, &shape, optim_state_count(OPT_ADAM),
                  r->batch > eval_rows ? r->batch : eval_rows, seed, kind);
   optim_init(&r->opt, oc, &r->model.ps);
+  dist_attach(&r->dist, r->dev, &r->model.ps, NCF_BUCKET_BYTES);
+  dist_broadcast_params(&r->dist);
   r->eval_acc = kind == DEVICE_CUDA ? device_alloc(kind, 2 * sizeof(double)) : NULL;
   if (r->run.rank == 0)
     printf("ncf: %lld users, %lld items, %lld training positives; %lld parameters; "
@@ -96,39 +101,66 @@ static void ncf_setup(NcfRun *r, const OptConfig *oc) {
            (long long)ncf_epoch_samples(&r->data.train), (long long)r->batch);
 }
 
-// One epoch of training; returns the loss of its last batch.
+// This rank's share [*first, *first + *rows) of global batch `step`: the
+// batch's samples split evenly over the ranks (the last, partial batch too,
+// to one sample).
+static void ncf_rank_slice(const NcfRun *r, int64_t n, int64_t step, int64_t *first,
+                           int64_t *rows) {
+  int64_t s0 = step * r->batch, global = n - s0 < r->batch ? n - s0 : r->batch;
+  int64_t lo = global * r->dist.rank / r->dist.size;
+  int64_t hi = global * (r->dist.rank + 1) / r->dist.size;
+  *first = s0 + lo;
+  *rows = hi - lo;
+}
+
+// The loss of this rank's latest batch (on CUDA: waits for it).
+static double ncf_loss(const NcfRun *r) {
+  float loss;
+  device_copy(DEVICE_CPU, &loss, r->dev->kind, r->model.a.loss.data, sizeof loss);
+  return loss;
+}
+
+// One epoch of training; returns the loss of this rank's last batch.
 static double ncf_train_epoch(NcfRun *r, int64_t epoch) {
   const NcfActs *a = &r->model.a;
   int64_t n = ncf_epoch_samples(&r->data.train), steps = (n + r->batch - 1) / r->batch;
   Progress progress;
   progress_start(&progress, "train", steps);
   for (int64_t step = 0; step < steps; step++) {
-    int64_t s0 = step * r->batch, rows = n - s0 < r->batch ? n - s0 : r->batch;
-    ncf_train_batch(r->dev, &r->data.train, epoch, s0, rows, a->users.data, a->items.data,
+    int64_t first, rows;
+    ncf_rank_slice(r, n, step, &first, &rows);
+    ncf_train_batch(r->dev, &r->data.train, epoch, first, rows, a->users.data, a->items.data,
                     a->labels.data);
     ncf_model_forward(&r->model, r->dev, rows);
     ncf_model_backward(&r->model, r->dev, rows);
+    for (int t = r->model.ps.count - 1; t >= 0; t--) dist_grad_ready(&r->dist, t);
+    dist_grad_wait(&r->dist);
     optim_step(&r->opt, r->dev, &r->model.ps, r->lr);
-    progress_update(&progress, step + 1, s0 + rows, -1);
+    if (r->run.rank == 0) {
+      int64_t done = (step + 1) * r->batch < n ? (step + 1) * r->batch : n;
+      progress_update(&progress, step + 1, done, progress_due(&progress) ? ncf_loss(r) : -1);
+    }
   }
-  float loss;
-  device_copy(DEVICE_CPU, &loss, r->dev->kind, a->loss.data, sizeof loss);
-  return loss;
+  return ncf_loss(r);
 }
 
-// HR@10 and NDCG@10 over all users, eval_users at a time.
+// HR@10 and NDCG@10 over all users: each rank scores its slice of them,
+// eval_users at a time, and the sums are added over the ranks.
 static NcfMetricSums ncf_evaluate(NcfRun *r) {
   const NcfActs *a = &r->model.a;
   const NcfData *d = &r->data;
   NcfMetricSums sums = {0};
-  for (int64_t u0 = 0; u0 < d->n_users; u0 += r->eval_users) {
-    int64_t n = d->n_users - u0 < r->eval_users ? d->n_users - u0 : r->eval_users;
+  int64_t lo = d->n_users * r->dist.rank / r->dist.size;
+  int64_t hi = d->n_users * (r->dist.rank + 1) / r->dist.size;
+  for (int64_t u0 = lo; u0 < hi; u0 += r->eval_users) {
+    int64_t n = hi - u0 < r->eval_users ? hi - u0 : r->eval_users;
     ncf_eval_batch(r->dev, d->test_items, d->test_negs, d->n_test_neg, u0, n, a->users.data,
                    a->items.data);
     ncf_model_forward(&r->model, r->dev, n * (1 + d->n_test_neg));
     ncf_metric_add(r->dev, a->logits.data, d->test_negs + u0 * d->n_test_neg, n,
                    d->n_test_neg, NCF_TOPK, r->eval_acc, &sums);
   }
+  dist_sum_f64(&r->dist, &sums.hits, 3);
   return sums;
 }
 
@@ -167,9 +199,12 @@ int main(int argc, char **argv) {
   config_init(&cfg);
   config_add_keys(&cfg, NCF_KEYS, (int)(sizeof NCF_KEYS / sizeof NCF_KEYS[0]));
   NcfRun r = {0};
-  trainer_begin(&r.run, "ncf", &cfg, argc, argv, 0, 0);
+  dist_init(&r.dist, &argc, &argv);
+  trainer_begin(&r.run, "ncf", &cfg, argc, argv, r.dist.rank, dist_device_index(&r.dist));
   r.dev = &r.run.dev;
   r.batch = ncf_positive_key(&cfg, "batch_size");
+  if (r.batch < r.dist.size)
+    die_input("batch_size", "%lld is smaller than the %d ranks", (long long)r.batch, r.dist.size);
   r.eval_users = ncf_positive_key(&cfg, "eval_users");
   r.lr = (float)config_float(&cfg, "learning_rate");
   MLLOG_POINT(&r.run.log, "global_batch_size", mlv_int(r.batch));
@@ -179,12 +214,14 @@ int main(int argc, char **argv) {
   trainer_start(&r.run);
   ncf_setup(&r, &oc);
   bool success = ncf_train(&r);
+  trainer_finish(&r.run, success);
 
   if (r.eval_acc) device_free(r.dev->kind, r.eval_acc);
   optim_free(&r.opt);
   ncf_model_free(&r.model);
   ncf_data_close(&r.data);
-  int status = trainer_finish(&r.run, success);
+  trainer_close(&r.run);
+  dist_finalize(&r.dist);
   config_free(&cfg);
-  return status;
+  return 0;
 }
