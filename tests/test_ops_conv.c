@@ -133,6 +133,10 @@ static void bn_golden_case(const char *c, bool fused) {
   check_golden(g, key(c, "dgamma"), dgamma, ch, GOLDEN_TOL);
   check_golden(g, key(c, "dbeta"), dbeta, ch, GOLDEN_TOL);
   if (fused) check_golden(g, key(c, "dz"), dz, n, GOLDEN_TOL);
+  // In place: the gradient overwrites dy (dx aliasing dy), same result.
+  memcpy(dx, dy.data, (size_t)n * sizeof(float));
+  op_batchnorm_bwd(&kCpu, &h.bn, &x, &ty, &tdx, fused, &tdx, fused ? &tdz : NULL, &tdg, &tdb, false);
+  check_golden(g, key(c, "dx"), dx, n, GOLDEN_TOL);
   op_batchnorm_fwd_infer(&kCpu, &h.bn, &x, fused ? &z : NULL, fused, &ty);
   check_golden(g, key(c, "y_infer"), y, n, GOLDEN_TOL);
   free(y), free(dx), free(dz);
