@@ -153,8 +153,8 @@ void ckpt_write(const char *path, const Device *dev, const ParamSet *ps, const C
   device_sync(dev);
   char tmp[4096];
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  CkptFile w = {fopen(tmp, "wb"), tmp, crc32(0, NULL, 0)};
-  CHECK_FILE(w.f, tmp);
+  CkptFile w = {NULL, tmp, crc32(0, NULL, 0)};
+  CHECK_FILE(w.f = fopen(tmp, "wb"), tmp);
   put_meta(&w, ps, meta);
   put_table(&w, ps);
   put_data(&w, ps);

@@ -298,6 +298,39 @@ static void sigkill_during_write(void) {
   CHECK_MSG(st == 0, "the previous checkpoint does not load whole: status %d: %s", st, msg);
 }
 
+// A GPU ParamSet saved and read back into a CPU one, and back to the GPU.
+static void cuda_round_trip(void) {
+  if (!test_have_gpu()) test_skip("no GPU");
+  Run cpu;
+  run_init(&cpu, 3);
+  run_steps(&cpu, 3);
+  Device gpu;
+  device_open(&gpu, DEVICE_CUDA, 0);
+  ParamSet g;
+  paramset_init(&g, kToySpecs, TOY_N_TENSORS, cpu.ps.n_state, DEVICE_CUDA);
+  size_t bytes = (size_t)cpu.ps.total_numel * sizeof(float);
+  device_copy(DEVICE_CUDA, g.params, DEVICE_CPU, cpu.ps.params, bytes);
+  for (int k = 0; k < g.n_state; k++)
+    device_copy(DEVICE_CUDA, g.state[k], DEVICE_CPU, cpu.ps.state[k], bytes);
+  const char *path = tmp_path("gpu.ckpt");
+  CkptMeta m = ckpt_meta_make(&cpu.opt, &cpu.sc, 0, 0, cpu.rng), back;
+  ckpt_write(path, &gpu, &g, &m);
+  Run fresh;
+  run_init(&fresh, 4);
+  ckpt_read(path, &fresh.dev, &fresh.ps, &back);
+  CHECK(same_buffers(&cpu.ps, &fresh.ps));
+  device_zero(DEVICE_CUDA, g.params, bytes);
+  ckpt_read(path, &gpu, &g, &back);
+  float *host = malloc(bytes);
+  device_copy(DEVICE_CPU, host, DEVICE_CUDA, g.params, bytes);
+  CHECK(memcmp(host, cpu.ps.params, bytes) == 0);
+  free(host);
+  paramset_free(&g);
+  device_close(&gpu);
+  run_free(&cpu);
+  run_free(&fresh);
+}
+
 int main(void) {
   TEST_RUN(round_trip);
   TEST_RUN(resume_matches_uninterrupted);
@@ -305,5 +338,6 @@ int main(void) {
   TEST_RUN(corrupt_files_refused);
   TEST_RUN(mismatched_model_refused);
   TEST_RUN(sigkill_during_write);
+  TEST_RUN(cuda_round_trip);
   return test_finish();
 }
