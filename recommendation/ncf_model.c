@@ -189,14 +189,20 @@ void ncf_model_forward(NcfModel *m, const Device *dev, int64_t rows) {
   op_linear_fwd(dev, &cat, &w, &b, &logits);
 }
 
-// dtable of embedding param i from dout: overwritten (only this call writes it).
-static void ncf_embedding_grad(const NcfModel *m, const Device *dev, int i, const Tensor *idx,
-                               const Tensor *dout) {
-  Tensor g = paramset_grad(&m->ps, i);
-  op_embedding_bwd(dev, idx, dout, &g, false);
+static void ncf_ready(NcfGradHook hook, int first, int last) {
+  if (hook.ready)
+    for (int t = last; t >= first; t--) hook.ready(hook.ctx, t);
 }
 
-void ncf_model_backward(NcfModel *m, const Device *dev, int64_t rows) {
+// dtable of embedding param i from dout: overwritten (only this call writes it).
+static void ncf_embedding_grad(const NcfModel *m, const Device *dev, int i, const Tensor *idx,
+                               const Tensor *dout, NcfGradHook hook) {
+  Tensor g = paramset_grad(&m->ps, i);
+  op_embedding_bwd(dev, idx, dout, &g, false);
+  ncf_ready(hook, i, i);
+}
+
+void ncf_model_backward(NcfModel *m, const Device *dev, int64_t rows, NcfGradHook hook) {
   const NcfShape *s = &m->shape;
   const NcfActs *a = &m->a;
   const ParamSet *ps = &m->ps;
@@ -210,6 +216,7 @@ void ncf_model_backward(NcfModel *m, const Device *dev, int64_t rows) {
   Tensor w = paramset_param(ps, ncf_final_w(s));
   Tensor dw = paramset_grad(ps, ncf_final_w(s)), db = paramset_grad(ps, ncf_final_w(s) + 1);
   op_linear_bwd(dev, &cat, &w, &dlogits, &dcat, &dw, &db, false);
+  ncf_ready(hook, ncf_final_w(s), ncf_final_w(s) + 1);
   Tensor dparts[2] = {ncf_rows(a->dgmf, rows, 0), ncf_rows(a->dact[last % 2], rows, s->layers[last])};
   op_split(dev, &dcat, 1, dparts, 2);
 
@@ -224,18 +231,19 @@ void ncf_model_backward(NcfModel *m, const Device *dev, int64_t rows) {
     Tensor dwk = paramset_grad(ps, ncf_w(k)), dbk = paramset_grad(ps, ncf_w(k) + 1);
     op_relu_bwd(dev, &y, &dy, &dy);
     op_linear_bwd(dev, &x, &wk, &dy, &dx, &dwk, &dbk, false);
+    ncf_ready(hook, ncf_w(k), ncf_w(k) + 1);
   }
   Tensor dmlp_in = ncf_rows(a->dmlp_in, rows, 0);
   Tensor dmlp[2] = {ncf_rows(a->dmlp_u, rows, 0), ncf_rows(a->dmlp_i, rows, 0)};
   op_split(dev, &dmlp_in, 1, dmlp, 2);
-  ncf_embedding_grad(m, dev, NCF_MLP_USER, &users, &dmlp[0]);
-  ncf_embedding_grad(m, dev, NCF_MLP_ITEM, &items, &dmlp[1]);
+  ncf_embedding_grad(m, dev, NCF_MLP_ITEM, &items, &dmlp[1], hook);
+  ncf_embedding_grad(m, dev, NCF_MLP_USER, &users, &dmlp[0], hook);
 
   // GMF: d(u * i) / du = i, / di = u.
   Tensor dgmf = dparts[0], gmf_u = ncf_rows(a->gmf_u, rows, 0), gmf_i = ncf_rows(a->gmf_i, rows, 0);
   Tensor dgmf_u = ncf_rows(a->dgmf_u, rows, 0), dgmf_i = ncf_rows(a->dgmf_i, rows, 0);
   op_mul(dev, &dgmf, &gmf_i, &dgmf_u);
   op_mul(dev, &dgmf, &gmf_u, &dgmf_i);
-  ncf_embedding_grad(m, dev, NCF_MF_USER, &users, &dgmf_u);
-  ncf_embedding_grad(m, dev, NCF_MF_ITEM, &items, &dgmf_i);
+  ncf_embedding_grad(m, dev, NCF_MF_ITEM, &items, &dgmf_i, hook);
+  ncf_embedding_grad(m, dev, NCF_MF_USER, &users, &dgmf_u, hook);
 }

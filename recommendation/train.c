@@ -120,6 +120,8 @@ static double ncf_loss(const NcfRun *r) {
   return loss;
 }
 
+static void ncf_grad_ready(void *dist, int tensor) { dist_grad_ready(dist, tensor); }
+
 // One epoch of training; returns the loss of this rank's last batch.
 static double ncf_train_epoch(NcfRun *r, int64_t epoch) {
   const NcfActs *a = &r->model.a;
@@ -132,8 +134,7 @@ static double ncf_train_epoch(NcfRun *r, int64_t epoch) {
     ncf_train_batch(r->dev, &r->data.train, epoch, first, rows, a->users.data, a->items.data,
                     a->labels.data);
     ncf_model_forward(&r->model, r->dev, rows);
-    ncf_model_backward(&r->model, r->dev, rows);
-    for (int t = r->model.ps.count - 1; t >= 0; t--) dist_grad_ready(&r->dist, t);
+    ncf_model_backward(&r->model, r->dev, rows, (NcfGradHook){ncf_grad_ready, &r->dist});
     dist_grad_wait(&r->dist);
     optim_step(&r->opt, r->dev, &r->model.ps, r->lr);
     if (r->run.rank == 0) {

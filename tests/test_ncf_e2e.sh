@@ -88,3 +88,22 @@ if ! check 0.99 "$tmp/rules_high"; then
 else
   echo "FAIL ncf_compliance_rejects_unmet_target: the checker accepted HR@10 >= 0.99"
 fi
+
+# 5. Two MPI ranks on CPU (each a half of every global batch and of the eval
+# users): epoch 1 scores what one rank scored, to rounding of the gradient
+# averaging (a different summation order, not different data).
+if ! command -v mpirun >/dev/null || ! ldd "$build/bin/ncf" | grep -q libmpi; then
+  echo "SKIP ncf_two_ranks: no MPI in this build"
+  exit 0
+fi
+one=$(grep -m1 '^ncf: epoch 1:' "$tmp/train.out" | sed 's/.*HR@10 \([0-9.]*\).*/\1/')
+timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 "$build/bin/ncf" --config=$conf \
+  --device=cpu --data_dir="$tmp/data" --log_file="$tmp/two.log" --max_epochs=1 >"$tmp/two.out" 2>&1
+rc=$?
+two=$(grep -m1 '^ncf: epoch 1:' "$tmp/two.out" | sed 's/.*HR@10 \([0-9.]*\).*/\1/')
+if [[ -n $one && -n $two ]] &&
+  python3 -c "import sys; sys.exit(not abs(float('$one') - float('$two')) < 0.01)"; then
+  echo "PASS ncf_two_ranks (epoch 1 HR@10: one rank $one, two ranks $two)"
+else
+  echo "FAIL ncf_two_ranks: mpirun exit $rc, epoch 1 HR@10 one rank '$one', two ranks '$two'"
+fi

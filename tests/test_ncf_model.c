@@ -20,7 +20,7 @@ typedef struct GradCtx {
 static double model_loss(void *ctx) {
   GradCtx *g = ctx;
   ncf_model_forward(g->m, &CPU, g->rows);
-  ncf_model_backward(g->m, &CPU, g->rows);
+  ncf_model_backward(g->m, &CPU, g->rows, (NcfGradHook){0});
   return *(float *)g->m->a.loss.data;
 }
 
@@ -51,6 +51,34 @@ static void backward_matches_finite_differences(void) {
     CHECK_MSG(err < 1e-2, "%s: relative gradient error %.3g", m.specs[i].name, err);
   }
   free(grad);
+  ncf_model_free(&m);
+}
+
+typedef struct ReadyLog {
+  int order[32], count;
+} ReadyLog;
+
+static void log_ready(void *ctx, int tensor) {
+  ReadyLog *l = ctx;
+  if (l->count < 32) l->order[l->count] = tensor;
+  l->count++;
+}
+
+// The all-reduce hook hears of every tensor once, last tensor first (the
+// order dist.h launches its buckets in).
+static void gradients_announced_last_first(void) {
+  NcfShape shape = {.n_users = 3, .n_items = 4, .mf_dim = 2, .n_layers = 4,
+                    .layers = {4, 6, 5, 3}};
+  NcfModel m;
+  ncf_model_init(&m, &shape, 0, 2, 1, DEVICE_CPU);
+  memset(m.a.users.data, 0, 2 * sizeof(int32_t));
+  memset(m.a.items.data, 0, 2 * sizeof(int32_t));
+  memset(m.a.labels.data, 0, 2 * sizeof(float));
+  ncf_model_forward(&m, &CPU, 2);
+  ReadyLog l = {{0}, 0};
+  ncf_model_backward(&m, &CPU, 2, (NcfGradHook){log_ready, &l});
+  REQUIRE(l.count == m.ps.count);
+  for (int i = 0; i < l.count; i++) CHECK_EQ_INT(l.order[i], m.ps.count - 1 - i);
   ncf_model_free(&m);
 }
 
@@ -142,6 +170,7 @@ static void batches_follow_the_sampling_rules(void) {
 
 int main(void) {
   TEST_RUN(backward_matches_finite_differences);
+  TEST_RUN(gradients_announced_last_first);
   TEST_RUN(init_follows_the_reference);
   TEST_RUN(epoch_order_is_a_permutation);
   TEST_RUN(batches_follow_the_sampling_rules);
