@@ -92,8 +92,8 @@ void elem_reduce_geometry(const char *op, const Tensor *x, int lead_axes, const 
                           int64_t *rows, int64_t *cols) {
   OP_REQUIRE(op, lead_axes >= 0 && lead_axes <= x->ndim && y->dtype == DT_F32);
   *rows = 1;
-  for (int d = 0; d < lead_axes; d++) *rows *= x->shape[d];
-  *cols = *rows ? tensor_numel(x) / *rows : 0;
+  *cols = 1;
+  for (int d = 0; d < x->ndim; d++) *(d < lead_axes ? rows : cols) *= x->shape[d];
   OP_REQUIRE(op, tensor_numel(y) == *cols);
 }
 

@@ -155,7 +155,7 @@ static void elem_reduce_cuda(const Device *dev, const char *op, const Tensor *x,
   int64_t rows, cols;
   elem_reduce_geometry(op, x, lead_axes, y, &rows, &cols);
   if (cols == 0) return;
-  float scale = mean && rows > 0 ? 1.0f / (float)rows : 1.0f;
+  float scale = mean ? 1.0f / (float)rows : 1.0f;  // an empty mean is NaN, as on the CPU
   unsigned cw = 1;
   while (cw < 32 && cw < cols) cw *= 2;
   dim3 block(cw, 256 / cw);
