@@ -111,29 +111,22 @@ static int saved_buffers(const ParamSet *ps, float *bufs[1 + PARAM_MAX_STATE]) {
 }
 
 // Tensor by tensor through a host staging buffer, so device buffers work too
-// and the padding is not stored.
-static void put_data(CkptFile *w, const ParamSet *ps) {
+// and the padding is not stored; the same walk writes (w) or reads (r).
+static void move_data(CkptFile *w, CkptFile *r, const ParamSet *ps) {
   float *bufs[1 + PARAM_MAX_STATE];
   int n_bufs = saved_buffers(ps, bufs);
   float *host = xmalloc((size_t)largest_tensor(ps) * sizeof(float));
   for (int b = 0; b < n_bufs; b++)
     for (int t = 0; t < ps->count; t++) {
       size_t bytes = (size_t)ps->numels[t] * sizeof(float);
-      device_copy(DEVICE_CPU, host, ps->device, bufs[b] + ps->offsets[t], bytes);
-      put(w, host, bytes);
-    }
-  free(host);
-}
-
-static void get_data(CkptFile *r, ParamSet *ps) {
-  float *bufs[1 + PARAM_MAX_STATE];
-  int n_bufs = saved_buffers(ps, bufs);
-  float *host = xmalloc((size_t)largest_tensor(ps) * sizeof(float));
-  for (int b = 0; b < n_bufs; b++)
-    for (int t = 0; t < ps->count; t++) {
-      size_t bytes = (size_t)ps->numels[t] * sizeof(float);
-      get(r, host, bytes, b == 0 ? "the parameters" : "the optimizer state");
-      device_copy(ps->device, bufs[b] + ps->offsets[t], DEVICE_CPU, host, bytes);
+      float *dev = bufs[b] + ps->offsets[t];
+      if (w) {
+        device_copy(DEVICE_CPU, host, ps->device, dev, bytes);
+        put(w, host, bytes);
+      } else {
+        get(r, host, bytes, b == 0 ? "the parameters" : "the optimizer state");
+        device_copy(ps->device, dev, DEVICE_CPU, host, bytes);
+      }
     }
   free(host);
 }
@@ -157,7 +150,7 @@ void ckpt_write(const char *path, const Device *dev, const ParamSet *ps, const C
   CHECK_FILE(w.f = fopen(tmp, "wb"), tmp);
   put_meta(&w, ps, meta);
   put_table(&w, ps);
-  put_data(&w, ps);
+  move_data(&w, NULL, ps);
   uint32_t crc = (uint32_t)w.crc;
   CHECK_FILE(fwrite(&crc, sizeof crc, 1, w.f) == 1, tmp);
   CHECK_FILE(fflush(w.f) == 0, tmp);
@@ -173,7 +166,7 @@ void ckpt_read(const char *path, const Device *dev, ParamSet *ps, CkptMeta *meta
   device_sync(dev);
   get_meta(&r, ps, meta);
   get_table(&r, ps);
-  get_data(&r, ps);
+  move_data(NULL, &r, ps);
   uint32_t stored, computed = (uint32_t)r.crc;
   if (fread(&stored, sizeof stored, 1, r.f) != 1)
     die_input(path, "truncated checkpoint: it ends before the checksum");

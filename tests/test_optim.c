@@ -67,43 +67,22 @@ static void golden_case(const char *name, OptConfig cfg, float lr_scale) {
   golden_free(g);
 }
 
-static void golden_sgd(void) {
-  OptConfig c = optim_defaults(OPT_SGD);
-  c.weight_decay = 0.01f;
-  golden_case("sgd", c, 1.0f);
-}
-
-static void golden_sgd_nesterov(void) {
-  OptConfig c = optim_defaults(OPT_SGD);
-  c.weight_decay = 0.01f;
-  c.nesterov = true;
-  golden_case("sgd_nesterov", c, 1.0f);
-}
-
-static void golden_lars(void) {
-  OptConfig c = optim_defaults(OPT_LARS);
-  c.weight_decay = 0.05f;
-  c.lars_eta = 0.02f;
-  golden_case("lars", c, 50.0f);  // gen_optim.py's LARS_LR_SCALE
-}
-
-static void golden_adam(void) {
-  OptConfig c = optim_defaults(OPT_ADAM);
-  c.weight_decay = 0.01f;
-  golden_case("adam", c, 1.0f);
-}
-
-static void golden_adamw(void) {
-  OptConfig c = optim_defaults(OPT_ADAMW);
-  c.weight_decay = 0.05f;
-  golden_case("adamw", c, 1.0f);
-}
-
-static void golden_lamb(void) {
-  OptConfig c = optim_defaults(OPT_LAMB);
-  c.weight_decay = 0.01f;
-  golden_case("lamb", c, 1.0f);
-}
+// The hyperparameters of each case in gen_optim.py's CASES.
+#define GOLDEN_CASE(name, kind_, lr_scale, ...)                      \
+  static void golden_##name(void) {                                  \
+    OptConfig c = optim_defaults(kind_);                             \
+    OptConfig set = {.kind = kind_, __VA_ARGS__};                    \
+    c.weight_decay = set.weight_decay;                               \
+    c.nesterov = set.nesterov;                                       \
+    if (set.lars_eta > 0) c.lars_eta = set.lars_eta;                 \
+    golden_case(#name, c, lr_scale);                                 \
+  }
+GOLDEN_CASE(sgd, OPT_SGD, 1.0f, .weight_decay = 0.01f)
+GOLDEN_CASE(sgd_nesterov, OPT_SGD, 1.0f, .weight_decay = 0.01f, .nesterov = true)
+GOLDEN_CASE(lars, OPT_LARS, 50.0f, .weight_decay = 0.05f, .lars_eta = 0.02f)  // LARS_LR_SCALE
+GOLDEN_CASE(adam, OPT_ADAM, 1.0f, .weight_decay = 0.01f)
+GOLDEN_CASE(adamw, OPT_ADAMW, 1.0f, .weight_decay = 0.05f)
+GOLDEN_CASE(lamb, OPT_LAMB, 1.0f, .weight_decay = 0.01f)
 
 // ---------------------------------------------------------- hand-computed
 
