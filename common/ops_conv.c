@@ -11,6 +11,9 @@
 
 // ---------------------------------------------------------------- dispatch
 
+void op_conv2d_set_tf32(const Device *dev, bool allow) {
+  OP_DISPATCH(dev, op_conv2d_set_tf32, allow);
+}
 void op_conv2d_fwd(const Device *dev, const Tensor *x, const Tensor *w, const Tensor *bias,
                    const Tensor *y, const ConvParams *p, void *scratch, size_t scratch_bytes) {
   OP_DISPATCH(dev, op_conv2d_fwd, x, w, bias, y, p, scratch, scratch_bytes);
@@ -124,6 +127,8 @@ void batchnorm_geometry(const char *op, const BatchNorm *bn, const Tensor *x, in
 }
 
 // ---------------------------------------------------------------- CPU: convolution
+
+void op_conv2d_set_tf32_cpu(const Device *dev, bool allow) { (void)dev, (void)allow; }
 
 // A 1x1, stride-1, unpadded convolution is a GEMM on x as it is.
 static bool conv_is_pointwise(const ConvGeometry *g, const ConvParams *p) {

@@ -67,6 +67,13 @@ int64_t conv_out_extent(int64_t in, int64_t kernel, int stride, int pad, int dil
 
 size_t op_conv2d_scratch_bytes(const Tensor *x, const Tensor *w, const ConvParams *p);
 
+// On CUDA, lets fp32 convolutions run on TF32 tensor cores (10-bit mantissa
+// inputs, fp32 accumulation) from now on in this process - the convolution
+// twin of op_gemm_set_tf32 (ops_dense.h); cuDNN takes the math mode per
+// call, so the choice is a process-wide setting, remembered with each
+// shape's algorithm. Default: off (true fp32). Nothing on CPU.
+void op_conv2d_set_tf32(const Device *dev, bool allow);
+
 // y = conv(x, w) + bias
 void op_conv2d_fwd(const Device *dev, const Tensor *x, const Tensor *w, const Tensor *bias,
                    const Tensor *y, const ConvParams *p, void *scratch, size_t scratch_bytes);
@@ -131,6 +138,7 @@ void op_global_avgpool_bwd(const Device *dev, const Tensor *dy, const Tensor *dx
 
 // ---------------------------------------------------------------- backends
 #define OPS_CONV_BACKEND(sfx)                                                                 \
+  void op_conv2d_set_tf32_##sfx(const Device *dev, bool allow);                               \
   void op_conv2d_fwd_##sfx(const Device *dev, const Tensor *x, const Tensor *w,               \
                            const Tensor *bias, const Tensor *y, const ConvParams *p,          \
                            void *scratch, size_t scratch_bytes);                              \

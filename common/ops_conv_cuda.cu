@@ -32,6 +32,7 @@ typedef struct ConvPlan {
   ConvGeometry g;
   ConvParams p;
   DType dtype;
+  bool tf32;  // fp32 on TF32 tensor cores (op_conv2d_set_tf32)
   int device;
   cudnnTensorDescriptor_t x_desc, y_desc, bias_desc;
   cudnnFilterDescriptor_t w_desc;
@@ -50,12 +51,20 @@ typedef struct ConvPlan {
 static ConvPlan g_plans[CONV_PLANS_MAX];
 static int g_plan_count;
 
+static bool g_conv_tf32;
+
+void op_conv2d_set_tf32_cuda(const Device *dev, bool allow) {
+  (void)dev;
+  g_conv_tf32 = allow;
+}
+
 static ConvPlan *conv_plan(const Device *dev, const ConvGeometry *g, const ConvParams *p,
                            DType dtype) {
+  bool tf32 = dtype == DT_F32 && g_conv_tf32;
   for (int i = 0; i < g_plan_count; i++) {
     ConvPlan *e = &g_plans[i];
-    if (e->dtype == dtype && e->device == dev->index && memcmp(&e->g, g, sizeof *g) == 0 &&
-        memcmp(&e->p, p, sizeof *p) == 0)
+    if (e->dtype == dtype && e->tf32 == tf32 && e->device == dev->index &&
+        memcmp(&e->g, g, sizeof *g) == 0 && memcmp(&e->p, p, sizeof *p) == 0)
       return e;
   }
   if (g_plan_count == CONV_PLANS_MAX)
@@ -65,6 +74,7 @@ static ConvPlan *conv_plan(const Device *dev, const ConvGeometry *g, const ConvP
   e->g = *g;
   e->p = *p;
   e->dtype = dtype;
+  e->tf32 = tf32;
   e->device = dev->index;
   CHECK_CUDNN(cudnnCreateTensorDescriptor(&e->x_desc));
   CHECK_CUDNN(cudnnCreateTensorDescriptor(&e->y_desc));
@@ -83,16 +93,18 @@ static ConvPlan *conv_plan(const Device *dev, const ConvGeometry *g, const ConvP
   return e;
 }
 
-// fp32 stays true fp32 (the CPU oracle's precision); fp16 and bf16 may use
-// tensor cores. The search only considers algorithms allowed this math.
-static cudnnMathType_t conv_search_math(DType dtype) {
-  return dtype == DT_F32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
+// fp32 stays true fp32 (the CPU oracle's precision) unless TF32 is allowed;
+// fp16 and bf16 may use tensor cores. The search only considers algorithms
+// allowed this math.
+static cudnnMathType_t conv_search_math(const ConvPlan *plan) {
+  if (plan->dtype != DT_F32) return CUDNN_TENSOR_OP_MATH;
+  return plan->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
 }
 
-// The math the found algorithm runs with: its own, except that fp32 stays
-// FMA-only (a result reported as CUDNN_DEFAULT_MATH would allow TF32).
-static cudnnMathType_t conv_run_math(DType dtype, cudnnMathType_t found) {
-  return dtype == DT_F32 ? CUDNN_FMA_MATH : found;
+// The math the found algorithm runs with: its own, except that true fp32
+// stays FMA-only (a result reported as CUDNN_DEFAULT_MATH would allow TF32).
+static cudnnMathType_t conv_run_math(const ConvPlan *plan, cudnnMathType_t found) {
+  return plan->dtype == DT_F32 && !plan->tf32 ? CUDNN_FMA_MATH : found;
 }
 
 // The first successful result that fits the workspace (results come fastest
@@ -108,7 +120,7 @@ static ConvPlan *conv_prepare(const char *op, const Device *dev, const Tensor *x
                               const Tensor *w, const Tensor *y, const ConvParams *p) {
   ConvGeometry g = conv_geometry(op, x, w, y, p);
   ConvPlan *plan = conv_plan(dev, &g, p, x->dtype);
-  CHECK_CUDNN(cudnnSetConvolutionMathType(plan->conv_desc, conv_search_math(x->dtype)));
+  CHECK_CUDNN(cudnnSetConvolutionMathType(plan->conv_desc, conv_search_math(plan)));
   return plan;
 }
 
@@ -128,7 +140,7 @@ void op_conv2d_fwd_cuda(const Device *dev, const Tensor *x, const Tensor *w, con
     const cudnnConvolutionFwdAlgoPerf_t *best =
         conv_pick("op_conv2d_fwd", perf, count, dev->workspace_bytes);
     plan->fwd_algo = best->algo;
-    plan->fwd_math = conv_run_math(plan->dtype, best->mathType);
+    plan->fwd_math = conv_run_math(plan, best->mathType);
     plan->fwd_ws_bytes = best->memory;
     plan->have_fwd = true;
   }
@@ -156,7 +168,7 @@ void op_conv2d_bwd_data_cuda(const Device *dev, const Tensor *dy, const Tensor *
     const cudnnConvolutionBwdDataAlgoPerf_t *best =
         conv_pick("op_conv2d_bwd_data", perf, count, dev->workspace_bytes);
     plan->data_algo = best->algo;
-    plan->data_math = conv_run_math(plan->dtype, best->mathType);
+    plan->data_math = conv_run_math(plan, best->mathType);
     plan->data_ws_bytes = best->memory;
     plan->have_data = true;
   }
@@ -188,7 +200,7 @@ void op_conv2d_bwd_filter_cuda(const Device *dev, const Tensor *x, const Tensor 
     const cudnnConvolutionBwdFilterAlgoPerf_t *best =
         conv_pick("op_conv2d_bwd_filter", perf, count, search_ws_bytes);
     plan->filter_algo = best->algo;
-    plan->filter_math = conv_run_math(plan->dtype, best->mathType);
+    plan->filter_math = conv_run_math(plan, best->mathType);
     plan->filter_ws_bytes = best->memory;
     plan->have_filter = true;
   }

@@ -477,45 +477,62 @@ static void check_gpu(const char *what, const GpuT *g, double tol) {
   check_close(what, g->t.dtype, g->t.data, g->host, tensor_numel(&g->t), tol);
 }
 
+static const ConvShape kGpuConvShapes[] = {
+    {3, 11, 13, 6, 10, 3, 3, {1, 1, 1, 1, 1, 1}},  {2, 15, 14, 16, 8, 3, 3, {2, 2, 1, 1, 1, 1}},
+    {2, 17, 17, 3, 16, 7, 7, {2, 2, 3, 3, 1, 1}},  {4, 7, 7, 32, 24, 1, 1, {1, 1, 0, 0, 1, 1}},
+    {2, 9, 9, 16, 32, 1, 1, {2, 2, 0, 0, 1, 1}},   {2, 12, 11, 8, 8, 3, 3, {1, 1, 2, 2, 2, 2}},
+};
+
+// Forward, dgrad and wgrad (the latter accumulating onto a random start) of
+// every kGpuConvShapes entry in dtype dt on dev, against the CPU.
+static void conv_cuda_case(const Device *dev, DType dt, double tol) {
+  for (size_t i = 0; i < sizeof kGpuConvShapes / sizeof kGpuConvShapes[0]; i++) {
+    const ConvShape *s = &kGpuConvShapes[i];
+    int64_t pp = conv_out_extent(s->h, s->r, s->p.stride_h, s->p.pad_h, s->p.dil_h);
+    int64_t q = conv_out_extent(s->w, s->s, s->p.stride_w, s->p.pad_w, s->p.dil_w);
+    int64_t xs[] = {s->n, s->h, s->w, s->c}, ws[] = {s->k, s->r, s->s, s->c}, ys[] = {s->n, pp, q, s->k};
+    GpuT x = gpu_random(dt, 100 + i, -1, 1, 4, xs), w = gpu_random(dt, 200 + i, -1, 1, 4, ws);
+    GpuT b = gpu_random(dt, 300 + i, -1, 1, 1, ws), dy = gpu_random(dt, 400 + i, -1, 1, 4, ys);
+    GpuT y = gpu_zeros(dt, 4, ys), dx = gpu_zeros(dt, 4, xs), dw = gpu_random(dt, 500 + i, -1, 1, 4, ws);
+    Tensor hx = host_view(&x), hw = host_view(&w), hb = host_view(&b), hdy = host_view(&dy);
+    Tensor hy = host_view(&y), hdx = host_view(&dx), hdw = host_view(&dw);
+    size_t scratch_bytes = op_conv2d_scratch_bytes(&hx, &hw, &s->p);
+    void *scratch = malloc(scratch_bytes + 1);
+    op_conv2d_fwd(&kCpu, &hx, &hw, &hb, &hy, &s->p, scratch, scratch_bytes);
+    op_conv2d_bwd_data(&kCpu, &hdy, &hw, &hdx, &s->p, scratch, scratch_bytes);
+    op_conv2d_bwd_filter(&kCpu, &hx, &hdy, &hdw, &s->p, true, scratch, scratch_bytes);
+    op_conv2d_fwd(dev, &x.t, &w.t, &b.t, &y.t, &s->p, NULL, 0);
+    op_conv2d_bwd_data(dev, &dy.t, &w.t, &dx.t, &s->p, NULL, 0);
+    op_conv2d_bwd_filter(dev, &x.t, &dy.t, &dw.t, &s->p, true, NULL, 0);
+    char what[64];
+    snprintf(what, sizeof what, "shape %zu y", i);
+    check_gpu(what, &y, tol);
+    snprintf(what, sizeof what, "shape %zu dx", i);
+    check_gpu(what, &dx, tol);
+    snprintf(what, sizeof what, "shape %zu dw", i);
+    check_gpu(what, &dw, tol);
+    free(scratch);
+    gpu_free(&x), gpu_free(&w), gpu_free(&b), gpu_free(&dy), gpu_free(&y), gpu_free(&dx), gpu_free(&dw);
+  }
+}
+
 static void conv_cuda_matches_cpu(void) {
   Device dev;
   open_gpu_or_skip(&dev);
-  ConvShape shapes[] = {
-      {3, 11, 13, 6, 10, 3, 3, {1, 1, 1, 1, 1, 1}},  {2, 15, 14, 16, 8, 3, 3, {2, 2, 1, 1, 1, 1}},
-      {2, 17, 17, 3, 16, 7, 7, {2, 2, 3, 3, 1, 1}},  {4, 7, 7, 32, 24, 1, 1, {1, 1, 0, 0, 1, 1}},
-      {2, 9, 9, 16, 32, 1, 1, {2, 2, 0, 0, 1, 1}},   {2, 12, 11, 8, 8, 3, 3, {1, 1, 2, 2, 2, 2}},
-  };
-  for (int di = 0; di < N_FLOAT_DTYPES; di++) {
-    DType dt = kFloatDtypes[di];
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-      ConvShape *s = &shapes[i];
-      int64_t pp = conv_out_extent(s->h, s->r, s->p.stride_h, s->p.pad_h, s->p.dil_h);
-      int64_t q = conv_out_extent(s->w, s->s, s->p.stride_w, s->p.pad_w, s->p.dil_w);
-      int64_t xs[] = {s->n, s->h, s->w, s->c}, ws[] = {s->k, s->r, s->s, s->c}, ys[] = {s->n, pp, q, s->k};
-      GpuT x = gpu_random(dt, 100 + i, -1, 1, 4, xs), w = gpu_random(dt, 200 + i, -1, 1, 4, ws);
-      GpuT b = gpu_random(dt, 300 + i, -1, 1, 1, ws), dy = gpu_random(dt, 400 + i, -1, 1, 4, ys);
-      GpuT y = gpu_zeros(dt, 4, ys), dx = gpu_zeros(dt, 4, xs), dw = gpu_zeros(dt, 4, ws);
-      Tensor hx = host_view(&x), hw = host_view(&w), hb = host_view(&b), hdy = host_view(&dy);
-      Tensor hy = host_view(&y), hdx = host_view(&dx), hdw = host_view(&dw);
-      size_t scratch_bytes = op_conv2d_scratch_bytes(&hx, &hw, &s->p);
-      void *scratch = malloc(scratch_bytes + 1);
-      op_conv2d_fwd(&kCpu, &hx, &hw, &hb, &hy, &s->p, scratch, scratch_bytes);
-      op_conv2d_bwd_data(&kCpu, &hdy, &hw, &hdx, &s->p, scratch, scratch_bytes);
-      op_conv2d_bwd_filter(&kCpu, &hx, &hdy, &hdw, &s->p, false, scratch, scratch_bytes);
-      op_conv2d_fwd(&dev, &x.t, &w.t, &b.t, &y.t, &s->p, NULL, 0);
-      op_conv2d_bwd_data(&dev, &dy.t, &w.t, &dx.t, &s->p, NULL, 0);
-      op_conv2d_bwd_filter(&dev, &x.t, &dy.t, &dw.t, &s->p, false, NULL, 0);
-      char what[64];
-      snprintf(what, sizeof what, "shape %zu y", i);
-      check_gpu(what, &y, tol_conv(dt));
-      snprintf(what, sizeof what, "shape %zu dx", i);
-      check_gpu(what, &dx, tol_conv(dt));
-      snprintf(what, sizeof what, "shape %zu dw", i);
-      check_gpu(what, &dw, tol_conv(dt));
-      free(scratch);
-      gpu_free(&x), gpu_free(&w), gpu_free(&b), gpu_free(&dy), gpu_free(&y), gpu_free(&dx), gpu_free(&dw);
-    }
-  }
+  for (int di = 0; di < N_FLOAT_DTYPES; di++) conv_cuda_case(&dev, kFloatDtypes[di], tol_conv(kFloatDtypes[di]));
+  device_close(&dev);
+}
+
+// TF32 rounds each fp32 input to a 10-bit mantissa (2^-11 relative) before
+// fp32 accumulation: ~5e-4 relative L2 on these sums, bound 3e-3. Switching
+// back gives true fp32 again (new plans, tol_conv).
+static void conv_tf32_cuda_matches_cpu(void) {
+  Device dev;
+  open_gpu_or_skip(&dev);
+  op_conv2d_set_tf32(&dev, true);
+  conv_cuda_case(&dev, DT_F32, 3e-3);
+  op_conv2d_set_tf32(&dev, false);
+  conv_cuda_case(&dev, DT_F32, tol_conv(DT_F32));
   device_close(&dev);
 }
 
@@ -648,6 +665,7 @@ int main(void) {
   TEST_RUN(pooling_and_relu_gradients_match_finite_differences);
   TEST_RUN(preconditions_name_the_op);
   TEST_RUN(conv_cuda_matches_cpu);
+  TEST_RUN(conv_tf32_cuda_matches_cpu);
   TEST_RUN(batchnorm_cuda_matches_cpu);
   TEST_RUN(pooling_and_relu_cuda_match_cpu);
   return test_finish();
