@@ -139,7 +139,8 @@ static double ncf_train_epoch(NcfRun *r, int64_t epoch) {
     optim_step(&r->opt, r->dev, &r->model.ps, r->lr);
     if (r->run.rank == 0) {
       int64_t done = (step + 1) * r->batch < n ? (step + 1) * r->batch : n;
-      progress_update(&progress, step + 1, done, progress_due(&progress) ? ncf_loss(r) : -1);
+      bool show = progress_due(&progress) || step + 1 == steps;
+      progress_update(&progress, step + 1, done, show ? ncf_loss(r) : -1);
     }
   }
   return ncf_loss(r);
