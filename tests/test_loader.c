@@ -335,6 +335,31 @@ static void classify_bad_record_named(void) {
   CHECK_DIES_WITH(bad_record_child, dir, "bad_version record 13: record layout version 7");
 }
 
+// On a GPU: what the trainer's stream sees on the device is the host batch.
+static void classify_device_copy_matches_host(void) {
+  if (!test_have_gpu()) test_skip("no GPU");
+  Device dev;
+  device_open(&dev, DEVICE_CUDA, 0);
+  ClassifyLoaderConfig cfg = image_config(true, 2, 4);
+  cfg.dev = &dev;
+  Loader *l = classify_loader_open(&cfg, NULL);
+  size_t image_bytes = 4 * (size_t)kSide * kSide * 3;
+  uint8_t *copy = malloc(image_bytes);
+  int32_t labels[4];
+  for (int k = 0; k < 12; k++) {
+    const LoaderBatch *b = loader_next(l);
+    CHECK(b->device[0] != b->host[0]);
+    device_sync(&dev);  // the compute stream has waited for the copy
+    device_copy(DEVICE_CPU, copy, DEVICE_CUDA, b->device[0], image_bytes);
+    device_copy(DEVICE_CPU, labels, DEVICE_CUDA, b->device[1], sizeof labels);
+    CHECK_MSG(memcmp(copy, b->host[0], image_bytes) == 0, "batch %d: device images differ", k);
+    CHECK_MSG(memcmp(labels, b->host[1], sizeof labels) == 0, "batch %d: device labels differ", k);
+  }
+  loader_close(l);
+  free(copy);
+  device_close(&dev);
+}
+
 int main(void) {
   TEST_RUN(eval_every_record_once_in_order);
   TEST_RUN(train_follows_sampler_across_epochs);
@@ -344,5 +369,6 @@ int main(void) {
   TEST_RUN(classify_eval_every_image_with_label);
   TEST_RUN(classify_train_same_whatever_the_threads);
   TEST_RUN(classify_bad_record_named);
+  TEST_RUN(classify_device_copy_matches_host);
   return test_finish();
 }
