@@ -98,14 +98,16 @@ void lmdb_writer_close(LmdbWriter *w) {
   free(w);
 }
 
-static void check_reader_dir(const char *dir) {
+// Returns the size of dir/data.mdb.
+static size_t check_reader_dir(const char *dir) {
   struct stat st;
   if (stat(dir, &st) != 0) die_input(dir, "cannot open LMDB directory: %s", strerror(errno));
   if (!S_ISDIR(st.st_mode)) die_input(dir, "is not a directory (an LMDB data set is a directory with data.mdb)");
   char data_path[1100];
   snprintf(data_path, sizeof data_path, "%s/data.mdb", dir);
-  if (access(data_path, R_OK) != 0)
+  if (access(data_path, R_OK) != 0 || stat(data_path, &st) != 0)
     die_input(dir, "no readable data.mdb in it (%s): not an LMDB data set", strerror(errno));
+  return (size_t)st.st_size;
 }
 
 // The keys must be exactly 0..count-1: the last key names count-1.
@@ -127,10 +129,12 @@ static void check_keys(LmdbReader *r) {
 }
 
 LmdbReader *lmdb_reader_open(const char *dir) {
-  check_reader_dir(dir);
+  size_t file_bytes = check_reader_dir(dir);
   LmdbReader *r = xcalloc(1, sizeof *r);
   snprintf(r->dir, sizeof r->dir, "%s", dir);
   CHECK_LMDB(mdb_env_create(&r->env));
+  // Map the file, not the writer's 1 TiB of address space.
+  CHECK_LMDB(mdb_env_set_mapsize(r->env, file_bytes));
   // Random access over a data set larger than memory: no read-ahead.
   int rc = mdb_env_open(r->env, dir, MDB_RDONLY | MDB_NOLOCK | MDB_NOTLS | MDB_NORDAHEAD, 0);
   if (rc != 0) die_input(dir, "cannot open as LMDB: %s", mdb_strerror(rc));
