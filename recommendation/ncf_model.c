@@ -165,15 +165,16 @@ void ncf_model_forward(NcfModel *m, const Device *dev, int64_t rows) {
   Tensor users = ncf_rows(a->users, rows, 0), items = ncf_rows(a->items, rows, 0);
   Tensor gmf_u = ncf_rows(a->gmf_u, rows, 0), gmf_i = ncf_rows(a->gmf_i, rows, 0);
   Tensor gmf = ncf_rows(a->gmf, rows, 0);
-  Tensor t;
-  op_embedding_fwd(dev, &users, (t = paramset_param(ps, NCF_MF_USER), &t), &gmf_u);
-  op_embedding_fwd(dev, &items, (t = paramset_param(ps, NCF_MF_ITEM), &t), &gmf_i);
+  Tensor mf_user = paramset_param(ps, NCF_MF_USER), mf_item = paramset_param(ps, NCF_MF_ITEM);
+  op_embedding_fwd(dev, &users, &mf_user, &gmf_u);
+  op_embedding_fwd(dev, &items, &mf_item, &gmf_i);
   op_mul(dev, &gmf_u, &gmf_i, &gmf);
 
   Tensor mlp[2] = {ncf_rows(a->mlp_u, rows, 0), ncf_rows(a->mlp_i, rows, 0)};
   Tensor x = ncf_rows(a->mlp_in, rows, 0);
-  op_embedding_fwd(dev, &users, (t = paramset_param(ps, NCF_MLP_USER), &t), &mlp[0]);
-  op_embedding_fwd(dev, &items, (t = paramset_param(ps, NCF_MLP_ITEM), &t), &mlp[1]);
+  Tensor mlp_user = paramset_param(ps, NCF_MLP_USER), mlp_item = paramset_param(ps, NCF_MLP_ITEM);
+  op_embedding_fwd(dev, &users, &mlp_user, &mlp[0]);
+  op_embedding_fwd(dev, &items, &mlp_item, &mlp[1]);
   op_concat(dev, mlp, 2, 1, &x);
   for (int k = 1; k < s->n_layers; k++) {
     Tensor y = ncf_rows(a->act[k], rows, 0);

@@ -17,6 +17,7 @@
 #include "ncf_data.h"
 #include "ncf_metric.h"
 #include "ncf_model.h"
+#include "ops_dense.h"
 #include "optim.h"
 #include "schedule.h"
 #include "timer.h"
@@ -38,6 +39,7 @@ static const ConfigKey NCF_KEYS[] = {
     {"max_epochs", CFG_INT, "20", "give up (run_stop aborted) after this many epochs"},
     {"target_accuracy", CFG_FLOAT, "0.635", "HR@10 that ends the run (run_stop success)"},
     {"eval_users", CFG_INT, "1024", "users scored per eval forward pass"},
+    {"tf32", CFG_BOOL, "false", "CUDA: fp32 GEMMs on TF32 tensor cores (fp32 accumulation)"},
 };
 
 typedef struct NcfRun {
@@ -204,6 +206,7 @@ int main(int argc, char **argv) {
   dist_init(&r.dist, &argc, &argv);
   trainer_begin(&r.run, "ncf", &cfg, argc, argv, r.dist.rank, dist_device_index(&r.dist));
   r.dev = &r.run.dev;
+  op_gemm_set_tf32(r.dev, config_bool(&cfg, "tf32"));
   r.batch = ncf_positive_key(&cfg, "batch_size");
   if (r.batch < r.dist.size)
     die_input("batch_size", "%lld is smaller than the %d ranks", (long long)r.batch, r.dist.size);
