@@ -98,6 +98,9 @@ static void finish_batch(Loader *l, RingSlot *s, int64_t k, int64_t count) {
 
 static void *worker_main(void *arg) {
   Loader *l = arg;
+#if HAVE_CUDA
+  if (l->cuda) loader_thread_start_cuda(l->cfg.dev);
+#endif
   void *state = l->cfg.thread_init ? l->cfg.thread_init(l->cfg.ctx) : NULL;
   for (;;) {
     int64_t task = atomic_fetch_add(&l->next_task, 1);

@@ -77,6 +77,7 @@ void loader_close(Loader *l);
 
 #if HAVE_CUDA
 // loader_cuda.cu: the ring's events and copies.
+void loader_thread_start_cuda(const Device *dev);  // a worker selects dev's GPU
 struct CUevent_st *loader_event_create_cuda(void);
 void loader_event_destroy_cuda(struct CUevent_st *event);
 // copy_stream waits for `consumed`, copies host to device, records `copied`.

@@ -2,6 +2,11 @@
 #include "check_cuda.h"
 #include "loader.h"
 
+extern "C" void loader_thread_start_cuda(const Device *dev) {
+  // The current device is per host thread: a worker starts on device 0.
+  CHECK_CUDA(cudaSetDevice(dev->index));
+}
+
 extern "C" cudaEvent_t loader_event_create_cuda(void) {
   cudaEvent_t event;
   CHECK_CUDA(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
