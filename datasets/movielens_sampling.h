@@ -66,12 +66,20 @@ ML_FN int ml_is_rated(const int32_t *rated, int64_t n_rated, int32_t item) {
 // their scores. HR@K counts rank < K; NDCG@K adds 1 / log2(rank + 2).
 // "Not below" rather than ">=" makes a NaN score rank above the positive, and
 // a NaN positive rank last: a diverged model scores 0, never a hit.
-ML_FN int64_t ml_positive_rank(float pos_score, const float *neg_scores,
-                               const int32_t *neg_items, int64_t n_neg) {
+// ml_positive_rank_part counts the negatives first, first + stride, ... only
+// (the rank is their sum over first = 0..stride-1: a GPU warp splits a user).
+ML_FN int64_t ml_positive_rank_part(float pos_score, const float *neg_scores,
+                                    const int32_t *neg_items, int64_t n_neg, int64_t first,
+                                    int64_t stride) {
   int64_t rank = 0;
-  for (int64_t j = 0; j < n_neg; j++) {
+  for (int64_t j = first; j < n_neg; j += stride) {
     int repeat = j > 0 && neg_items[j] == neg_items[j - 1];
     rank += !repeat && !(neg_scores[j] < pos_score);
   }
   return rank;
+}
+
+ML_FN int64_t ml_positive_rank(float pos_score, const float *neg_scores,
+                               const int32_t *neg_items, int64_t n_neg) {
+  return ml_positive_rank_part(pos_score, neg_scores, neg_items, n_neg, 0, 1);
 }

@@ -1,8 +1,9 @@
-// ncf_metric_cuda.cu: the NCF eval metric on the GPU - one thread per user
-// ranks its positive (the shared rule, ml_positive_rank), then the block sums
-// its hits and NDCG terms and adds them to three device doubles. Hits are
-// whole numbers, exact in a double whatever the order of the additions; the
-// NDCG sum may differ from the CPU's in the last bits only.
+// ncf_metric_cuda.cu: the NCF eval metric on the GPU. One warp per user: the
+// lanes take every 32nd negative (coalesced reads of the score row) and count
+// them by the shared rule (ml_positive_rank_part), a warp sum gives the rank;
+// then each block adds its hits and NDCG terms to two device doubles. Hits
+// are whole numbers, exact in a double whatever the order of the additions;
+// the NDCG sum may differ from the CPU's in the last bits only.
 #include <math.h>
 
 #include "../datasets/movielens_sampling.h"
@@ -10,42 +11,43 @@
 #include "ncf_metric.h"
 
 #define NCF_METRIC_THREADS 256
+#define NCF_METRIC_WARPS (NCF_METRIC_THREADS / 32)
 
 static __global__ void ncf_metric_kernel(const float *scores, const int32_t *neg_items,
                                          int64_t n_users, int64_t n_neg, int k,
                                          double *out /* (2) hits, ndcg */) {
-  __shared__ double hits[NCF_METRIC_THREADS], ndcg[NCF_METRIC_THREADS];
-  int64_t u = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  double h = 0, g = 0;
+  __shared__ double hits[NCF_METRIC_WARPS], ndcg[NCF_METRIC_WARPS];
+  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  int64_t u = (int64_t)blockIdx.x * NCF_METRIC_WARPS + warp;
+  long long rank = 0;
   if (u < n_users) {
     const float *row = scores + u * (1 + n_neg);
-    int64_t rank = ml_positive_rank(row[0], row + 1, neg_items + u * n_neg, n_neg);
-    if (rank < k) {
-      h = 1;
-      g = 1.0 / log2((double)rank + 2);
-    }
+    rank = ml_positive_rank_part(row[0], row + 1, neg_items + u * n_neg, n_neg, lane, 32);
   }
-  hits[threadIdx.x] = h;
-  ndcg[threadIdx.x] = g;
+  for (int s = 16; s > 0; s >>= 1) rank += __shfl_down_sync(0xffffffffu, rank, s);
+  if (lane == 0) {
+    bool hit = u < n_users && rank < k;
+    hits[warp] = hit ? 1.0 : 0.0;
+    ndcg[warp] = hit ? 1.0 / log2((double)rank + 2) : 0.0;
+  }
   __syncthreads();
-  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-    if ((int)threadIdx.x < s) {
-      hits[threadIdx.x] += hits[threadIdx.x + s];
-      ndcg[threadIdx.x] += ndcg[threadIdx.x + s];
-    }
-    __syncthreads();
-  }
   if (threadIdx.x == 0) {
-    atomicAdd(&out[0], hits[0]);
-    atomicAdd(&out[1], ndcg[0]);
+    double h = 0, g = 0;
+    for (int w = 0; w < NCF_METRIC_WARPS; w++) {
+      h += hits[w];
+      g += ndcg[w];
+    }
+    atomicAdd(&out[0], h);
+    atomicAdd(&out[1], g);
   }
 }
 
 void ncf_metric_add_cuda(const Device *dev, const float *scores, const int32_t *neg_items,
-                         int64_t n_users, int64_t n_neg, int k, double *acc, NcfMetricSums *sums) {
+                         int64_t n_users, int64_t n_neg, int k, double *acc,
+                         NcfMetricSums *sums) {
   if (n_users == 0) return;
   CHECK_CUDA(cudaMemsetAsync(acc, 0, 2 * sizeof(double), dev->stream));
-  unsigned blocks = (unsigned)((n_users + NCF_METRIC_THREADS - 1) / NCF_METRIC_THREADS);
+  unsigned blocks = (unsigned)((n_users + NCF_METRIC_WARPS - 1) / NCF_METRIC_WARPS);
   ncf_metric_kernel<<<blocks, NCF_METRIC_THREADS, 0, dev->stream>>>(scores, neg_items, n_users,
                                                                    n_neg, k, acc);
   CHECK_LAUNCH();

@@ -141,6 +141,15 @@ static void matches_reference_emulation(void) {
   CHECK_NEAR(s.ndcg, ndcg, 1e-9);
   REQUIRE(hits > 20 && hits < U - 20);  // the case exercises both outcomes
 
+  // The GPU kernel's split of a user over a warp's 32 lanes adds up to its rank.
+  for (int64_t u = 0; u < U; u++) {
+    const float *row = scores + u * (1 + N);
+    int64_t parts = 0;
+    for (int lane = 0; lane < 32; lane++)
+      parts += ml_positive_rank_part(row[0], row + 1, items + u * N, N, lane, 32);
+    CHECK_EQ_INT(parts, ml_positive_rank(row[0], row + 1, items + u * N, N));
+  }
+
   // Slices (one per rank) add up to the whole.
   NcfMetricSums parts = {0};
   ncf_metric_add_cpu(&CPU, scores, items, 137, N, K, NULL, &parts);
