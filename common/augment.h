@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "image.h"
 #include "rng.h"
 
 #ifdef __cplusplus
@@ -39,6 +40,12 @@ void augment_crop_resize(const uint8_t *src, int32_t src_width, int32_t src_heig
                          float x, float y, float box_w, float box_h, bool flip,
                          uint8_t *out, int32_t out_width, int32_t out_height);
 // src: (src_height, src_width, 3); out: (out_height, out_width, 3)
+
+// augment_crop_resize of a JPEG's planes (box in Y-plane pixels): each plane
+// resized, then YCbCr converted to RGB (JFIF); grey gives R = G = B.
+void augment_crop_resize_planes(const ImagePlanes *src, float x, float y, float box_w, float box_h,
+                                bool flip, uint8_t *out, int32_t out_width, int32_t out_height);
+// out: (out_height, out_width, 3)
 
 // out = (in / 255 - mean) / std per channel; in, out: (pixels, 3). The GPU
 // version of this runs after the copy in the trainers.

@@ -26,28 +26,44 @@ static int32_t min_decoded(int32_t full, int32_t crop_len, int32_t out_len) {
   return need < full ? (int32_t)need : full;
 }
 
-void classify_augment_image(ImageDecoder *d, Image *scratch, const ClassifyAugment *a,
+void classify_scratch_free(ClassifyScratch *s) {
+  image_free(&s->rgb);
+  image_planes_free(&s->planes);
+}
+
+void classify_augment_image(ImageDecoder *d, ClassifyScratch *scratch, const ClassifyAugment *a,
                             const uint8_t *bytes, size_t n_bytes, const char *name,
                             int64_t epoch, int64_t index, uint8_t *out) {
   char msg[512];
-  int32_t width, height;
-  if (image_header(d, bytes, n_bytes, &width, &height, msg, sizeof msg) != IMAGE_OK)
-    die_input(name, "%s", msg);
+  ImageInfo info;
+  if (image_header(d, bytes, n_bytes, &info, msg, sizeof msg) != IMAGE_OK) die_input(name, "%s", msg);
+  int32_t width = info.width, height = info.height;
   Rng rng = augment_sample_rng(a->seed, epoch, index);
   CropBox box = a->train ? augment_random_resized_crop_box(width, height, a->scale_min, a->scale_max,
                                                            a->ratio_min, a->ratio_max, &rng)
                          : augment_center_crop_box(width, height, a->resize_side, a->out_side);
   bool flip = a->train && rng_next_uniform(&rng) < 0.5f;
+  int32_t min_w = min_decoded(width, box.width, a->out_side);
+  int32_t min_h = min_decoded(height, box.height, a->out_side);
   // A warning (corrupt data that libjpeg decoded anyway) keeps the image: the
   // converter already refused such files unless told to accept them.
-  if (image_decode(d, bytes, n_bytes, min_decoded(width, box.width, a->out_side),
-                   min_decoded(height, box.height, a->out_side), scratch, msg,
-                   sizeof msg) == IMAGE_ERROR)
-    die_input(name, "%s", msg);
-  float sx = (float)scratch->width / (float)width, sy = (float)scratch->height / (float)height;
-  augment_crop_resize(scratch->pixels, scratch->width, scratch->height, (float)box.x * sx,
-                      (float)box.y * sy, (float)box.width * sx, (float)box.height * sy, flip, out,
-                      a->out_side, a->out_side);
+  ImageStatus st;
+  int32_t got_w, got_h;
+  if (info.planar) {
+    st = image_decode_planes(d, bytes, n_bytes, min_w, min_h, &scratch->planes, msg, sizeof msg);
+    got_w = scratch->planes.width, got_h = scratch->planes.height;
+  } else {
+    st = image_decode(d, bytes, n_bytes, min_w, min_h, &scratch->rgb, msg, sizeof msg);
+    got_w = scratch->rgb.width, got_h = scratch->rgb.height;
+  }
+  if (st == IMAGE_ERROR) die_input(name, "%s", msg);
+  float sx = (float)got_w / (float)width, sy = (float)got_h / (float)height;
+  float x = (float)box.x * sx, y = (float)box.y * sy, w = (float)box.width * sx, h = (float)box.height * sy;
+  if (info.planar)
+    augment_crop_resize_planes(&scratch->planes, x, y, w, h, flip, out, a->out_side, a->out_side);
+  else
+    augment_crop_resize(scratch->rgb.pixels, got_w, got_h, x, y, w, h, flip, out, a->out_side,
+                        a->out_side);
 }
 
 typedef struct ClassifySource {
@@ -58,7 +74,7 @@ typedef struct ClassifySource {
 typedef struct ClassifyWorker {
   LmdbTxn *txn;
   ImageDecoder *decoder;
-  Image scratch;
+  ClassifyScratch scratch;
   uint8_t *pixels;  // (out_side, out_side, 3) before normalising
 } ClassifyWorker;
 
@@ -77,7 +93,7 @@ static void classify_thread_free(void *ctx, void *state) {
   ClassifyWorker *w = state;
   lmdb_txn_end(w->txn);
   image_decoder_free(w->decoder);
-  image_free(&w->scratch);
+  classify_scratch_free(&w->scratch);
   free(w->pixels);
   free(w);
 }

@@ -31,11 +31,19 @@ typedef struct ClassifyAugment {
 // ImageNet channel mean and standard deviation; uint8 output.
 ClassifyAugment classify_augment_imagenet(bool train, uint64_t seed);
 
+// Per-thread decode buffers of classify_augment_image.
+typedef struct ClassifyScratch {
+  Image rgb;
+  ImagePlanes planes;
+} ClassifyScratch;
+void classify_scratch_free(ClassifyScratch *s);
+
 // Decodes one encoded image (JPEG or PNG) and augments it as sample `index`
 // of `epoch` into out: (out_side, out_side, 3). A JPEG is decoded at the
 // smallest DCT scale that keeps the crop at least out_side pixels on each
-// side. An image that does not decode stops with a message naming `name`.
-void classify_augment_image(ImageDecoder *d, Image *scratch, const ClassifyAugment *a,
+// side; a YCbCr or grey JPEG to its planes, only the crop being converted to
+// RGB. An image that does not decode stops with a message naming `name`.
+void classify_augment_image(ImageDecoder *d, ClassifyScratch *scratch, const ClassifyAugment *a,
                             const uint8_t *bytes, size_t n_bytes, const char *name,
                             int64_t epoch, int64_t index, uint8_t *out);
 

@@ -81,13 +81,16 @@ static ImageStatus tj_status(ImageDecoder *d, const char *what, char *msg, size_
 
 // The JPEG header; a header cut short can "succeed" with a warning and no
 // size, which counts as an error here.
-static bool jpeg_header(ImageDecoder *d, const uint8_t *bytes, size_t n_bytes, int *width,
-                        int *height, int *colorspace, char *msg, size_t msg_bytes) {
-  int subsamp;
-  *width = *height = 0;
-  int rc = tjDecompressHeader3(d->tj, bytes, (unsigned long)n_bytes, width, height, &subsamp,
-                               colorspace);
-  if (rc == 0 && *width > 0 && *height > 0) return true;
+typedef struct JpegHeader {
+  int width, height, subsamp, colorspace;
+} JpegHeader;
+
+static bool jpeg_header(ImageDecoder *d, const uint8_t *bytes, size_t n_bytes, JpegHeader *h,
+                        char *msg, size_t msg_bytes) {
+  h->width = h->height = 0;
+  int rc = tjDecompressHeader3(d->tj, bytes, (unsigned long)n_bytes, &h->width, &h->height,
+                               &h->subsamp, &h->colorspace);
+  if (rc == 0 && h->width > 0 && h->height > 0) return true;
   tj_status(d, "bad JPEG header", msg, msg_bytes);
   return false;
 }
@@ -102,21 +105,31 @@ static bool png_begin(png_image *img, const uint8_t *bytes, size_t n_bytes, char
   return false;
 }
 
-ImageStatus image_header(ImageDecoder *d, const uint8_t *bytes, size_t n_bytes,
-                         int32_t *width, int32_t *height, char *msg, size_t msg_bytes) {
-  switch (image_sniff(bytes, n_bytes)) {
+// Planes the TurboJPEG YUV decoder can deliver: YCbCr or grey with a known
+// subsampling.
+static bool jpeg_planar(const JpegHeader *h) {
+  return h->subsamp >= 0 && h->subsamp < TJ_NUMSAMP &&
+         (h->colorspace == TJCS_YCbCr || h->colorspace == TJCS_GRAY);
+}
+
+ImageStatus image_header(ImageDecoder *d, const uint8_t *bytes, size_t n_bytes, ImageInfo *info,
+                         char *msg, size_t msg_bytes) {
+  memset(info, 0, sizeof *info);
+  info->format = image_sniff(bytes, n_bytes);
+  switch (info->format) {
     case IMAGE_FORMAT_JPEG: {
-      int w, h, colorspace;
-      if (!jpeg_header(d, bytes, n_bytes, &w, &h, &colorspace, msg, msg_bytes)) return IMAGE_ERROR;
-      *width = w;
-      *height = h;
+      JpegHeader h;
+      if (!jpeg_header(d, bytes, n_bytes, &h, msg, msg_bytes)) return IMAGE_ERROR;
+      info->width = h.width;
+      info->height = h.height;
+      info->planar = jpeg_planar(&h);
       return IMAGE_OK;
     }
     case IMAGE_FORMAT_PNG: {
       png_image img;
       if (!png_begin(&img, bytes, n_bytes, msg, msg_bytes)) return IMAGE_ERROR;
-      *width = (int32_t)img.width;
-      *height = (int32_t)img.height;
+      info->width = (int32_t)img.width;
+      info->height = (int32_t)img.height;
       png_image_free(&img);
       return IMAGE_OK;
     }
@@ -157,12 +170,12 @@ static void cmyk_to_rgb(const uint8_t *cmyk, uint8_t *rgb, size_t pixels) {
 static ImageStatus decode_jpeg(ImageDecoder *d, const uint8_t *bytes, size_t n_bytes,
                                int32_t min_width, int32_t min_height, Image *out, char *msg,
                                size_t msg_bytes) {
-  int w, h, colorspace;
-  if (!jpeg_header(d, bytes, n_bytes, &w, &h, &colorspace, msg, msg_bytes)) return IMAGE_ERROR;
+  JpegHeader h;
+  if (!jpeg_header(d, bytes, n_bytes, &h, msg, msg_bytes)) return IMAGE_ERROR;
   int32_t sw, sh;
-  image_jpeg_scaled_size(w, h, min_width, min_height, &sw, &sh);
+  image_jpeg_scaled_size(h.width, h.height, min_width, min_height, &sw, &sh);
   image_reserve(out, sw, sh);
-  bool cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
+  bool cmyk = h.colorspace == TJCS_CMYK || h.colorspace == TJCS_YCCK;
   uint8_t *dst = out->pixels;
   if (cmyk) {
     size_t bytes_needed = (size_t)sw * sh * 4;
@@ -205,6 +218,47 @@ ImageStatus image_decode(ImageDecoder *d, const uint8_t *bytes, size_t n_bytes,
     case IMAGE_FORMAT_NONE: break;
   }
   return not_an_image(bytes, n_bytes, msg, msg_bytes);
+}
+
+void image_planes_free(ImagePlanes *p) {
+  free(p->buffer);
+  memset(p, 0, sizeof *p);
+}
+
+ImageStatus image_decode_planes(ImageDecoder *d, const uint8_t *bytes, size_t n_bytes,
+                                int32_t min_width, int32_t min_height, ImagePlanes *out,
+                                char *msg, size_t msg_bytes) {
+  if (image_sniff(bytes, n_bytes) != IMAGE_FORMAT_JPEG) return not_an_image(bytes, n_bytes, msg, msg_bytes);
+  JpegHeader h;
+  if (!jpeg_header(d, bytes, n_bytes, &h, msg, msg_bytes)) return IMAGE_ERROR;
+  if (!jpeg_planar(&h)) {
+    snprintf(msg, msg_bytes, "not a YCbCr or grey JPEG (colour space %d)", h.colorspace);
+    return IMAGE_ERROR;
+  }
+  image_jpeg_scaled_size(h.width, h.height, min_width, min_height, &out->width, &out->height);
+  out->count = h.subsamp == TJSAMP_GRAY ? 1 : 3;
+  size_t total = 0;
+  for (int p = 0; p < out->count; p++) {
+    out->plane_width[p] = tjPlaneWidth(p, out->width, h.subsamp);
+    out->plane_height[p] = tjPlaneHeight(p, out->height, h.subsamp);
+    out->scale_x[p] = p ? 8.0f / (float)tjMCUWidth[h.subsamp] : 1.0f;
+    out->scale_y[p] = p ? 8.0f / (float)tjMCUHeight[h.subsamp] : 1.0f;
+    total += (size_t)out->plane_width[p] * out->plane_height[p];
+  }
+  if (total > out->capacity_bytes) {
+    free(out->buffer);
+    out->buffer = xmalloc(total);
+    out->capacity_bytes = total;
+  }
+  uint8_t *next = out->buffer;
+  for (int p = 0; p < out->count; p++) {
+    out->plane[p] = next;
+    next += (size_t)out->plane_width[p] * out->plane_height[p];
+  }
+  if (tjDecompressToYUVPlanes(d->tj, bytes, (unsigned long)n_bytes, out->plane, out->width, NULL,
+                              out->height, 0) != 0)
+    return tj_status(d, "JPEG decode", msg, msg_bytes);
+  return IMAGE_OK;
 }
 
 uint8_t *image_encode_jpeg(const uint8_t *pixels, int32_t width, int32_t height,

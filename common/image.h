@@ -36,9 +36,15 @@ typedef struct ImageDecoder ImageDecoder;
 ImageDecoder *image_decoder_create(void);
 void image_decoder_free(ImageDecoder *d);
 
-// Width and height without decoding the pixels.
-ImageStatus image_header(ImageDecoder *d, const uint8_t *bytes, size_t n_bytes,
-                         int32_t *width, int32_t *height, char *msg, size_t msg_bytes);
+typedef struct ImageInfo {
+  int32_t width, height;
+  ImageFormat format;
+  bool planar;  // a YCbCr or grey JPEG: image_decode_planes applies
+} ImageInfo;
+
+// Size and kind without decoding the pixels.
+ImageStatus image_header(ImageDecoder *d, const uint8_t *bytes, size_t n_bytes, ImageInfo *info,
+                         char *msg, size_t msg_bytes);
 
 // Decodes into out (its buffer grows as needed and is reused). A JPEG is
 // decoded at the smallest DCT scale (1/8, 1/4, 1/2, 1) whose output is at least
@@ -47,6 +53,28 @@ ImageStatus image_header(ImageDecoder *d, const uint8_t *bytes, size_t n_bytes,
 ImageStatus image_decode(ImageDecoder *d, const uint8_t *bytes, size_t n_bytes,
                          int32_t min_width, int32_t min_height, Image *out, char *msg,
                          size_t msg_bytes);
+
+// A JPEG's planes as stored, before chroma upsampling and colour conversion:
+// Y alone (grey) or Y, Cb, Cr, the chroma planes possibly subsampled. When
+// only a crop of the image is kept, resizing the planes and converting the
+// crop to RGB afterwards (augment_crop_resize_planes) costs less than
+// converting the whole image.
+typedef struct ImagePlanes {
+  int32_t width, height;  // of the Y plane
+  int count;              // 1 or 3
+  uint8_t *plane[3];      // (plane_height[p], plane_width[p])
+  int32_t plane_width[3], plane_height[3];
+  float scale_x[3], scale_y[3];  // plane pixels per Y pixel: 1, or 1/2 for subsampled chroma
+  uint8_t *buffer;
+  size_t capacity_bytes;
+} ImagePlanes;
+
+void image_planes_free(ImagePlanes *p);
+// image_decode for planar JPEGs (ImageInfo.planar), with the same DCT scaling;
+// anything else is an error.
+ImageStatus image_decode_planes(ImageDecoder *d, const uint8_t *bytes, size_t n_bytes,
+                                int32_t min_width, int32_t min_height, ImagePlanes *out,
+                                char *msg, size_t msg_bytes);
 
 // The DCT scale image_decode picks: the decoded size for a width x height JPEG.
 void image_jpeg_scaled_size(int32_t width, int32_t height, int32_t min_width,

@@ -258,7 +258,7 @@ static void classify_eval_every_image_with_label(void) {
   CHECK_EQ_INT(count, kImages);
   REQUIRE(loader_batches_per_epoch(l) == 5);
   ImageDecoder *d = image_decoder_create();
-  Image scratch = {0};
+  ClassifyScratch scratch = {0};
   uint8_t expect[kSide * kSide * 3];
   int64_t seen = 0, same = 0;
   for (int k = 0; k < 5; k++) {
@@ -276,7 +276,7 @@ static void classify_eval_every_image_with_label(void) {
   }
   CHECK_EQ_INT(seen, kImages);
   CHECK_EQ_INT(same, kImages);
-  image_free(&scratch);
+  classify_scratch_free(&scratch);
   image_decoder_free(d);
   loader_close(l);
 }

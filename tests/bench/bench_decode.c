@@ -2,8 +2,10 @@
 // decode + random-resized-crop (scale 0.08-1, ratio 3/4-4/3) + flip to
 // 224x224 RGB - over a list of JPEG files held in memory, in two variants:
 //   dct:  classify_augment_image, the trainer's path (TurboJPEG with DCT
-//         scaling chosen from the crop)
-//   full: the same with a full-size decode, to show what the scaling buys
+//         scaling chosen from the crop, YCbCr planes, only the crop
+//         converted to RGB)
+//   full: a full-size RGB decode, then the same crop-resize, to show what
+//         the scaling and the planar path buy
 // Prints one "variant images per CPU-second" line each. tests/bench/bench_decode.sh runs it
 // beside PIL on the same files.
 //   bench_decode --list=files.txt --seconds=5
@@ -57,17 +59,19 @@ static Files read_list(const char *list) {
 }
 
 // One sample without DCT scaling: the crop is taken from the full-size image.
-static void augment_full_decode(ImageDecoder *d, Image *scratch, const ClassifyAugment *a,
+static void augment_full_decode(ImageDecoder *d, ClassifyScratch *scratch, const ClassifyAugment *a,
                                 const uint8_t *bytes, size_t n, int64_t index, uint8_t *out) {
   char msg[512];
-  int32_t w, h;
-  if (image_header(d, bytes, n, &w, &h, msg, sizeof msg) != IMAGE_OK) die_input("image", "%s", msg);
+  ImageInfo info;
+  if (image_header(d, bytes, n, &info, msg, sizeof msg) != IMAGE_OK) die_input("image", "%s", msg);
+  int32_t w = info.width, h = info.height;
   Rng rng = augment_sample_rng(a->seed, 0, index);
   CropBox box = augment_random_resized_crop_box(w, h, a->scale_min, a->scale_max, a->ratio_min,
                                                 a->ratio_max, &rng);
   bool flip = rng_next_uniform(&rng) < 0.5f;
-  if (image_decode(d, bytes, n, 0, 0, scratch, msg, sizeof msg) == IMAGE_ERROR) die_input("image", "%s", msg);
-  augment_crop_resize(scratch->pixels, w, h, (float)box.x, (float)box.y, (float)box.width,
+  if (image_decode(d, bytes, n, 0, 0, &scratch->rgb, msg, sizeof msg) == IMAGE_ERROR)
+    die_input("image", "%s", msg);
+  augment_crop_resize(scratch->rgb.pixels, w, h, (float)box.x, (float)box.y, (float)box.width,
                       (float)box.height, flip, out, a->out_side, a->out_side);
 }
 
@@ -81,7 +85,7 @@ static double cpu_seconds(void) {
 
 static double run_variant(const Files *files, const ClassifyAugment *a, bool dct, double seconds) {
   ImageDecoder *d = image_decoder_create();
-  Image scratch = {0};
+  ClassifyScratch scratch = {0};
   uint8_t *out = xmalloc((size_t)a->out_side * a->out_side * 3);  // (side, side, 3)
   int64_t done = 0;
   double start = cpu_seconds(), now = start;
@@ -95,7 +99,7 @@ static double run_variant(const Files *files, const ClassifyAugment *a, bool dct
     now = cpu_seconds();
   }
   free(out);
-  image_free(&scratch);
+  classify_scratch_free(&scratch);
   image_decoder_free(d);
   return (double)done / (now - start);
 }

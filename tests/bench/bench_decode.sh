@@ -41,10 +41,12 @@ if [[ ! -f $out ]]; then
 # bench_decode: decode + random-resized-crop + flip to 224x224, images/s per core
 
 Written by tests/bench/bench_decode.sh; one row per run. Same photos, same
-pipeline, same run, one pinned core, images per CPU-second. "ours" is classify_augment_image
-(TurboJPEG with DCT scaling, bilinear crop-resize); "ours full" the same
-without DCT scaling; "PIL" torchvision's RandomResizedCrop path on PIL;
-"PIL draft" PIL with its own DCT scaling (Image.draft).
+pipeline, same run, one pinned core, images per CPU-second. "ours" is
+classify_augment_image (TurboJPEG with DCT scaling chosen from the crop, YCbCr
+planes, bilinear crop-resize, only the crop converted to RGB); "ours full" a
+full-size RGB decode and the same crop-resize; "PIL" torchvision's
+RandomResizedCrop path on PIL; "PIL draft" PIL with its own DCT scaling
+(Image.draft).
 
 | date | machine | photos | ours | ours full | PIL | PIL draft | ours / PIL | libjpeg-turbo, Pillow |
 |---|---|---|---|---|---|---|---|---|
