@@ -11,8 +11,8 @@
 
 struct ImageDecoder {
   tjhandle tj;
-  uint8_t *cmyk;  // (height, width, 4) for CMYK/YCCK JPEGs
-  size_t cmyk_bytes;
+  uint8_t *convert;  // CMYK/YCCK JPEGs: (height, width, 4); 16-bit PNGs: (height, width, 3) u16
+  size_t convert_bytes;
 };
 
 void image_free(Image *img) {
@@ -49,7 +49,7 @@ ImageDecoder *image_decoder_create(void) {
 void image_decoder_free(ImageDecoder *d) {
   if (!d) return;
   tjDestroy(d->tj);
-  free(d->cmyk);
+  free(d->convert);
   free(d);
 }
 
@@ -158,6 +158,15 @@ void image_jpeg_scaled_size(int32_t width, int32_t height, int32_t min_width,
   }
 }
 
+static uint8_t *convert_buffer(ImageDecoder *d, size_t bytes) {
+  if (bytes > d->convert_bytes) {
+    free(d->convert);
+    d->convert = xmalloc(bytes);
+    d->convert_bytes = bytes;
+  }
+  return d->convert;
+}
+
 // Adobe CMYK as libjpeg delivers it is inverted (255 = no ink), so each RGB
 // channel is its inverted ink times the inverted black.
 static void cmyk_to_rgb(const uint8_t *cmyk, uint8_t *rgb, size_t pixels) {
@@ -177,34 +186,36 @@ static ImageStatus decode_jpeg(ImageDecoder *d, const uint8_t *bytes, size_t n_b
   image_reserve(out, sw, sh);
   bool cmyk = h.colorspace == TJCS_CMYK || h.colorspace == TJCS_YCCK;
   uint8_t *dst = out->pixels;
-  if (cmyk) {
-    size_t bytes_needed = (size_t)sw * sh * 4;
-    if (bytes_needed > d->cmyk_bytes) {
-      free(d->cmyk);
-      d->cmyk = xmalloc(bytes_needed);
-      d->cmyk_bytes = bytes_needed;
-    }
-    dst = d->cmyk;
-  }
+  if (cmyk) dst = convert_buffer(d, (size_t)sw * sh * 4);
   ImageStatus status = IMAGE_OK;
   if (tjDecompress2(d->tj, bytes, (unsigned long)n_bytes, dst, sw, 0, sh,
                     cmyk ? TJPF_CMYK : TJPF_RGB, 0) != 0)
     status = tj_status(d, "JPEG decode", msg, msg_bytes);
-  if (cmyk && status != IMAGE_ERROR) cmyk_to_rgb(d->cmyk, out->pixels, (size_t)sw * sh);
+  if (cmyk && status != IMAGE_ERROR) cmyk_to_rgb(dst, out->pixels, (size_t)sw * sh);
   return status;
 }
 
-static ImageStatus decode_png(const uint8_t *bytes, size_t n_bytes, Image *out, char *msg,
-                              size_t msg_bytes) {
+static ImageStatus decode_png(ImageDecoder *d, const uint8_t *bytes, size_t n_bytes, Image *out,
+                              char *msg, size_t msg_bytes) {
   png_image img;
   if (!png_begin(&img, bytes, n_bytes, msg, msg_bytes)) return IMAGE_ERROR;
-  img.format = PNG_FORMAT_RGB;  // grey, palette and 16-bit become 8-bit RGB
+  // libpng takes 16-bit samples for linear light and would gamma-encode them
+  // on the way to 8 bits; they are read as they are and scaled instead.
+  bool wide = img.format & PNG_FORMAT_FLAG_LINEAR;
+  img.format = wide ? PNG_FORMAT_LINEAR_RGB : PNG_FORMAT_RGB;  // grey, palette -> RGB
   image_reserve(out, (int32_t)img.width, (int32_t)img.height);
-  if (!png_image_finish_read(&img, NULL, out->pixels, 0, NULL)) {
+  size_t values = (size_t)img.width * img.height * 3;
+  void *dst = wide ? convert_buffer(d, values * sizeof(uint16_t)) : out->pixels;
+  // Transparency is composited onto black (without a background libpng would
+  // composite onto whatever the buffer held).
+  png_color black = {0, 0, 0};
+  if (!png_image_finish_read(&img, &black, dst, 0, NULL)) {
     snprintf(msg, msg_bytes, "PNG decode: %s", img.message);
     png_image_free(&img);
     return IMAGE_ERROR;
   }
+  const uint16_t *wide_values = dst;
+  for (size_t i = 0; wide && i < values; i++) out->pixels[i] = (uint8_t)((wide_values[i] + 128u) / 257u);
   return IMAGE_OK;
 }
 
@@ -214,7 +225,7 @@ ImageStatus image_decode(ImageDecoder *d, const uint8_t *bytes, size_t n_bytes,
   switch (image_sniff(bytes, n_bytes)) {
     case IMAGE_FORMAT_JPEG:
       return decode_jpeg(d, bytes, n_bytes, min_width, min_height, out, msg, msg_bytes);
-    case IMAGE_FORMAT_PNG: return decode_png(bytes, n_bytes, out, msg, msg_bytes);
+    case IMAGE_FORMAT_PNG: return decode_png(d, bytes, n_bytes, out, msg, msg_bytes);
     case IMAGE_FORMAT_NONE: break;
   }
   return not_an_image(bytes, n_bytes, msg, msg_bytes);

@@ -1,7 +1,8 @@
 // image.h: image decoding and encoding. JPEG through the TurboJPEG API of
 // libjpeg-turbo, with DCT-domain scaling when the caller needs much less than
 // the full size; PNG through libpng. Whatever the input (RGB, grey, CMYK or
-// YCCK JPEG; grey, palette, alpha or 16-bit PNG) the output is 8-bit RGB,
+// YCCK JPEG; grey, palette, alpha (composited onto black) or 16-bit PNG) the
+// output is 8-bit RGB,
 // (height, width, 3). The format is taken from the bytes, never the file name.
 #pragma once
 #include <stdbool.h>

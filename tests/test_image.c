@@ -1,6 +1,7 @@
 // Image decoding (JPEG RGB/grey/CMYK, PNG, DCT scaling, bad input) and the
 // classification augmentations.
 #include <math.h>
+#include <png.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,6 +124,62 @@ static void png_rgb_and_grey_exact(void) {
   free(png_grey);
   free(src);
   free(grey);
+}
+
+// A 16-bit grey PNG keeps its values (scaled to 8 bits), not gamma-encoded.
+static void png_16_bit_scaled(void) {
+  enum { W = 7, H = 5 };
+  uint16_t grey[W * H];
+  for (int i = 0; i < W * H; i++) grey[i] = (uint16_t)(i * 1900);
+  png_image img;
+  memset(&img, 0, sizeof img);
+  img.version = PNG_IMAGE_VERSION;
+  img.width = W;
+  img.height = H;
+  img.format = PNG_FORMAT_LINEAR_Y;
+  uint8_t png[4096];
+  png_alloc_size_t n = sizeof png;
+  REQUIRE(png_image_write_to_memory(&img, png, &n, 0, grey, 0, NULL));
+  Image out = {0};
+  char msg[512];
+  REQUIRE(decode(png, n, 0, 0, &out, msg) == IMAGE_OK);
+  REQUIRE(out.width == W && out.height == H);
+  int exact = 0;
+  for (int i = 0; i < W * H; i++)
+    exact += out.pixels[3 * i] == (grey[i] + 128) / 257 && out.pixels[3 * i + 2] == out.pixels[3 * i];
+  CHECK_EQ_INT(exact, W * H);
+  image_free(&out);
+}
+
+// An RGBA PNG: opaque pixels keep their colour, transparent ones turn black,
+// whatever the output buffer held before.
+static void png_alpha_onto_black(void) {
+  enum { W = 4, H = 2 };
+  uint8_t rgba[W * H * 4];
+  for (int i = 0; i < W * H; i++) {
+    rgba[4 * i] = 200, rgba[4 * i + 1] = 100, rgba[4 * i + 2] = 50;
+    rgba[4 * i + 3] = i % 2 ? 255 : 0;
+  }
+  png_image img;
+  memset(&img, 0, sizeof img);
+  img.version = PNG_IMAGE_VERSION;
+  img.width = W;
+  img.height = H;
+  img.format = PNG_FORMAT_RGBA;
+  uint8_t png[4096];
+  png_alloc_size_t n = sizeof png;
+  REQUIRE(png_image_write_to_memory(&img, png, &n, 0, rgba, 0, NULL));
+  Image out = {.pixels = malloc(W * H * 3), .capacity_bytes = W * H * 3};
+  memset(out.pixels, 0x77, W * H * 3);
+  char msg[512];
+  REQUIRE(decode(png, n, 0, 0, &out, msg) == IMAGE_OK);
+  int right = 0;
+  for (int i = 0; i < W * H; i++) {
+    const uint8_t *p = out.pixels + 3 * i;
+    right += i % 2 ? p[0] == 200 && p[1] == 100 && p[2] == 50 : p[0] == 0 && p[1] == 0 && p[2] == 0;
+  }
+  CHECK_EQ_INT(right, W * H);
+  image_free(&out);
 }
 
 static void dct_scaling_picks_smallest_enough(void) {
@@ -372,6 +429,8 @@ int main(void) {
   TEST_RUN(jpeg_grey_becomes_rgb);
   TEST_RUN(jpeg_cmyk_becomes_rgb);
   TEST_RUN(png_rgb_and_grey_exact);
+  TEST_RUN(png_16_bit_scaled);
+  TEST_RUN(png_alpha_onto_black);
   TEST_RUN(dct_scaling_picks_smallest_enough);
   TEST_RUN(bad_images);
   TEST_RUN(random_resized_crop_ranges);
