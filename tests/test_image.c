@@ -126,20 +126,27 @@ static void png_rgb_and_grey_exact(void) {
   free(grey);
 }
 
+// A PNG of a format image_encode_png does not write; its size, 0 on failure.
+static size_t write_png(const void *pixels, int w, int h, uint32_t format, uint8_t *png,
+                        size_t capacity) {
+  png_image img;
+  memset(&img, 0, sizeof img);
+  img.version = PNG_IMAGE_VERSION;
+  img.width = (png_uint_32)w;
+  img.height = (png_uint_32)h;
+  img.format = format;
+  png_alloc_size_t n = capacity;
+  return png_image_write_to_memory(&img, png, &n, 0, pixels, 0, NULL) ? n : 0;
+}
+
 // A 16-bit grey PNG keeps its values (scaled to 8 bits), not gamma-encoded.
 static void png_16_bit_scaled(void) {
   enum { W = 7, H = 5 };
   uint16_t grey[W * H];
   for (int i = 0; i < W * H; i++) grey[i] = (uint16_t)(i * 1900);
-  png_image img;
-  memset(&img, 0, sizeof img);
-  img.version = PNG_IMAGE_VERSION;
-  img.width = W;
-  img.height = H;
-  img.format = PNG_FORMAT_LINEAR_Y;
   uint8_t png[4096];
-  png_alloc_size_t n = sizeof png;
-  REQUIRE(png_image_write_to_memory(&img, png, &n, 0, grey, 0, NULL));
+  size_t n = write_png(grey, W, H, PNG_FORMAT_LINEAR_Y, png, sizeof png);
+  REQUIRE(n > 0);
   Image out = {0};
   char msg[512];
   REQUIRE(decode(png, n, 0, 0, &out, msg) == IMAGE_OK);
@@ -160,15 +167,9 @@ static void png_alpha_onto_black(void) {
     rgba[4 * i] = 200, rgba[4 * i + 1] = 100, rgba[4 * i + 2] = 50;
     rgba[4 * i + 3] = i % 2 ? 255 : 0;
   }
-  png_image img;
-  memset(&img, 0, sizeof img);
-  img.version = PNG_IMAGE_VERSION;
-  img.width = W;
-  img.height = H;
-  img.format = PNG_FORMAT_RGBA;
   uint8_t png[4096];
-  png_alloc_size_t n = sizeof png;
-  REQUIRE(png_image_write_to_memory(&img, png, &n, 0, rgba, 0, NULL));
+  size_t n = write_png(rgba, W, H, PNG_FORMAT_RGBA, png, sizeof png);
+  REQUIRE(n > 0);
   Image out = {.pixels = malloc(W * H * 3), .capacity_bytes = W * H * 3};
   memset(out.pixels, 0x77, W * H * 3);
   char msg[512];
