@@ -334,10 +334,11 @@ static void planes_match_rgb_path(void) {
     REQUIRE(image_header(d, cases[c].jpeg, cases[c].n, &info, msg, sizeof msg) == IMAGE_OK);
     CHECK(info.planar && info.width == W && info.height == H && info.format == IMAGE_FORMAT_JPEG);
     for (int scaled = 0; scaled < 2; scaled++) {
-      int32_t min = scaled ? 60 : 0;  // 60: 1/2 scale
+      int32_t min = scaled ? 50 : 0;  // 50: 1/2 scale, 75x55
       REQUIRE(image_decode_planes(d, cases[c].jpeg, cases[c].n, min, min, &planes, msg, sizeof msg) == IMAGE_OK);
       REQUIRE(image_decode(d, cases[c].jpeg, cases[c].n, min, min, &full, msg, sizeof msg) == IMAGE_OK);
       REQUIRE(planes.count == cases[c].count && planes.width == full.width && planes.height == full.height);
+      CHECK_EQ_INT(planes.width, scaled ? 75 : W);
       if (planes.count == 3) CHECK(planes.plane_width[1] == (planes.width + 1) / 2 && planes.scale_x[1] == 0.5f);
       float k = (float)full.width / W;
       augment_crop_resize_planes(&planes, 20 * k, 10 * k, 90 * k, 80 * k, scaled, a, S, S);
