@@ -40,7 +40,8 @@ struct Loader {
   EpochOrder *orders;   // (ring_batches + 1,)
   pthread_t *threads;   // (threads,)
   atomic_int_fast64_t next_task;
-  pthread_mutex_t mu;
+  pthread_mutex_t mu;  // released, stop and the slots' ready_batch
+  pthread_mutex_t order_mu;
   pthread_cond_t slot_freed, batch_ready;
   int64_t released;     // batches the trainer is done with
   int64_t current;      // stream batch handed out last; -1 before the first
@@ -62,12 +63,14 @@ static BatchPlace batch_place(const Loader *l, int64_t k) {
 
 static const uint32_t *epoch_order(Loader *l, int64_t epoch) {
   EpochOrder *o = &l->orders[epoch % (l->cfg.ring_batches + 1)];
-  pthread_mutex_lock(&l->mu);
+  // A lock of its own: shuffling a large data set takes a while, and the
+  // trainer must not wait on it to release a batch.
+  pthread_mutex_lock(&l->order_mu);
   if (o->epoch != epoch) {
     sampler_epoch_order(&l->cfg.sampler, epoch, o->records);
     o->epoch = epoch;
   }
-  pthread_mutex_unlock(&l->mu);
+  pthread_mutex_unlock(&l->order_mu);
   return o->records;
 }
 
@@ -171,6 +174,7 @@ Loader *loader_open(const LoaderConfig *cfg) {
   atomic_init(&l->next_task, 0);
   l->current = -1;
   pthread_mutex_init(&l->mu, NULL);
+  pthread_mutex_init(&l->order_mu, NULL);
   pthread_cond_init(&l->slot_freed, NULL);
   pthread_cond_init(&l->batch_ready, NULL);
   l->threads = xcalloc((size_t)cfg->threads, sizeof *l->threads);
@@ -248,6 +252,7 @@ void loader_close(Loader *l) {
   pthread_cond_destroy(&l->slot_freed);
   pthread_cond_destroy(&l->batch_ready);
   pthread_mutex_destroy(&l->mu);
+  pthread_mutex_destroy(&l->order_mu);
   free(l->orders);
   free(l->slots);
   free(l->threads);
