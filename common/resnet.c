@@ -231,8 +231,8 @@ static void init_values(Resnet *net, uint64_t seed, int64_t bn_channels) {
   free(stats);
 }
 
-void resnet_init(Resnet *net, const ResnetConfig *cfg, int64_t max_batch, DeviceKind device,
-                 uint64_t seed) {
+void resnet_init(Resnet *net, const ResnetConfig *cfg, int64_t max_batch, int n_state,
+                 DeviceKind device, uint64_t seed) {
   memset(net, 0, sizeof *net);
   net->cfg = *cfg;
   net->device = device;
@@ -249,7 +249,7 @@ void resnet_init(Resnet *net, const ResnetConfig *cfg, int64_t max_batch, Device
   build(&fill);
   net->n_params = fill.n_params;
 
-  paramset_init(&net->params, net->specs, net->n_params, 0, device);
+  paramset_init(&net->params, net->specs, net->n_params, n_state, device);
   init_values(net, seed, fill.bn_channels);
 
   int64_t act = max_batch * fill.max_act;

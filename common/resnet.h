@@ -88,11 +88,12 @@ typedef struct Resnet {
   size_t scratch_bytes;
 } Resnet;
 
-// Builds the layer list and parameter table, allocates every buffer for
-// batches of up to max_batch on `device`, and initialises the parameters from
-// seed (Kaiming-normal convolutions, N(0, 0.01) classifier, BN 1/0).
-void resnet_init(Resnet *net, const ResnetConfig *cfg, int64_t max_batch, DeviceKind device,
-                 uint64_t seed);
+// Builds the layer list and parameter table (with n_state optimizer state
+// buffers: optim_state_count), allocates every buffer for batches of up to
+// max_batch on `device`, and initialises the parameters from seed
+// (Kaiming-normal convolutions, N(0, 0.01) classifier, BN 1/0).
+void resnet_init(Resnet *net, const ResnetConfig *cfg, int64_t max_batch, int n_state,
+                 DeviceKind device, uint64_t seed);
 void resnet_free(Resnet *net);
 
 // Forward of a batch x (n, S, S, in_channels) fp32; returns the logits

@@ -35,7 +35,7 @@ static void parameter_counts(void) {
     c.image_size = 32;  // the count does not depend on it; keeps buffers small
     REQUIRE(resnet_parse_stages(&c, nets[i].stages));
     Resnet net;
-    resnet_init(&net, &c, 1, DEVICE_CPU, 1);
+    resnet_init(&net, &c, 1, 0, DEVICE_CPU, 1);
     CHECK_EQ_INT(paramset_count_params(&net.params), nets[i].want);
     resnet_free(&net);
   }
@@ -66,7 +66,7 @@ static void check_gradients(ResnetConfig cfg, int64_t n, double tol) {
   Device dev;
   device_open(&dev, DEVICE_CPU, 0);
   Resnet net;
-  resnet_init(&net, &cfg, n, DEVICE_CPU, 3);
+  resnet_init(&net, &cfg, n, 0, DEVICE_CPU, 3);
   // Non-trivial BN parameters, so their gradients are not degenerate.
   ParamSet *ps = &net.params;
   for (int i = 0; i < ps->count; i++)
@@ -116,7 +116,7 @@ static void running_statistics_and_eval(void) {
   Device dev;
   device_open(&dev, DEVICE_CPU, 0);
   Resnet net;
-  resnet_init(&net, &cfg, 4, DEVICE_CPU, 1);
+  resnet_init(&net, &cfg, 4, 0, DEVICE_CPU, 1);
   float x[4 * 8 * 8 * 3];
   test_fill_uniform(x, 4 * 8 * 8 * 3, 9, 2, 4);  // mean 3: the running mean must move
   Tensor tx = TENSOR(x, DT_F32, DEVICE_CPU, 4, 8, 8, 3);
@@ -145,8 +145,8 @@ static void gpu_matches_cpu(void) {
   device_open(&cpu, DEVICE_CPU, 0);
   device_open(&gpu, DEVICE_CUDA, 0);
   Resnet a, b;
-  resnet_init(&a, &cfg, n, DEVICE_CPU, 7);
-  resnet_init(&b, &cfg, n, DEVICE_CUDA, 7);
+  resnet_init(&a, &cfg, n, 0, DEVICE_CPU, 7);
+  resnet_init(&b, &cfg, n, 0, DEVICE_CUDA, 7);
   size_t xb = (size_t)(n * 32 * 32 * 3) * sizeof(float);
   float *x = malloc(xb);
   test_fill_uniform(x, n * 32 * 32 * 3, 1, -1, 1);

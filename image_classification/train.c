@@ -1,0 +1,365 @@
+// train.c: ResNet v1.5 on an ImageNet-layout LMDB data set to a top-1
+// target, MLPerf style. Reads top to bottom as the procedure:
+//   init: flags, device, ranks, model, optimizer, schedule, data
+//   run:  blocks of epochs, each followed by an eval over the whole val set,
+//         until top-1 >= target (run_stop success) or the epoch limit (aborted)
+//
+//   resnet --config=image_classification/configs/small.conf --data_dir=data/resnet/small
+//   mpirun -np 8 resnet --config=image_classification/configs/full_8gpu.conf --data_dir=...
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "classify_data.h"
+#include "config.h"
+#include "dist.h"
+#include "lmdb_store.h"
+#include "ops_dense.h"
+#include "ops_loss.h"
+#include "optim.h"
+#include "resnet.h"
+#include "rng.h"
+#include "schedule.h"
+#include "timer.h"
+#include "trainer.h"
+
+static const ConfigKey kKeys[] = {
+    // Model.
+    {"block", CFG_STRING, "bottleneck", "residual block: bottleneck or basic"},
+    {"stages", CFG_STRING, "3,4,6,3", "blocks per stage (ResNet-50: 3,4,6,3)"},
+    {"width", CFG_INT, "64", "channels of the first stage"},
+    {"image_size", CFG_INT, "224", "side of the training and eval crops"},
+    {"imagenet_stem", CFG_BOOL, "true", "7x7/2 conv + max pool; false: one 3x3 conv"},
+    {"num_classes", CFG_INT, "1000", "classes of the data set"},
+    // Data.
+    {"resize_side", CFG_INT, "256", "eval: short side before the centre crop"},
+    {"crop_scale_min", CFG_FLOAT, "0.08", "train: smallest random-resized-crop area"},
+    {"loader_threads", CFG_INT, "8", "decode and augment threads per rank"},
+    {"synthetic", CFG_BOOL, "false", "random data on the device: throughput only, no eval"},
+    {"tf32", CFG_BOOL, "true", "CUDA: fp32 convolutions and GEMMs on TF32 tensor cores"},
+    {"synthetic_steps", CFG_INT, "100", "timed steps of a synthetic run (after 10 warm-up)"},
+    // Optimisation.
+    {"batch_size", CFG_INT, "256", "global batch (all ranks together)"},
+    {"optimizer", CFG_STRING, "lars", "lars or sgd"},
+    {"base_lr", CFG_FLOAT, "10.5", "peak learning rate"},
+    {"end_lr", CFG_FLOAT, "0.0001", "learning rate at the end of the polynomial decay"},
+    {"poly_power", CFG_FLOAT, "2", "power of the polynomial decay"},
+    {"warmup_epochs", CFG_FLOAT, "2", "linear warmup"},
+    {"decay_epochs", CFG_FLOAT, "0", "warmup + decay length in epochs; 0: max_epochs"},
+    {"momentum", CFG_FLOAT, "0.9", "SGD/LARS momentum"},
+    {"weight_decay", CFG_FLOAT, "5e-5", "L2 weight decay (not on biases and BN)"},
+    {"lars_eta", CFG_FLOAT, "0.001", "LARS trust coefficient"},
+    {"label_smoothing", CFG_FLOAT, "0.1", "cross-entropy label smoothing"},
+    // Run.
+    {"max_epochs", CFG_INT, "41", "epoch limit: run_stop aborted there"},
+    {"target_accuracy", CFG_FLOAT, "0.759", "top-1 that ends the run"},
+    {"eval_every", CFG_INT, "4", "epochs between evals"},
+    {"eval_offset", CFG_INT, "0", "the first eval comes after epoch eval_every - eval_offset"},
+};
+
+typedef struct Trainer {
+  TrainerRun run;
+  Config cfg;
+  Dist dist;
+  Resnet net;
+  Optimizer opt;
+  Schedule sched;
+  int64_t global_batch, local_batch;
+  int64_t train_samples, eval_samples;
+  int64_t steps_per_epoch;
+  float label_smoothing;
+  Tensor loss;     // (1) fp32 on the device
+  Tensor dlogits;  // (local_batch, classes)
+  Tensor logits_host;  // (local_batch, classes) eval scores on the host
+} Trainer;
+
+static ResnetConfig model_config(const Config *cfg) {
+  ResnetConfig m = resnet_config_50();
+  const char *block = config_string(cfg, "block");
+  if (strcmp(block, "bottleneck") == 0)
+    m.block = RESNET_BOTTLENECK;
+  else if (strcmp(block, "basic") == 0)
+    m.block = RESNET_BASIC;
+  else
+    die_input("block", "'%s' is neither bottleneck nor basic", block);
+  if (!resnet_parse_stages(&m, config_string(cfg, "stages")))
+    die_input("stages", "'%s' is not 1 to 4 comma-separated block counts", config_string(cfg, "stages"));
+  m.width = (int)config_int(cfg, "width");
+  m.image_size = (int)config_int(cfg, "image_size");
+  m.imagenet_stem = config_bool(cfg, "imagenet_stem");
+  m.num_classes = (int)config_int(cfg, "num_classes");
+  if (m.width < 1 || m.image_size < 8 || m.num_classes < 2)
+    die_input("width/image_size/num_classes", "need width >= 1, image_size >= 8, num_classes >= 2");
+  return m;
+}
+
+static ClassifyAugment augment_config(const Trainer *t, bool train) {
+  const Config *cfg = &t->cfg;
+  ClassifyAugment a = classify_augment_imagenet(train, (uint64_t)config_int(cfg, "seed"));
+  a.out_side = (int32_t)config_int(cfg, "image_size");
+  a.resize_side = (int32_t)config_int(cfg, "resize_side");
+  a.scale_min = (float)config_float(cfg, "crop_scale_min");
+  a.float_output = true;
+  return a;
+}
+
+static void split_dir(const Trainer *t, const char *split, char *buf, size_t buf_bytes) {
+  snprintf(buf, buf_bytes, "%s/lmdb/%s", trainer_data_dir(&t->run), split);
+}
+
+static int64_t lmdb_count(const Trainer *t, const char *split) {
+  char dir[1100];
+  split_dir(t, split, dir, sizeof dir);
+  LmdbReader *r = lmdb_reader_open(dir);
+  int64_t n = lmdb_reader_count(r);
+  lmdb_reader_close(r);
+  return n;
+}
+
+static Loader *open_loader(Trainer *t, bool train, int64_t start_epoch, int64_t *count) {
+  char dir[1100];
+  split_dir(t, train ? "train" : "val", dir, sizeof dir);
+  ClassifyLoaderConfig lc = {
+      .lmdb_dir = dir, .augment = augment_config(t, train), .batch_size = t->local_batch,
+      .threads = (int)config_int(&t->cfg, "loader_threads"), .ring_batches = 4,
+      .rank = t->dist.rank, .world = t->dist.size, .start_epoch = start_epoch, .dev = &t->run.dev,
+  };
+  return classify_loader_open(&lc, count);
+}
+
+static void setup_optimizer(Trainer *t) {
+  const Config *cfg = &t->cfg;
+  int kind = optim_kind_parse(config_string(cfg, "optimizer"));  // checked in main
+  OptConfig oc = optim_defaults((OptKind)kind);
+  oc.momentum = (float)config_float(cfg, "momentum");
+  oc.weight_decay = (float)config_float(cfg, "weight_decay");
+  oc.lars_eta = (float)config_float(cfg, "lars_eta");
+  optim_init(&t->opt, &oc, &t->net.params);
+
+  double warmup = config_float(cfg, "warmup_epochs"), decay = config_float(cfg, "decay_epochs");
+  if (decay <= 0) decay = (double)config_int(cfg, "max_epochs");
+  t->sched = (Schedule){
+      .kind = SCHED_POLY, .base_lr = config_float(cfg, "base_lr"),
+      .warmup_steps = (int64_t)llround(warmup * (double)t->steps_per_epoch),
+      .steps_per_epoch = t->steps_per_epoch, .end_lr = config_float(cfg, "end_lr"),
+      .power = config_float(cfg, "poly_power"),
+      .decay_steps = (int64_t)llround((decay - warmup) * (double)t->steps_per_epoch),
+  };
+  schedule_check(&t->sched);
+  optim_log(&oc, &t->run.log);
+  schedule_log(&t->sched, (OptKind)kind, &t->run.log);
+}
+
+// One step on a batch already on the device: forward, loss, backward,
+// all-reduce, update. Returns nothing; the loss stays on the device.
+static void train_step(Trainer *t, const Tensor *images, const Tensor *labels, int64_t step) {
+  const Device *dev = &t->run.dev;
+  optim_grads_zero(dev, &t->net.params);
+  const Tensor *logits = resnet_forward(&t->net, dev, images, true);
+  Tensor dlogits = t->dlogits;
+  dlogits.shape[0] = images->shape[0];
+  op_softmax_xent(dev, logits, labels, t->label_smoothing, -1, 1.0f, &t->loss, NULL, &dlogits);
+  resnet_backward(&t->net, dev, &dlogits);
+  dist_grad_wait(&t->dist);
+  optim_step(&t->opt, dev, &t->net.params, (float)schedule_lr(&t->sched, step));
+}
+
+static float read_loss(const Trainer *t) {
+  float v;
+  device_sync(&t->run.dev);
+  device_copy(DEVICE_CPU, &v, t->loss.device, t->loss.data, sizeof v);
+  return v;
+}
+
+// Top-1 over the whole validation set, every rank a shard, counts summed.
+static double evaluate(Trainer *t) {
+  const Device *dev = &t->run.dev;
+  int64_t count;
+  Loader *l = open_loader(t, false, 0, &count);
+  int64_t counts[2] = {0, 0};  // correct, seen
+  int64_t classes = t->net.cfg.num_classes;
+  for (int64_t b = 0; b < loader_batches_per_epoch(l); b++) {
+    const LoaderBatch *batch = loader_next(l);
+    int64_t n = batch->count, side = t->net.cfg.image_size;
+    Tensor x = TENSOR(batch->device[0], DT_F32, dev->kind, n, side, side, 3);
+    const Tensor *logits = resnet_forward(&t->net, dev, &x, false);
+    device_sync(dev);
+    device_copy(DEVICE_CPU, t->logits_host.data, dev->kind, logits->data, tensor_bytes(logits));
+    const float *s = t->logits_host.data;
+    const int32_t *labels = batch->host[1];
+    for (int64_t i = 0; i < n; i++) {
+      int64_t best = 0;
+      for (int64_t c = 1; c < classes; c++)
+        if (s[i * classes + c] > s[i * classes + best]) best = c;
+      counts[0] += best == labels[i];
+    }
+    counts[1] += n;
+  }
+  loader_close(l);
+  dist_sum_i64(&t->dist, counts, 2);
+  if (counts[1] != t->eval_samples)
+    DIE("eval saw %lld images of %lld", (long long)counts[1], (long long)t->eval_samples);
+  return (double)counts[0] / (double)counts[1];
+}
+
+static bool is_eval_epoch(const Trainer *t, int64_t epoch) {
+  int64_t every = config_int(&t->cfg, "eval_every"), offset = config_int(&t->cfg, "eval_offset");
+  return (epoch + offset) % every == 0 || epoch == config_int(&t->cfg, "max_epochs");
+}
+
+// Epochs until the top-1 target; returns whether it was reached.
+static bool train_to_target(Trainer *t) {
+  MLLog *log = &t->run.log;
+  const Device *dev = &t->run.dev;
+  int64_t max_epochs = config_int(&t->cfg, "max_epochs");
+  double target = config_float(&t->cfg, "target_accuracy");
+  Loader *train = open_loader(t, true, 1, NULL);
+  Progress progress;
+  progress_start(&progress, "train", max_epochs * t->steps_per_epoch);
+  int64_t step = 0, side = t->net.cfg.image_size;
+  bool reached = false;
+  int64_t block_first = 1;
+  for (int64_t epoch = 1; epoch <= max_epochs && !reached; epoch++) {
+    if (epoch == block_first) {
+      int64_t count = 1;
+      while (!is_eval_epoch(t, block_first + count - 1)) count++;
+      MLLOG_START(log, "block_start", {"first_epoch_num", mlv_int(block_first)},
+                  {"epoch_count", mlv_int(count)});
+    }
+    MLLOG_START(log, "epoch_start", {"epoch_num", mlv_int(epoch)});
+    for (int64_t s = 0; s < t->steps_per_epoch; s++, step++) {
+      const LoaderBatch *batch = loader_next(train);
+      Tensor x = TENSOR(batch->device[0], DT_F32, dev->kind, batch->count, side, side, 3);
+      Tensor y = TENSOR(batch->device[1], DT_I32, dev->kind, batch->count);
+      train_step(t, &x, &y, step);
+      if (progress_due(&progress))
+        progress_update(&progress, step + 1, (step + 1) * t->global_batch, read_loss(t));
+    }
+    MLLOG_END(log, "epoch_stop", {"epoch_num", mlv_int(epoch)});
+    if (!is_eval_epoch(t, epoch)) continue;
+    MLLOG_END(log, "block_stop", {"first_epoch_num", mlv_int(block_first)});
+    MLLOG_START(log, "eval_start", {"epoch_num", mlv_int(epoch)});
+    double top1 = evaluate(t);
+    MLLOG_POINT(log, "eval_accuracy", mlv_float(top1), {"epoch_num", mlv_int(epoch)});
+    MLLOG_END(log, "eval_stop", {"epoch_num", mlv_int(epoch)});
+    if (t->dist.rank == 0)
+      fprintf(stderr, "epoch %lld: top-1 %.4f (target %.4f), loss %.4f\n", (long long)epoch, top1,
+              target, read_loss(t));
+    reached = dist_all_agree(&t->dist, top1 >= target);
+    block_first = epoch + 1;
+  }
+  LoaderStats st = loader_stats(train);
+  if (t->dist.rank == 0)
+    fprintf(stderr, "loader: trainer waited %.1f s over %lld batches (%lld stalls)\n", st.wait_s,
+            (long long)st.batches, (long long)st.stalls);
+  loader_close(train);
+  return reached;
+}
+
+// Throughput on random data already on the device; no eval, no target.
+static void synthetic_run(Trainer *t) {
+  const Device *dev = &t->run.dev;
+  int64_t n = t->local_batch, side = t->net.cfg.image_size, classes = t->net.cfg.num_classes;
+  size_t x_bytes = (size_t)(n * side * side * 3) * sizeof(float);
+  float *x_host = xmalloc(x_bytes);
+  int32_t *y_host = xmalloc((size_t)n * sizeof(int32_t));
+  rng_fill_normal_cpu(x_host, n * side * side * 3, 1, 0, 0, 0.0f, 1.0f);
+  for (int64_t i = 0; i < n; i++) y_host[i] = (int32_t)(rng_u32(1, 1, (uint64_t)i) % classes);
+  void *x_dev = device_alloc(dev->kind, x_bytes), *y_dev = device_alloc(dev->kind, (size_t)n * 4);
+  device_copy(dev->kind, x_dev, DEVICE_CPU, x_host, x_bytes);
+  device_copy(dev->kind, y_dev, DEVICE_CPU, y_host, (size_t)n * 4);
+  Tensor x = TENSOR(x_dev, DT_F32, dev->kind, n, side, side, 3), y = TENSOR(y_dev, DT_I32, dev->kind, n);
+  int64_t steps = config_int(&t->cfg, "synthetic_steps");
+  for (int64_t s = 0; s < 10; s++) train_step(t, &x, &y, s);
+  device_sync(dev);
+  double start = time_now_s();
+  for (int64_t s = 0; s < steps; s++) train_step(t, &x, &y, 10 + s);
+  device_sync(dev);
+  double seconds = time_now_s() - start;
+  if (t->dist.rank == 0)
+    printf("synthetic: %lld steps of %lld images: %.1f images/s (loss %.4f)\n", (long long)steps,
+           (long long)t->global_batch, (double)(steps * t->global_batch) / seconds, read_loss(t));
+  device_free(dev->kind, x_dev);
+  device_free(dev->kind, y_dev);
+  free(x_host);
+  free(y_host);
+}
+
+int main(int argc, char **argv) {
+  Trainer t = {0};
+  dist_init(&t.dist, &argc, &argv);
+  config_init(&t.cfg);
+  config_add_keys(&t.cfg, kKeys, (int)(sizeof kKeys / sizeof kKeys[0]));
+  trainer_begin(&t.run, "resnet", &t.cfg, argc, argv, t.dist.rank, dist_device_index(&t.dist));
+  const Config *cfg = &t.cfg;
+  MLLog *log = &t.run.log;
+  bool synthetic = config_bool(cfg, "synthetic");
+
+  t.global_batch = config_int(cfg, "batch_size");
+  if (t.global_batch < t.dist.size || t.global_batch % t.dist.size)
+    die_input("batch_size", "%lld does not split evenly over %d ranks", (long long)t.global_batch,
+              t.dist.size);
+  t.local_batch = t.global_batch / t.dist.size;
+  t.label_smoothing = (float)config_float(cfg, "label_smoothing");
+  op_conv2d_set_tf32(&t.run.dev, config_bool(cfg, "tf32"));
+  op_gemm_set_tf32(&t.run.dev, config_bool(cfg, "tf32"));
+
+  if (synthetic) {
+    t.train_samples = t.eval_samples = t.global_batch;
+  } else {
+    t.train_samples = lmdb_count(&t, "train");
+    t.eval_samples = lmdb_count(&t, "val");
+  }
+  t.steps_per_epoch = t.train_samples / t.global_batch;
+  if (t.steps_per_epoch < 1)
+    die_input("batch_size", "%lld is larger than the %lld training images", (long long)t.global_batch,
+              (long long)t.train_samples);
+
+  ResnetConfig model = model_config(cfg);
+  int opt_kind = optim_kind_parse(config_string(cfg, "optimizer"));
+  if (opt_kind != OPT_LARS && opt_kind != OPT_SGD)
+    die_input("optimizer", "'%s' is neither lars nor sgd", config_string(cfg, "optimizer"));
+  resnet_init(&t.net, &model, t.local_batch, optim_state_count((OptKind)opt_kind), t.run.dev.kind,
+              (uint64_t)config_int(cfg, "seed"));
+  dist_attach(&t.dist, &t.run.dev, &t.net.params, (size_t)25 << 20);
+  dist_broadcast_params(&t.dist);
+  int64_t classes = model.num_classes;
+  t.loss = TENSOR(device_alloc(t.run.dev.kind, sizeof(float)), DT_F32, t.run.dev.kind, 1);
+  t.dlogits = TENSOR(device_alloc(t.run.dev.kind, (size_t)(t.local_batch * classes) * sizeof(float)),
+                     DT_F32, t.run.dev.kind, t.local_batch, classes);
+  t.logits_host = TENSOR(xmalloc((size_t)(t.local_batch * classes) * sizeof(float)), DT_F32,
+                         DEVICE_CPU, t.local_batch, classes);
+
+
+  MLLOG_POINT(log, "global_batch_size", mlv_int(t.global_batch));
+  MLLOG_POINT(log, "gradient_accumulation_steps", mlv_int(1));
+  MLLOG_POINT(log, "model_bn_span", mlv_int(t.local_batch));
+  MLLOG_POINT(log, "train_samples", mlv_int(t.train_samples));
+  MLLOG_POINT(log, "eval_samples", mlv_int(t.eval_samples));
+  setup_optimizer(&t);
+  if (t.dist.rank == 0)
+    fprintf(stderr, "resnet: %lld parameters, %d rank(s), %lld images per rank per step, %lld steps per epoch\n",
+            (long long)paramset_count_params(&t.net.params), t.dist.size, (long long)t.local_batch,
+            (long long)t.steps_per_epoch);
+
+  trainer_start(&t.run);
+  bool reached = false;
+  if (synthetic)
+    synthetic_run(&t);
+  else
+    reached = train_to_target(&t);
+  trainer_finish(&t.run, reached);
+
+  device_free(t.loss.device, t.loss.data);
+  device_free(t.dlogits.device, t.dlogits.data);
+  free(t.logits_host.data);
+  optim_free(&t.opt);
+  dist_detach(&t.dist);
+  resnet_free(&t.net);
+  trainer_close(&t.run);
+  config_free(&t.cfg);
+  dist_finalize(&t.dist);
+  return 0;
+}

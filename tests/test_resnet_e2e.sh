@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# ResNet end to end on CPU, the path `make run` takes: Fashion-MNIST through
+# the ImageNet layout and converter (image_classification/prepare_data.sh),
+# training to image_classification/configs/small.conf's target, the official
+# compliance checker on the log (resnet rules with only the target changed),
+# bad flags, and a 2-rank data-parallel run under mpirun.
+# Usage: tests/test_resnet_e2e.sh BUILD_DIR
+set -uo pipefail
+build=${1:-build}
+cd "$(dirname "$0")/.."
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+conf=image_classification/configs/small.conf
+target=$(sed -n 's/^[[:space:]]*target_accuracy[[:space:]]*=[[:space:]]*\([0-9.]*\).*/\1/p' $conf)
+export PROGRESS_INTERVAL_S=1000
+
+if [[ ! -x $build/bin/resnet ]]; then
+  echo "FAIL resnet_e2e: $build/bin/resnet is not built"
+  exit 1
+fi
+
+# 1. The data set, through the real converter.
+if bash image_classification/prepare_data.sh small "$tmp/data" "$build" >"$tmp/prep.out" 2>&1 &&
+  [[ -d $tmp/data/lmdb/train && -d $tmp/data/lmdb/val ]]; then
+  echo "PASS resnet_prepare_small"
+else
+  echo "FAIL resnet_prepare_small: $(tail -n 1 "$tmp/prep.out")"
+  exit 1
+fi
+
+# 2. Train to the target; the log complies.
+log=$tmp/run.log
+"$build/bin/resnet" --config=$conf --data_dir="$tmp/data" --device=cpu --log_file="$log" \
+  >"$tmp/train.out" 2>&1
+rc=$?
+if [[ $rc == 0 ]] && grep -q "resnet: target reached" "$tmp/train.out"; then
+  echo "PASS resnet_small_reaches_target ($(grep -o 'time to train [0-9.]* s' "$tmp/train.out"), $(grep '^epoch' "$tmp/train.out" | tail -n 1 | cut -d, -f1))"
+else
+  echo "FAIL resnet_small_reaches_target: exit $rc; $(grep -E '^epoch|^error|time to train' "$tmp/train.out" | tail -n 3 | tr '\n' ' ')"
+fi
+if python3 logs/result.py --target "$target" --require-success "$log" >"$tmp/check.out" 2>&1; then
+  echo "PASS resnet_log_complies"
+else
+  echo "FAIL resnet_log_complies: $(tr '\n' ' ' <"$tmp/check.out" | tail -c 600)"
+fi
+# The same log against a target it did not reach must fail the checker.
+if python3 logs/result.py --target 0.999 "$log" >/dev/null 2>&1; then
+  echo "FAIL resnet_checker_rejects_unreached_target: accepted at 0.999"
+else
+  echo "PASS resnet_checker_rejects_unreached_target"
+fi
+
+# 3. Bad input: one line naming the flag or the directory.
+expect_error() {  # name, expected text, args...
+  local name=$1 want=$2
+  shift 2
+  "$build/bin/resnet" --device=cpu --log_file="$tmp/bad.log" "$@" >"$tmp/bad.out" 2>&1
+  local rc=$?
+  local err
+  err=$(grep '^error' "$tmp/bad.out" | head -n 1)
+  if [[ $rc != 0 && $rc -lt 128 && $err == *"$want"* ]]; then
+    echo "PASS $name"
+  else
+    echo "FAIL $name: exit $rc, '$err' lacks '$want'"
+  fi
+}
+expect_error resnet_no_data_dir "error: data_dir: no data set given" --config=$conf
+expect_error resnet_missing_lmdb "$tmp/nowhere/lmdb/train" --config=$conf --data_dir="$tmp/nowhere"
+expect_error resnet_bad_stages "error: stages: '3,x'" --config=$conf --data_dir="$tmp/data" --stages=3,x
+expect_error resnet_bad_optimizer "error: optimizer: 'adam' is neither lars nor sgd" --config=$conf \
+  --data_dir="$tmp/data" --optimizer=adam
+expect_error resnet_unknown_key "unknown key 'depth'" --config=$conf --data_dir="$tmp/data" --depth=50
+
+# 4. Two ranks: each a half batch and half of every eval; one epoch.
+mpi=(mpirun --allow-run-as-root --oversubscribe -np 2)
+if ! command -v mpirun >/dev/null; then
+  echo "SKIP resnet_two_ranks: no mpirun"
+else
+  "${mpi[@]}" "$build/bin/resnet" --config=$conf --data_dir="$tmp/data" --device=cpu \
+    --log_file="$tmp/two.log" --max_epochs=1 --target_accuracy=0.6 --loader_threads=1 \
+    >"$tmp/two.out" 2>&1
+  rc=$?
+  if [[ $rc == 0 ]] && grep -q '"model_bn_span", "value": 64' "$tmp/two.log" &&
+    grep -q 'resnet: target reached' "$tmp/two.out" &&
+    python3 logs/result.py --target 0.6 --require-success "$tmp/two.log" >/dev/null 2>&1; then
+    echo "PASS resnet_two_ranks ($(grep '^epoch' "$tmp/two.out" | cut -d, -f1))"
+  else
+    echo "FAIL resnet_two_ranks: exit $rc; $(grep -E '^error|^epoch|time to train' "$tmp/two.out" | head -n 3 | tr '\n' ' ')"
+  fi
+fi
