@@ -25,6 +25,7 @@
 
 #define NCF_TOPK 10  // MLPerf's HR@10
 #define NCF_BUCKET_BYTES ((size_t)25 << 20)  // gradient all-reduce buckets
+#define NCF_BENCH_WARMUP 5  // untimed steps before a bench_steps measurement
 
 static const ConfigKey NCF_KEYS[] = {
     {"batch_size", CFG_INT, "2048", "global batch: (user, item) pairs per step"},
@@ -40,6 +41,8 @@ static const ConfigKey NCF_KEYS[] = {
     {"target_accuracy", CFG_FLOAT, "0.635", "HR@10 that ends the run (run_stop success)"},
     {"eval_users", CFG_INT, "1024", "users scored per eval forward pass"},
     {"tf32", CFG_BOOL, "false", "CUDA: fp32 GEMMs on TF32 tensor cores (fp32 accumulation)"},
+    {"bench_steps", CFG_INT, "0",
+     "throughput only: time this many training steps (after 5 warm-up), no eval or target"},
 };
 
 typedef struct NcfRun {
@@ -124,21 +127,27 @@ static double ncf_loss(const NcfRun *r) {
 
 static void ncf_grad_ready(void *dist, int tensor) { dist_grad_ready(dist, tensor); }
 
+// Global batch `step` of `epoch`: sampling, forward, backward, all-reduce,
+// Adam.
+static void ncf_train_step(NcfRun *r, int64_t epoch, int64_t step) {
+  const NcfActs *a = &r->model.a;
+  int64_t first, rows;
+  ncf_rank_slice(r, ncf_epoch_samples(&r->data.train), step, &first, &rows);
+  ncf_train_batch(r->dev, &r->data.train, epoch, first, rows, a->users.data, a->items.data,
+                  a->labels.data);
+  ncf_model_forward(&r->model, r->dev, rows);
+  ncf_model_backward(&r->model, r->dev, rows, (NcfGradHook){ncf_grad_ready, &r->dist});
+  dist_grad_wait(&r->dist);
+  optim_step(&r->opt, r->dev, &r->model.ps, r->lr);
+}
+
 // One epoch of training; returns the loss of this rank's last batch.
 static double ncf_train_epoch(NcfRun *r, int64_t epoch) {
-  const NcfActs *a = &r->model.a;
   int64_t n = ncf_epoch_samples(&r->data.train), steps = (n + r->batch - 1) / r->batch;
   Progress progress;
   progress_start(&progress, "train", steps);
   for (int64_t step = 0; step < steps; step++) {
-    int64_t first, rows;
-    ncf_rank_slice(r, n, step, &first, &rows);
-    ncf_train_batch(r->dev, &r->data.train, epoch, first, rows, a->users.data, a->items.data,
-                    a->labels.data);
-    ncf_model_forward(&r->model, r->dev, rows);
-    ncf_model_backward(&r->model, r->dev, rows, (NcfGradHook){ncf_grad_ready, &r->dist});
-    dist_grad_wait(&r->dist);
-    optim_step(&r->opt, r->dev, &r->model.ps, r->lr);
+    ncf_train_step(r, epoch, step);
     if (r->run.rank == 0) {
       int64_t done = (step + 1) * r->batch < n ? (step + 1) * r->batch : n;
       bool show = progress_due(&progress) || step + 1 == steps;
@@ -146,6 +155,23 @@ static double ncf_train_epoch(NcfRun *r, int64_t epoch) {
     }
   }
   return ncf_loss(r);
+}
+
+// Throughput only: `steps` timed training steps of epoch 1's full batches
+// (wrapping around the epoch) after NCF_BENCH_WARMUP untimed ones; no eval.
+static void ncf_bench(NcfRun *r, int64_t steps) {
+  int64_t full = ncf_epoch_samples(&r->data.train) / r->batch;
+  if (full < 1) die_input("batch_size", "%lld is larger than an epoch", (long long)r->batch);
+  for (int64_t s = 0; s < NCF_BENCH_WARMUP; s++) ncf_train_step(r, 1, s % full);
+  device_sync(r->dev);
+  double t0 = time_now_s();
+  for (int64_t s = 0; s < steps; s++) ncf_train_step(r, 1, (NCF_BENCH_WARMUP + s) % full);
+  device_sync(r->dev);
+  double seconds = time_now_s() - t0;
+  if (r->run.rank == 0)
+    printf("ncf: bench: %lld steps of %lld samples: %.3f ms/step, %.0f samples/s (loss %.4f)\n",
+           (long long)steps, (long long)r->batch, 1e3 * seconds / (double)steps,
+           (double)(steps * r->batch) / seconds, ncf_loss(r));
 }
 
 // HR@10 and NDCG@10 over all users: each rank scores its slice of them,
@@ -218,7 +244,12 @@ int main(int argc, char **argv) {
 
   trainer_start(&r.run);
   ncf_setup(&r, &oc);
-  bool success = ncf_train(&r);
+  int64_t bench_steps = config_int(&cfg, "bench_steps");
+  bool success = false;
+  if (bench_steps > 0)
+    ncf_bench(&r, bench_steps);
+  else
+    success = ncf_train(&r);
   trainer_finish(&r.run, success);
 
   if (r.eval_acc) device_free(r.dev->kind, r.eval_acc);
