@@ -306,7 +306,7 @@ static Tensor batch_view(const Tensor *t, int64_t n) {
   return v;
 }
 
-// Flat view of the first n images' worth of a 4-D activation shape.
+// Backward buffer g viewed with the shape of activation `like`.
 static Tensor grad_view(const Resnet *net, int g, const Tensor *like) {
   return tensor_make(net->grad[g].data, DT_F32, net->device, like->ndim, like->shape);
 }
