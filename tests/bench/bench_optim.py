@@ -11,32 +11,19 @@ tests/bench/results/optim_<date>_<gpu>.{json,md}.
 
     python3 tests/bench/bench_optim.py [--build build] [--iters 20]
 """
-import argparse
-import datetime
-import json
 import os
-import re
-import subprocess
-import sys
-import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+import benchlib
+
 # Our kind -> the PyTorch optimizer timed beside it (LARS and LAMB have no
 # PyTorch counterpart).
 TORCH_PEERS = {"sgd": "SGD", "adam": "Adam", "adamw": "AdamW"}
 
 
 def run_ours(args):
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "ours.json")
-        exe = os.path.join(args.build, "bench", "bench_optim")
-        cmd = [exe, f"--iters={args.iters}", f"--warmup={args.warmup}", f"--json={path}"]
-        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-        if out.startswith("SKIP"):
-            print(out.strip())
-            sys.exit(0)
-        with open(path) as f:
-            return json.load(f)
+    exe = os.path.join(args.build, "bench", "bench_optim")
+    return benchlib.run_json("bench_optim", exe, [f"--iters={args.iters}",
+                                                  f"--warmup={args.warmup}"])
 
 
 def make_optimizer(torch, name, decay, no_decay):
@@ -56,15 +43,7 @@ def time_torch(torch, tensors, name, warmup, iters):
         p.grad = torch.empty_like(p).uniform_(-1e-3, 1e-3)
         (no_decay if t["no_decay"] else decay).append(p)
     opt = make_optimizer(torch, name, decay, no_decay)
-    for _ in range(warmup):
-        opt.step()
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(iters):
-        opt.step()
-    stop.record()
-    stop.synchronize()
-    ms = start.elapsed_time(stop) / iters
+    ms = benchlib.time_ms(torch, opt.step, warmup, iters)
     del opt, decay, no_decay
     torch.cuda.empty_cache()
     return ms
@@ -88,20 +67,20 @@ def table(ours, rows):
     return "\n".join(lines)
 
 
+def report(ours, torch_version, rows):
+    """Prints the table and writes the result files."""
+    text = table(ours, rows)
+    print(text)
+    stamp = benchlib.utc_stamp()
+    result = {k: v for k, v in ours.items() if k != "tensors"}
+    result.update(date=stamp, torch_version=torch_version, rows=rows)
+    benchlib.write_results("optim", stamp, ours["device"], result,
+                           f"# Fused optimizer step, {stamp}\n\n{text}\n")
+
+
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--build", default="build")
-    p.add_argument("--iters", type=int, default=20)
-    p.add_argument("--warmup", type=int, default=5)
-    args = p.parse_args()
-    try:
-        import torch
-    except ImportError:
-        print("SKIP bench_optim: PyTorch is not installed (pip install torch)")
-        return
-    if not torch.cuda.is_available():
-        print("SKIP bench_optim: PyTorch sees no GPU")
-        return
+    args = benchlib.arg_parser(__doc__, iters=20, warmup=5).parse_args()
+    torch = benchlib.require_torch("bench_optim")
     ours = run_ours(args)
     rows = []
     for o in ours["optimizers"]:
@@ -112,19 +91,7 @@ def main():
             # The same traffic: PyTorch's fused kernels touch the same buffers.
             row["torch"] = {"name": peer, "ms": ms, "gbps": o["gb"] / ms * 1e3}
         rows.append(row)
-    text = table(ours, rows)
-    print(text)
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
-    gpu = re.sub(r"[^A-Za-z0-9]+", "-", ours["device"]).strip("-")
-    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-    base = os.path.join(HERE, "results", f"optim_{stamp}_{gpu}")
-    result = {k: v for k, v in ours.items() if k != "tensors"}
-    result.update(date=stamp, torch_version=torch.__version__, rows=rows)
-    with open(base + ".json", "w") as f:
-        json.dump(result, f, indent=1)
-    with open(base + ".md", "w") as f:
-        f.write(f"# Fused optimizer step, {stamp}\n\n{text}\n")
-    print("wrote", base + ".{json,md}")
+    report(ours, torch.__version__, rows)
 
 
 if __name__ == "__main__":

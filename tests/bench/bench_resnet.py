@@ -10,9 +10,6 @@ Prints one table and writes tests/bench/results/resnet_<date>_<gpu>.{json,md}.
     python3 tests/bench/bench_resnet.py --device cpu --batch 4 --image_size 64 --steps 2
         (a smoke run of the script's own logic, no results file)
 """
-import argparse
-import datetime
-import json
 import os
 import re
 import subprocess
@@ -20,8 +17,8 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
+import benchlib
+from benchlib import ROOT
 
 
 def run_ours(args):
@@ -72,29 +69,22 @@ def torch_images_per_s(torch, args, mode):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--build", default="build")
+    p = benchlib.arg_parser(__doc__)
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--image_size", type=int, default=224)
     p.add_argument("--steps", type=int, default=50)
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     args = p.parse_args()
-    try:
-        import torch
-        import torchvision  # noqa: F401
-    except ImportError:
-        print("SKIP bench_resnet: PyTorch with torchvision is not installed")
-        return
-    if args.device == "cuda" and not torch.cuda.is_available():
-        print("SKIP bench_resnet: PyTorch sees no GPU")
-        return
+    torch = benchlib.require_torch("bench_resnet", cuda=args.device == "cuda",
+                                   modules=("torchvision",),
+                                   missing="PyTorch with torchvision is not installed")
     ours = run_ours(args)
     modes = ["tf32", "bf16"] + (["bf16-compile"] if args.device == "cuda" else [])
     rows = [("mlsuite resnet (fp32/TF32)", ours)]
     for mode in modes:
         rows.append(("torchvision resnet50, " + mode, torch_images_per_s(torch, args, mode)))
     gpu = torch.cuda.get_device_name() if args.device == "cuda" else "CPU"
-    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+    date = benchlib.utc_stamp()
     lines = [f"ResNet-50 v1.5 training, batch {args.batch}, {args.image_size}x{args.image_size}, "
              f"synthetic data, {gpu}, {date}", "",
              "| run | images/s | ours / this |", "|---|---|---|"]
@@ -103,15 +93,11 @@ def main():
     table = "\n".join(lines)
     print(table)
     if args.device == "cuda":
-        os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-        stem = os.path.join(HERE, "results", f"resnet_{date}_{re.sub(r'[^A-Za-z0-9]+', '-', gpu)}")
-        with open(stem + ".json", "w") as f:
-            json.dump({"date": date, "gpu": gpu, "batch": args.batch, "image_size": args.image_size,
-                       "steps": args.steps, "rows": [{"run": n, "images_per_s": v} for n, v in rows]},
-                      f, indent=1)
-        with open(stem + ".md", "w") as f:
-            f.write(table + "\n")
-        print("wrote", stem + ".{json,md}")
+        benchlib.write_results("resnet", date, gpu,
+                               {"date": date, "gpu": gpu, "batch": args.batch,
+                                "image_size": args.image_size, "steps": args.steps,
+                                "rows": [{"run": n, "images_per_s": v} for n, v in rows]},
+                               table + "\n")
 
 
 if __name__ == "__main__":

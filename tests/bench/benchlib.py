@@ -1,0 +1,118 @@
+"""What the Python benchmark drivers (tests/bench/bench_*.py) share: their
+command line, the checks that end a run with "SKIP <name>: <why>" (exit 0)
+when PyTorch or a GPU is missing, running this suite's C program and reading
+the JSON it writes, timing PyTorch with CUDA events (the wall clock on a
+CPU), and the result files tests/bench/results/<kind>_<UTC date>_<GPU>.{json,md}.
+"""
+import argparse
+import datetime
+import importlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+RESULTS = os.path.join(HERE, "results")
+
+
+def skip(name, why):
+    """Ends the run as a benchmark this machine cannot do."""
+    print(f"SKIP {name}: {why}")
+    sys.exit(0)
+
+
+def arg_parser(doc, iters=None, warmup=None):
+    """The driver's parser: its docstring's first line, --build, and
+    --iters / --warmup when their defaults are given."""
+    p = argparse.ArgumentParser(description=doc.splitlines()[0])
+    p.add_argument("--build", default="build")
+    if iters is not None:
+        p.add_argument("--iters", type=int, default=iters)
+    if warmup is not None:
+        p.add_argument("--warmup", type=int, default=warmup)
+    return p
+
+
+def require_torch(name, cuda=True, modules=(), missing="PyTorch is not installed (pip install torch)"):
+    """torch, or a SKIP when it (or one of modules) cannot be imported, or
+    when cuda is wanted and PyTorch sees no GPU."""
+    try:
+        import torch
+        for m in modules:
+            importlib.import_module(m)
+    except ImportError:
+        skip(name, missing)
+    if cuda and not torch.cuda.is_available():
+        skip(name, "PyTorch sees no GPU")
+    return torch
+
+
+def run_json(name, exe, args, echo=False):
+    """Runs exe with args and --json=<temporary file>; returns the parsed
+    JSON. The program's own SKIP line ends the run as a skip; a missing
+    executable is a skip too, a failure an error with its output. echo:
+    print the program's output."""
+    if not os.access(exe, os.X_OK):
+        skip(name, exe + " is not built (run make; a CUDA build is needed)")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "ours.json")
+        proc = subprocess.run([exe] + list(args) + [f"--json={path}"], capture_output=True,
+                              text=True)
+        if proc.stdout.startswith("SKIP"):
+            print(proc.stdout.strip())
+            sys.exit(0)
+        if proc.returncode != 0 or not os.path.exists(path):
+            sys.stderr.write(proc.stdout + proc.stderr)
+            sys.exit("%s: %s failed with status %d" % (name, exe, proc.returncode))
+        if echo:
+            print(proc.stdout.rstrip())
+        with open(path) as f:
+            return json.load(f)
+
+
+def time_ms(torch, fn, warmup, iters, device="cuda"):
+    """Mean milliseconds of fn() over iters calls after warmup calls: CUDA
+    events around the timed calls, or on the CPU the wall clock."""
+    for _ in range(warmup):
+        fn()
+    if device != "cuda":
+        start = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        return (time.perf_counter() - start) * 1e3 / iters
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(iters):
+        fn()
+    stop.record()
+    stop.synchronize()
+    return start.elapsed_time(stop) / iters
+
+
+def utc_stamp(seconds=False):
+    """Today's UTC date (2026-11-22), or the moment (20261122T114500Z)."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    return now.strftime("%Y%m%dT%H%M%SZ" if seconds else "%Y-%m-%d")
+
+
+def gpu_slug(device):
+    """A device name as a file-name part: runs of other characters as '-'."""
+    return re.sub(r"[^A-Za-z0-9]+", "-", device).strip("-")
+
+
+def write_results(kind, stamp, device, record, markdown):
+    """Writes record (JSON) and markdown to results/<kind>_<stamp>_<gpu>.{json,md};
+    returns that path without the extension."""
+    os.makedirs(RESULTS, exist_ok=True)
+    base = os.path.join(RESULTS, f"{kind}_{stamp}_{gpu_slug(device)}")
+    with open(base + ".json", "w") as f:
+        json.dump(record, f, indent=1)
+    with open(base + ".md", "w") as f:
+        f.write(markdown)
+    print("wrote", base + ".{json,md}")
+    return base
