@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# `make bench` entry of the NCF benchmark: the trainer's training step at batch
+# 1,048,576 and its time to HR@10 0.635 on the generated ml-20m-shaped set,
+# beside a PyTorch NeuMF (tests/bench/README.md). Makes the data set first
+# when it is missing (a few minutes). Usage: bench_ncf.sh BUILD_DIR [DATA_DIR]
+set -uo pipefail
+build=${1:-build} data=${2:-data/ncf/medium}
+cd "$(dirname "$0")/../.."
+if [[ ! -x $build/bin/ncf ]]; then
+  echo "SKIP bench_ncf: $build/bin/ncf is not built"
+  exit 0
+fi
+if ! python3 -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
+  echo "SKIP bench_ncf: PyTorch is not installed or sees no GPU"
+  exit 0
+fi
+bash recommendation/prepare_data.sh medium "$data" "$build" || exit 1
+exec python3 tests/bench/bench_ncf.py --build "$build" --data_dir "$data" \
+  --config recommendation/configs/medium.conf
