@@ -92,12 +92,21 @@ probe:
 
 # V=1 shows the full commands.
 Q := $(if $(filter 1,$(V)),,@)
-$(BUILD)/obj/%.c.o: %.c
+
+# Objects depend on the flags they were built with: `make CUDA=0` after `make`
+# (or MPI=0, or a new library) rebuilds instead of mixing old objects in.
+FLAGS_STAMP := $(BUILD)/flags.txt
+FLAGS_NOW := $(CC) $(CFLAGS) | $(NVCC) $(NVCCFLAGS) | $(LDLIBS)
+ifneq ($(filter-out deps clean test run bench,$(or $(MAKECMDGOALS),all)),)
+$(shell mkdir -p $(BUILD); [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" = '$(FLAGS_NOW)' ] || echo '$(FLAGS_NOW)' >$(FLAGS_STAMP))
+endif
+
+$(BUILD)/obj/%.c.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC    $<")
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/obj/%.cu.o: %.cu
+$(BUILD)/obj/%.cu.o: %.cu $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  NVCC  $<")
 	$(Q)$(NVCC) $(NVCCFLAGS) -c $< -o $@

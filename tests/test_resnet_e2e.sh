@@ -75,8 +75,10 @@ expect_error resnet_unknown_key "unknown key 'depth'" --config=$conf --data_dir=
 mpi=(mpirun --allow-run-as-root --oversubscribe -np 2)
 if ! command -v mpirun >/dev/null; then
   echo "SKIP resnet_two_ranks: no mpirun"
+elif ! ldd "$build/bin/resnet" | grep -q libmpi; then
+  echo "SKIP resnet_two_ranks: $build/bin/resnet was built without MPI (MPI=0)"
 else
-  "${mpi[@]}" "$build/bin/resnet" --config=$conf --data_dir="$tmp/data" --device=cpu \
+  timeout 600 "${mpi[@]}" "$build/bin/resnet" --config=$conf --data_dir="$tmp/data" --device=cpu \
     --log_file="$tmp/two.log" --max_epochs=1 --target_accuracy=0.6 --loader_threads=1 \
     >"$tmp/two.out" 2>&1
   rc=$?
