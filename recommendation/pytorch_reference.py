@@ -3,10 +3,11 @@
 same data (the converter's ncf.bin, so the same split and test negatives),
 the same NeuMF and initialisation, the same hyperparameters (read from the
 trainer's config), the same training-negative rule and the same HR@10 rule.
-Prints HR@10 per epoch and the time to the target.
+Prints HR@10 per epoch and the time to the target. As with the trainer, any
+config key can be overridden by a flag (--max_epochs=3, --learning_rate=0.001).
 
   python3 recommendation/pytorch_reference.py --config=recommendation/configs/medium.conf \\
-      --data_dir=data/ncf/full [--device=cuda] [--amp=bf16|fp16|off] [--max_epochs=N] [--json=PATH]
+      --data_dir=data/ncf/medium [--device=cuda] [--amp=bf16|fp16|off] [--json=PATH] [--KEY=VALUE]
   python3 recommendation/pytorch_reference.py --config=recommendation/configs/small.conf \\
       --data_dir=data/ncf/small --device=cpu
 
@@ -197,11 +198,15 @@ def main():
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     p.add_argument("--amp", default="bf16", choices=["bf16", "fp16", "off"],
                    help="autocast dtype of the training step on CUDA (CPU: always off)")
-    p.add_argument("--max_epochs", type=int)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--json", help="write the epochs and the time to train here")
-    args = p.parse_args()
+    args, overrides = p.parse_known_args()
     conf = read_conf(args.config)
+    for flag in overrides:
+        key, _, value = flag[2:].partition("=")
+        if not flag.startswith("--") or key not in conf or not value:
+            p.error(f"{flag}: want --KEY=VALUE with a key of {args.config}")
+        conf[key] = value
     dev = args.device
     amp = args.amp if dev == "cuda" else "off"
     tf32 = conf.get("tf32", "false") == "true"
@@ -221,7 +226,7 @@ def main():
     opt = make_optimizer(model, conf, dev)
     step = make_step(model, opt, amp)
     batch, target = int(conf["batch_size"]), float(conf["target_accuracy"])
-    max_epochs = args.max_epochs or int(conf["max_epochs"])
+    max_epochs = int(conf["max_epochs"])
     print(f"pytorch: {data['n_users']} users, {data['n_items']} items, {data['n_train']} "
           f"training positives; {sum(t.numel() for t in model.parameters())} parameters; "
           f"{sampler.samples()} samples per epoch in batches of {batch}; {dev}, amp {amp}",
