@@ -40,20 +40,23 @@ static void get(CkptFile *r, void *data, size_t bytes, const char *what) {
 #define PUT(w, x) put((w), &(x), sizeof(x))
 #define GET(r, x) get((r), &(x), sizeof(x), #x)
 
+static uint32_t buffer_count(const ParamSet *buffers) { return buffers ? (uint32_t)buffers->count : 0; }
+
 // The scalar header, in the order of ckpt.h.
-static void put_meta(CkptFile *w, const ParamSet *ps, const CkptMeta *m) {
+static void put_meta(CkptFile *w, const ParamSet *ps, const ParamSet *buffers, const CkptMeta *m) {
   uint32_t version = CKPT_VERSION, count = (uint32_t)ps->count, n_state = (uint32_t)ps->n_state;
-  uint32_t zero = 0;
+  uint32_t n_buffers = buffer_count(buffers);
   put(w, kMagic, sizeof kMagic);
   PUT(w, version), PUT(w, count), PUT(w, n_state), PUT(w, m->opt_kind);
   PUT(w, m->epoch), PUT(w, m->step), PUT(w, m->data_position);
   PUT(w, m->rng.seed), PUT(w, m->rng.stream), PUT(w, m->rng.counter);
-  PUT(w, m->loss_scale), PUT(w, zero), PUT(w, m->scaler_good_steps), PUT(w, m->scaler_skipped_steps);
+  PUT(w, m->loss_scale), PUT(w, n_buffers), PUT(w, m->scaler_good_steps),
+      PUT(w, m->scaler_skipped_steps);
 }
 
-static void get_meta(CkptFile *r, const ParamSet *ps, CkptMeta *m) {
+static void get_meta(CkptFile *r, const ParamSet *ps, const ParamSet *buffers, CkptMeta *m) {
   char magic[sizeof kMagic];
-  uint32_t version, count, n_state, zero;
+  uint32_t version, count, n_state, n_buffers;
   get(r, magic, sizeof magic, "the magic number");
   if (memcmp(magic, kMagic, sizeof kMagic) != 0)
     die_input(r->path, "not a checkpoint of this suite (bad magic number)");
@@ -68,7 +71,11 @@ static void get_meta(CkptFile *r, const ParamSet *ps, CkptMeta *m) {
               ps->n_state);
   GET(r, m->epoch), GET(r, m->step), GET(r, m->data_position);
   GET(r, m->rng.seed), GET(r, m->rng.stream), GET(r, m->rng.counter);
-  GET(r, m->loss_scale), GET(r, zero), GET(r, m->scaler_good_steps), GET(r, m->scaler_skipped_steps);
+  GET(r, m->loss_scale), GET(r, n_buffers), GET(r, m->scaler_good_steps),
+      GET(r, m->scaler_skipped_steps);
+  if (n_buffers != buffer_count(buffers))
+    die_input(r->path, "checkpoint holds %u model buffer tensors; this model has %u", n_buffers,
+              buffer_count(buffers));
 }
 
 static void put_table(CkptFile *w, const ParamSet *ps) {
@@ -124,7 +131,7 @@ static void move_data(CkptFile *w, CkptFile *r, const ParamSet *ps) {
         device_copy(DEVICE_CPU, host, ps->device, dev, bytes);
         put(w, host, bytes);
       } else {
-        get(r, host, bytes, b == 0 ? "the parameters" : "the optimizer state");
+        get(r, host, bytes, b == 0 ? "the tensors" : "the optimizer state");
         device_copy(ps->device, dev, DEVICE_CPU, host, bytes);
       }
     }
@@ -142,15 +149,20 @@ static void fsync_parent_dir(const char *path) {
   free(copy);
 }
 
-void ckpt_write(const char *path, const Device *dev, const ParamSet *ps, const CkptMeta *meta) {
+void ckpt_write(const char *path, const Device *dev, const ParamSet *ps, const ParamSet *buffers,
+                const CkptMeta *meta) {
   device_sync(dev);
   char tmp[4096];
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
   CkptFile w = {NULL, tmp, crc32(0, NULL, 0)};
   CHECK_FILE(w.f = fopen(tmp, "wb"), tmp);
-  put_meta(&w, ps, meta);
+  put_meta(&w, ps, buffers, meta);
   put_table(&w, ps);
   move_data(&w, NULL, ps);
+  if (buffers) {
+    put_table(&w, buffers);
+    move_data(&w, NULL, buffers);
+  }
   uint32_t crc = (uint32_t)w.crc;
   CHECK_FILE(fwrite(&crc, sizeof crc, 1, w.f) == 1, tmp);
   CHECK_FILE(fflush(w.f) == 0, tmp);
@@ -160,13 +172,18 @@ void ckpt_write(const char *path, const Device *dev, const ParamSet *ps, const C
   fsync_parent_dir(path);
 }
 
-void ckpt_read(const char *path, const Device *dev, ParamSet *ps, CkptMeta *meta) {
+void ckpt_read(const char *path, const Device *dev, ParamSet *ps, ParamSet *buffers,
+               CkptMeta *meta) {
   CkptFile r = {fopen(path, "rb"), path, crc32(0, NULL, 0)};
   if (!r.f) die_input(path, "cannot open checkpoint: %s", strerror(errno));
   device_sync(dev);
-  get_meta(&r, ps, meta);
+  get_meta(&r, ps, buffers, meta);
   get_table(&r, ps);
   move_data(NULL, &r, ps);
+  if (buffers) {
+    get_table(&r, buffers);
+    move_data(NULL, &r, buffers);
+  }
   uint32_t stored, computed = (uint32_t)r.crc;
   if (fread(&stored, sizeof stored, 1, r.f) != 1)
     die_input(path, "truncated checkpoint: it ends before the checksum");
@@ -201,17 +218,18 @@ void ckpt_meta_apply(const CkptMeta *m, const char *path, Optimizer *opt, LossSc
   }
 }
 
-void ckpt_save(const char *path, const Device *dev, const ParamSet *ps, const Optimizer *opt,
-               const LossScaler *sc, int64_t epoch, int64_t data_position, Rng rng) {
+void ckpt_save(const char *path, const Device *dev, const ParamSet *ps, const ParamSet *buffers,
+               const Optimizer *opt, const LossScaler *sc, int64_t epoch, int64_t data_position,
+               Rng rng) {
   CkptMeta m = ckpt_meta_make(opt, sc, epoch, data_position, rng);
-  ckpt_write(path, dev, ps, &m);
+  ckpt_write(path, dev, ps, buffers, &m);
 }
 
-bool ckpt_resume(const char *path, const Device *dev, ParamSet *ps, Optimizer *opt,
-                 LossScaler *sc, CkptMeta *meta) {
+bool ckpt_resume(const char *path, const Device *dev, ParamSet *ps, ParamSet *buffers,
+                 Optimizer *opt, LossScaler *sc, CkptMeta *meta) {
   struct stat st;
   if (stat(path, &st) != 0) return false;
-  ckpt_read(path, dev, ps, meta);
+  ckpt_read(path, dev, ps, buffers, meta);
   ckpt_meta_apply(meta, path, opt, sc);
   return true;
 }

@@ -6,10 +6,14 @@
 // Layout (little-endian), version CKPT_VERSION:
 //   "MLSCKPT\0", u32 version, u32 n_tensors, u32 n_state, i32 opt_kind,
 //   i64 epoch, i64 step, i64 data_position, u64 rng seed, stream, counter,
-//   f32 loss_scale, u32 0, i64 scaler good steps, i64 scaler skipped steps,
+//   f32 loss_scale, u32 n_buffer_tensors, i64 scaler good steps,
+//   i64 scaler skipped steps,
 //   per tensor: u32 name length, name, i64 numel,
 //   the parameters tensor by tensor (unpadded fp32), then each state buffer
-//   the same way, then u32 CRC-32 (zlib) of every byte before it.
+//   the same way,
+//   when n_buffer_tensors > 0, the model's buffers (batch-norm running
+//   statistics: state that is not trained) as a second table and its values,
+//   then u32 CRC-32 (zlib) of every byte before it.
 // A file is written to PATH.tmp, fsync'd and renamed over PATH, so PATH is
 // always either the old checkpoint or the new one, whatever kills the writer.
 #pragma once
@@ -26,7 +30,7 @@
 extern "C" {
 #endif
 
-#define CKPT_VERSION 1
+#define CKPT_VERSION 2
 
 typedef struct CkptMeta {
   int64_t epoch;          // epochs completed
@@ -46,21 +50,26 @@ CkptMeta ckpt_meta_make(const Optimizer *opt, const LossScaler *sc, int64_t epoc
 // optimizer kind is refused (its state buffers mean something else).
 void ckpt_meta_apply(const CkptMeta *m, const char *path, Optimizer *opt, LossScaler *sc);
 
-// Writes ps->params, ps->state[0..n_state) and meta. Waits for dev first, so
-// the buffers hold the finished step. Called by rank 0 only.
-void ckpt_write(const char *path, const Device *dev, const ParamSet *ps, const CkptMeta *meta);
-// Reads a checkpoint into ps and meta. A file that is not a checkpoint, of
-// another version, of another model (tensor names or sizes), truncated or
-// failing its checksum is refused with a one-line error naming the file.
-void ckpt_read(const char *path, const Device *dev, ParamSet *ps, CkptMeta *meta);
+// Writes ps->params, ps->state[0..n_state), buffers->params (the model's
+// untrained state, or NULL when it has none) and meta. Waits for dev first,
+// so the buffers hold the finished step. Called by rank 0 only.
+void ckpt_write(const char *path, const Device *dev, const ParamSet *ps, const ParamSet *buffers,
+                const CkptMeta *meta);
+// Reads a checkpoint into ps, buffers and meta. A file that is not a
+// checkpoint, of another version, of another model (tensor names or sizes,
+// buffers included), truncated or failing its checksum is refused with a
+// one-line error naming the file.
+void ckpt_read(const char *path, const Device *dev, ParamSet *ps, ParamSet *buffers,
+               CkptMeta *meta);
 
 // The whole training state: ckpt_meta_make + ckpt_write ...
-void ckpt_save(const char *path, const Device *dev, const ParamSet *ps, const Optimizer *opt,
-               const LossScaler *sc, int64_t epoch, int64_t data_position, Rng rng);
+void ckpt_save(const char *path, const Device *dev, const ParamSet *ps, const ParamSet *buffers,
+               const Optimizer *opt, const LossScaler *sc, int64_t epoch, int64_t data_position,
+               Rng rng);
 // ... and back: false (nothing changed) when path does not exist; otherwise
 // ckpt_read + ckpt_meta_apply, with epoch, data position and RNG returned.
-bool ckpt_resume(const char *path, const Device *dev, ParamSet *ps, Optimizer *opt,
-                 LossScaler *sc, CkptMeta *meta);
+bool ckpt_resume(const char *path, const Device *dev, ParamSet *ps, ParamSet *buffers,
+                 Optimizer *opt, LossScaler *sc, CkptMeta *meta);
 
 #ifdef __cplusplus
 }

@@ -89,10 +89,10 @@ static void round_trip(void) {
   run_init(&a, 1);
   run_steps(&a, 9);
   const char *path = tmp_path("rt.ckpt");
-  ckpt_save(path, &a.dev, &a.ps, &a.opt, &a.sc, a.epoch, a.position, a.rng);
+  ckpt_save(path, &a.dev, &a.ps, NULL, &a.opt, &a.sc, a.epoch, a.position, a.rng);
   run_init(&b, 2);
   CkptMeta m;
-  REQUIRE(ckpt_resume(path, &b.dev, &b.ps, &b.opt, &b.sc, &m));
+  REQUIRE(ckpt_resume(path, &b.dev, &b.ps, NULL, &b.opt, &b.sc, &m));
   CHECK(same_buffers(&a.ps, &b.ps));
   CHECK_EQ_INT(b.opt.step, a.opt.step);
   CHECK(b.sc.scale == a.sc.scale);
@@ -114,12 +114,12 @@ static void resume_matches_uninterrupted(void) {
   run_init(&first, 1);
   run_steps(&first, N);
   const char *path = tmp_path("resume.ckpt");
-  ckpt_save(path, &first.dev, &first.ps, &first.opt, &first.sc, first.epoch, first.position,
+  ckpt_save(path, &first.dev, &first.ps, NULL, &first.opt, &first.sc, first.epoch, first.position,
             first.rng);
   run_free(&first);
   run_init(&second, 99);
   CkptMeta m;
-  REQUIRE(ckpt_resume(path, &second.dev, &second.ps, &second.opt, &second.sc, &m));
+  REQUIRE(ckpt_resume(path, &second.dev, &second.ps, NULL, &second.opt, &second.sc, &m));
   second.rng = m.rng;
   second.epoch = m.epoch;
   second.position = m.data_position;
@@ -138,7 +138,7 @@ static void missing_file_is_no_resume(void) {
   Run r;
   run_init(&r, 1);
   CkptMeta m;
-  CHECK(!ckpt_resume(tmp_path("absent.ckpt"), &r.dev, &r.ps, &r.opt, &r.sc, &m));
+  CHECK(!ckpt_resume(tmp_path("absent.ckpt"), &r.dev, &r.ps, NULL, &r.opt, &r.sc, &m));
   run_free(&r);
 }
 
@@ -148,7 +148,7 @@ static void read_into_toy(void *ctx) {
   Run r;
   run_init(&r, 1);
   CkptMeta m;
-  ckpt_read((const char *)ctx, &r.dev, &r.ps, &m);
+  ckpt_read((const char *)ctx, &r.dev, &r.ps, NULL, &m);
 }
 
 static const char *good_checkpoint(void) {
@@ -157,7 +157,7 @@ static const char *good_checkpoint(void) {
     Run r;
     run_init(&r, 1);
     snprintf(path, sizeof path, "%s", tmp_path("good.ckpt"));
-    ckpt_save(path, &r.dev, &r.ps, &r.opt, &r.sc, 0, 0, r.rng);
+    ckpt_save(path, &r.dev, &r.ps, NULL, &r.opt, &r.sc, 0, 0, r.rng);
     run_free(&r);
   }
   return path;
@@ -196,9 +196,12 @@ static void corrupt_files_refused(void) {
   CHECK_DIES_WITH(read_into_toy, (void *)flipped, "flipped.ckpt");
   const char *cut = damaged("cut.ckpt", 0, NULL, 0, len / 2);
   CHECK_DIES_WITH(read_into_toy, (void *)cut, "cut.ckpt: truncated checkpoint");
-  uint32_t v2 = 2;
-  const char *newer = damaged("newer.ckpt", 8, &v2, 4, -1);
-  CHECK_DIES_WITH(read_into_toy, (void *)newer, "checkpoint version 2; this build reads version 1");
+  uint32_t next_version = CKPT_VERSION + 1;
+  const char *newer = damaged("newer.ckpt", 8, &next_version, 4, -1);
+  char want[96];
+  snprintf(want, sizeof want, "checkpoint version %d; this build reads version %d", CKPT_VERSION + 1,
+           CKPT_VERSION);
+  CHECK_DIES_WITH(read_into_toy, (void *)newer, want);
   const char *foreign = tmp_path("foreign.txt");
   FILE *f = fopen(foreign, "w");
   fputs("step = 3\nthis is not a checkpoint at all\n", f);
@@ -217,14 +220,14 @@ static void read_into_other_model(void *ctx) {
   ParamSet ps;
   paramset_init(&ps, other, 4, 2, DEVICE_CPU);
   CkptMeta m;
-  ckpt_read((const char *)ctx, &dev, &ps, &m);
+  ckpt_read((const char *)ctx, &dev, &ps, NULL, &m);
 }
 
 static void resume_with_other_optimizer(void *ctx) {
   Run r;
   run_init(&r, 1);
   CkptMeta m;
-  ckpt_read((const char *)ctx, &r.dev, &r.ps, &m);
+  ckpt_read((const char *)ctx, &r.dev, &r.ps, NULL, &m);
   r.opt.cfg.kind = OPT_LAMB;
   ckpt_meta_apply(&m, (const char *)ctx, &r.opt, &r.sc);
 }
@@ -233,6 +236,48 @@ static void mismatched_model_refused(void) {
   CHECK_DIES_WITH(read_into_other_model, (void *)good_checkpoint(),
                   "tensor 0 is 'w1' (60 elements) in the checkpoint, 'w1' (70) in this model");
   CHECK_DIES_WITH(resume_with_other_optimizer, (void *)good_checkpoint(), "this run uses lamb");
+}
+
+// ------------------------------------------------------------- buffers
+
+// A model's untrained state (BN running statistics) rides along.
+static const ParamSpec kBufferSpecs[] = {{"bn.running_mean", 1, {5}, 0},
+                                         {"bn.running_var", 1, {5}, 0}};
+
+static void make_buffers(ParamSet *b, float base) {
+  paramset_init(b, kBufferSpecs, 2, 0, DEVICE_CPU);
+  for (int t = 0; t < b->count; t++)
+    for (int64_t i = 0; i < b->numels[t]; i++) b->params[b->offsets[t] + i] = base + (float)(t * 10 + i);
+}
+
+static void read_without_buffers(void *ctx) {
+  Run r;
+  run_init(&r, 1);
+  CkptMeta m;
+  ckpt_read((const char *)ctx, &r.dev, &r.ps, NULL, &m);
+}
+
+static void buffers_round_trip(void) {
+  Run a, b;
+  run_init(&a, 1);
+  run_init(&b, 2);
+  ParamSet ba, bb;
+  make_buffers(&ba, 0.5f);
+  make_buffers(&bb, -9.0f);
+  const char *path = tmp_path("buffers.ckpt");
+  ckpt_save(path, &a.dev, &a.ps, &ba, &a.opt, &a.sc, 0, 0, a.rng);
+  CkptMeta m;
+  REQUIRE(ckpt_resume(path, &b.dev, &b.ps, &bb, &b.opt, &b.sc, &m));
+  for (int t = 0; t < ba.count; t++)
+    CHECK(memcmp(ba.params + ba.offsets[t], bb.params + bb.offsets[t],
+                 (size_t)ba.numels[t] * sizeof(float)) == 0);
+  CHECK(same_buffers(&a.ps, &b.ps));
+  // A reader that expects no buffers is told what the file holds.
+  CHECK_DIES_WITH(read_without_buffers, (void *)path, "checkpoint holds 2 model buffer tensors");
+  paramset_free(&ba);
+  paramset_free(&bb);
+  run_free(&a);
+  run_free(&b);
 }
 
 // ------------------------------------------------------------- SIGKILL
@@ -252,7 +297,7 @@ static _Noreturn void write_forever(const char *path) {
   for (int64_t i = 1;; i++) {
     for (int64_t j = 0; j < ps.total_numel; j++) ps.params[j] = ps.state[0][j] = (float)i;
     CkptMeta m = {.step = i, .opt_kind = OPT_SGD, .loss_scale = 1};
-    ckpt_write(path, &dev, &ps, &m);
+    ckpt_write(path, &dev, &ps, NULL, &m);
   }
 }
 
@@ -261,7 +306,7 @@ static void check_whole(void *ctx) {
   ParamSet ps;
   big_model(&dev, &ps);
   CkptMeta m;
-  ckpt_read((const char *)ctx, &dev, &ps, &m);
+  ckpt_read((const char *)ctx, &dev, &ps, NULL, &m);
   for (int64_t j = 0; j < ps.numels[0]; j++)
     if (ps.params[j] != (float)m.step || ps.state[0][j] != (float)m.step) {
       fprintf(stderr, "torn checkpoint: element %lld is %g in step %lld\n", (long long)j,
@@ -314,13 +359,13 @@ static void cuda_round_trip(void) {
     device_copy(DEVICE_CUDA, g.state[k], DEVICE_CPU, cpu.ps.state[k], bytes);
   const char *path = tmp_path("gpu.ckpt");
   CkptMeta m = ckpt_meta_make(&cpu.opt, &cpu.sc, 0, 0, cpu.rng), back;
-  ckpt_write(path, &gpu, &g, &m);
+  ckpt_write(path, &gpu, &g, NULL, &m);
   Run fresh;
   run_init(&fresh, 4);
-  ckpt_read(path, &fresh.dev, &fresh.ps, &back);
+  ckpt_read(path, &fresh.dev, &fresh.ps, NULL, &back);
   CHECK(same_buffers(&cpu.ps, &fresh.ps));
   device_zero(DEVICE_CUDA, g.params, bytes);
-  ckpt_read(path, &gpu, &g, &back);
+  ckpt_read(path, &gpu, &g, NULL, &back);
   float *host = malloc(bytes);
   device_copy(DEVICE_CPU, host, DEVICE_CUDA, g.params, bytes);
   CHECK(memcmp(host, cpu.ps.params, bytes) == 0);
@@ -337,6 +382,7 @@ int main(void) {
   TEST_RUN(missing_file_is_no_resume);
   TEST_RUN(corrupt_files_refused);
   TEST_RUN(mismatched_model_refused);
+  TEST_RUN(buffers_round_trip);
   TEST_RUN(sigkill_during_write);
   TEST_RUN(cuda_round_trip);
   return test_finish();
