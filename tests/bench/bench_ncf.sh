@@ -2,7 +2,8 @@
 # `make bench` entry of the NCF benchmark: the trainer's training step at batch
 # 1,048,576 and its time to HR@10 0.635 on the generated ml-20m-shaped set,
 # beside a PyTorch NeuMF (tests/bench/README.md). Makes the data set first
-# when it is missing (a few minutes). Usage: bench_ncf.sh BUILD_DIR [DATA_DIR]
+# when it is missing (a few minutes).
+# Usage: bench_ncf.sh BUILD_DIR [DATA_DIR [bench_ncf.py flags, e.g. --parts throughput]]
 set -uo pipefail
 build=${1:-build} data=${2:-data/ncf/medium}
 cd "$(dirname "$0")/../.."
@@ -16,4 +17,4 @@ if ! python3 -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/
 fi
 bash recommendation/prepare_data.sh medium "$data" "$build" || exit 1
 exec python3 tests/bench/bench_ncf.py --build "$build" --data_dir "$data" \
-  --config recommendation/configs/medium.conf
+  --config recommendation/configs/medium.conf "${@:3}"
