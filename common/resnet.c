@@ -38,24 +38,26 @@ bool resnet_parse_stages(ResnetConfig *cfg, const char *text) {
 
 // ------------------------------------------------------------ construction
 // Construction walks the architecture twice with the same code: once to
-// count parameters, BN channels and the largest activation, once to fill.
+// count parameters, buffers, BN channels and the largest activation, once to
+// fill.
 
 typedef struct Builder {
   Resnet *net;
   bool fill;               // second pass: write specs and tensors
-  int n_params;
-  int64_t bn_channels;     // running/saved statistics, 4 floats per channel
+  int n_params, n_buffers;
+  int64_t bn_channels;     // saved statistics, 2 floats per channel
   int64_t max_act;         // elements per image of the largest activation
   size_t scratch_bytes;
   size_t name_bytes;
 } Builder;
 
-static int add_param(Builder *b, const char *name, int ndim, const int64_t *shape,
-                     unsigned flags) {
-  int i = b->n_params++;
+// A row of the parameter table, or of the buffer table (untrained state).
+static int add_spec(Builder *b, bool buffer, const char *name, int ndim, const int64_t *shape,
+                    unsigned flags) {
+  int i = buffer ? b->n_buffers++ : b->n_params++;
   size_t len = strlen(name) + 1;
   if (b->fill) {
-    ParamSpec *s = &b->net->specs[i];
+    ParamSpec *s = buffer ? &b->net->buffer_specs[i] : &b->net->specs[i];
     s->name = memcpy(b->net->names + b->name_bytes, name, len);
     s->ndim = ndim;
     for (int d = 0; d < ndim; d++) s->shape[d] = shape[d];
@@ -63,6 +65,11 @@ static int add_param(Builder *b, const char *name, int ndim, const int64_t *shap
   }
   b->name_bytes += len;
   return i;
+}
+
+static int add_param(Builder *b, const char *name, int ndim, const int64_t *shape,
+                     unsigned flags) {
+  return add_spec(b, false, name, ndim, shape, flags);
 }
 
 static Tensor alloc_act(Builder *b, int64_t h, int64_t w, int64_t c) {
@@ -92,6 +99,10 @@ static void add_conv_bn(Builder *b, ResnetConvBn *u, const char *prefix, int64_t
   u->gamma = add_param(b, name, 1, (int64_t[]){out_c}, PARAM_NO_DECAY);
   snprintf(name, sizeof name, "%s.bn.bias", prefix);
   u->beta = add_param(b, name, 1, (int64_t[]){out_c}, PARAM_NO_DECAY);
+  snprintf(name, sizeof name, "%s.bn.running_mean", prefix);
+  u->running_mean = add_spec(b, true, name, 1, (int64_t[]){out_c}, 0);
+  snprintf(name, sizeof name, "%s.bn.running_var", prefix);
+  u->running_var = add_spec(b, true, name, 1, (int64_t[]){out_c}, 0);
   u->conv_out = alloc_act(b, u->out_h, u->out_w, out_c);
   u->y = alloc_act(b, u->out_h, u->out_w, out_c);
   // Scratch is per image: the CPU convolution works image by image at least.
@@ -100,12 +111,10 @@ static void add_conv_bn(Builder *b, ResnetConvBn *u, const char *prefix, int64_t
   size_t need = op_conv2d_scratch_bytes(&x1, &w1, &u->conv);
   if (need > b->scratch_bytes) b->scratch_bytes = need;
   if (b->fill) {
-    float *stats = b->net->bn_stats + 4 * b->bn_channels;
+    float *saved = b->net->bn_saved + 2 * b->bn_channels;
     BatchNorm *bn = &u->bn;
-    bn->running_mean = tensor_make(stats, DT_F32, b->net->device, 1, (int64_t[]){out_c});
-    bn->running_var = tensor_make(stats + out_c, DT_F32, b->net->device, 1, (int64_t[]){out_c});
-    bn->save_mean = tensor_make(stats + 2 * out_c, DT_F32, b->net->device, 1, (int64_t[]){out_c});
-    bn->save_invstd = tensor_make(stats + 3 * out_c, DT_F32, b->net->device, 1, (int64_t[]){out_c});
+    bn->save_mean = tensor_make(saved, DT_F32, b->net->device, 1, (int64_t[]){out_c});
+    bn->save_invstd = tensor_make(saved + out_c, DT_F32, b->net->device, 1, (int64_t[]){out_c});
     bn->momentum = b->net->cfg.bn_momentum;
     bn->eps = b->net->cfg.bn_eps;
   }
@@ -202,20 +211,23 @@ static ResnetConvBn **all_units(Resnet *net, int *count) {
   return units;
 }
 
-// Initial parameters and BN statistics, made on the host and copied once.
-static void init_values(Resnet *net, uint64_t seed, int64_t bn_channels) {
-  ParamSet *ps = &net->params;
+// Initial parameters and BN statistics, made on the host and copied once;
+// binds each BN's running statistics to its rows of the buffer table.
+static void init_values(Resnet *net, uint64_t seed) {
+  ParamSet *ps = &net->params, *bs = &net->buffers;
   float *params = xcalloc((size_t)ps->total_numel, sizeof(float));
-  float *stats = xcalloc((size_t)(4 * bn_channels), sizeof(float));
+  float *stats = xcalloc((size_t)bs->total_numel, sizeof(float));
   int n_units;
   ResnetConvBn **units = all_units(net, &n_units);
   for (int u = 0; u < n_units; u++) {
-    const ResnetConvBn *c = units[u];
+    ResnetConvBn *c = units[u];
+    c->bn.running_mean = paramset_param(bs, c->running_mean);
+    c->bn.running_var = paramset_param(bs, c->running_var);
     // Kaiming normal over fan-out (K R S), as torchvision's ResNet.
     float std = sqrtf(2.0f / (float)(c->out_c * c->kernel * c->kernel));
     rng_fill_normal_cpu(params + ps->offsets[c->w], ps->numels[c->w], seed, (uint64_t)c->w, 0, 0.0f, std);
     float *gamma = params + ps->offsets[c->gamma];
-    float *var = stats + ((float *)c->bn.running_var.data - net->bn_stats);
+    float *var = stats + bs->offsets[c->running_var];
     for (int64_t j = 0; j < c->out_c; j++) {
       gamma[j] = c->zero_gamma ? 0.0f : 1.0f;
       var[j] = 1.0f;
@@ -225,7 +237,7 @@ static void init_values(Resnet *net, uint64_t seed, int64_t bn_channels) {
     rng_fill_normal_cpu(params + ps->offsets[net->fc_w], ps->numels[net->fc_w], seed,
                         (uint64_t)net->fc_w, 0, 0.0f, 0.01f);
   device_copy(net->device, ps->params, DEVICE_CPU, params, (size_t)ps->total_numel * sizeof(float));
-  device_copy(net->device, net->bn_stats, DEVICE_CPU, stats, (size_t)(4 * bn_channels) * sizeof(float));
+  device_copy(net->device, bs->params, DEVICE_CPU, stats, (size_t)bs->total_numel * sizeof(float));
   free(units);
   free(params);
   free(stats);
@@ -243,14 +255,16 @@ void resnet_init(Resnet *net, const ResnetConfig *cfg, int64_t max_batch, int n_
   Builder count = {.net = net};
   build(&count);
   net->specs = xcalloc((size_t)count.n_params, sizeof(ParamSpec));
+  net->buffer_specs = xcalloc((size_t)count.n_buffers, sizeof(ParamSpec));
   net->names = xmalloc(count.name_bytes);
-  net->bn_stats = device_alloc(device, (size_t)(4 * count.bn_channels) * sizeof(float));
+  net->bn_saved = device_alloc(device, (size_t)(2 * count.bn_channels) * sizeof(float));
   Builder fill = {.net = net, .fill = true};
   build(&fill);
   net->n_params = fill.n_params;
 
   paramset_init(&net->params, net->specs, net->n_params, n_state, device);
-  init_values(net, seed, fill.bn_channels);
+  paramset_init(&net->buffers, net->buffer_specs, fill.n_buffers, 0, device);
+  init_values(net, seed);
 
   int64_t act = max_batch * fill.max_act;
   for (int g = 0; g < 4; g++)
@@ -288,11 +302,13 @@ void resnet_free(Resnet *net) {
   device_free(net->device, net->features.data);
   device_free(net->device, net->dfeatures.data);
   device_free(net->device, net->logits.data);
-  device_free(net->device, net->bn_stats);
+  device_free(net->device, net->bn_saved);
   paramset_free(&net->params);
+  paramset_free(&net->buffers);
   free(net->scratch);
   free(net->blocks);
   free(net->specs);
+  free(net->buffer_specs);
   free(net->names);
   memset(net, 0, sizeof *net);
 }

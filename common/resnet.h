@@ -42,10 +42,11 @@ bool resnet_parse_stages(ResnetConfig *cfg, const char *text);
 // A convolution followed by batch norm: the unit every ResNet layer is made of.
 typedef struct ResnetConvBn {
   int w, gamma, beta;   // parameter indices
+  int running_mean, running_var;  // buffer indices
   ConvParams conv;
   int64_t in_c, out_c, kernel;
   int64_t out_h, out_w;
-  BatchNorm bn;         // running and saved statistics bound at init
+  BatchNorm bn;         // running (buffers) and saved statistics bound at init
   Tensor x;             // (N, H, W, in_c) the input, not owned
   Tensor conv_out;      // (N, P, Q, out_c)
   Tensor y;             // (N, P, Q, out_c) after BN [+ residual] [+ ReLU]
@@ -66,10 +67,12 @@ typedef struct Resnet {
   int64_t max_batch;
   // Parameter table and buffers.
   ParamSpec *specs;
+  ParamSpec *buffer_specs;
   char *names;           // storage of the spec names
   int n_params;
   ParamSet params;
-  float *bn_stats;       // running mean/var and saved mean/invstd of every BN
+  ParamSet buffers;      // untrained state: every BN's running mean and variance
+  float *bn_saved;       // every BN's batch mean and inverse std, for its backward
   // Layers.
   ResnetConvBn stem;
   PoolParams stem_pool;
