@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "ckpt.h"
 #include "classify_data.h"
 #include "config.h"
 #include "dist.h"
@@ -57,6 +58,8 @@ static const ConfigKey kKeys[] = {
     {"target_accuracy", CFG_FLOAT, "0.759", "top-1 that ends the run"},
     {"eval_every", CFG_INT, "4", "epochs between evals"},
     {"eval_offset", CFG_INT, "0", "the first eval comes after epoch eval_every - eval_offset"},
+    {"checkpoint", CFG_STRING, "", "write the training state here after every eval (rank 0)"},
+    {"resume", CFG_BOOL, "false", "continue from --checkpoint when it exists (every rank reads it)"},
 };
 
 typedef struct Trainer {
@@ -73,6 +76,7 @@ typedef struct Trainer {
   Tensor loss;     // (1) fp32 on the device
   Tensor dlogits;  // (local_batch, classes)
   Tensor logits_host;  // (local_batch, classes) eval scores on the host
+  int64_t first_epoch;  // 1, or the epoch after a resumed checkpoint's
 } Trainer;
 
 static ResnetConfig model_config(const Config *cfg) {
@@ -127,6 +131,24 @@ static Loader *open_loader(Trainer *t, bool train, int64_t start_epoch, int64_t 
       .rank = t->dist.rank, .world = t->dist.size, .start_epoch = start_epoch, .dev = &t->run.dev,
   };
   return classify_loader_open(&lc, count);
+}
+
+// With --resume and an existing --checkpoint: the parameters, BN statistics
+// and optimizer state of the epoch it was written after.
+static void maybe_resume(Trainer *t) {
+  t->first_epoch = 1;
+  const char *path = config_string(&t->cfg, "checkpoint");
+  if (!config_bool(&t->cfg, "resume")) return;
+  if (!*path) die_input("resume", "needs --checkpoint=PATH to resume from");
+  CkptMeta meta;
+  if (!ckpt_resume(path, &t->run.dev, &t->net.params, &t->net.buffers, &t->opt, NULL, &meta)) {
+    if (t->dist.rank == 0) fprintf(stderr, "resume: no checkpoint at %s yet; starting afresh\n", path);
+    return;
+  }
+  t->first_epoch = meta.epoch + 1;
+  if (t->dist.rank == 0)
+    fprintf(stderr, "resume: %s: continuing after epoch %lld (step %lld)\n", path,
+            (long long)meta.epoch, (long long)meta.step);
 }
 
 static void setup_optimizer(Trainer *t) {
@@ -215,13 +237,14 @@ static bool train_to_target(Trainer *t) {
   const Device *dev = &t->run.dev;
   int64_t max_epochs = config_int(&t->cfg, "max_epochs");
   double target = config_float(&t->cfg, "target_accuracy");
-  Loader *train = open_loader(t, true, 1, NULL);
+  const char *checkpoint = config_string(&t->cfg, "checkpoint");
+  Loader *train = open_loader(t, true, t->first_epoch, NULL);
   Progress progress;
   progress_start(&progress, "train", max_epochs * t->steps_per_epoch);
-  int64_t step = 0, side = t->net.cfg.image_size;
+  int64_t step = t->opt.step, side = t->net.cfg.image_size;
   bool reached = false;
-  int64_t block_first = 1;
-  for (int64_t epoch = 1; epoch <= max_epochs && !reached; epoch++) {
+  int64_t block_first = t->first_epoch;
+  for (int64_t epoch = t->first_epoch; epoch <= max_epochs && !reached; epoch++) {
     if (epoch == block_first) {
       int64_t count = 1;
       while (!is_eval_epoch(t, block_first + count - 1)) count++;
@@ -249,6 +272,9 @@ static bool train_to_target(Trainer *t) {
               target, read_loss(t));
     reached = dist_all_agree(&t->dist, top1 >= target);
     block_first = epoch + 1;
+    if (*checkpoint && t->dist.rank == 0)
+      ckpt_save(checkpoint, dev, &t->net.params, &t->net.buffers, &t->opt, NULL, epoch, 0,
+                rng_make((uint64_t)config_int(&t->cfg, "seed"), 0));
   }
   LoaderStats st = loader_stats(train);
   if (t->dist.rank == 0)
@@ -339,6 +365,7 @@ int main(int argc, char **argv) {
   MLLOG_POINT(log, "train_samples", mlv_int(t.train_samples));
   MLLOG_POINT(log, "eval_samples", mlv_int(t.eval_samples));
   setup_optimizer(&t);
+  maybe_resume(&t);
   if (t.dist.rank == 0)
     fprintf(stderr, "resnet: %lld parameters, %d rank(s), %lld images per rank per step, %lld steps per epoch\n",
             (long long)paramset_count_params(&t.net.params), t.dist.size, (long long)t.local_batch,

@@ -31,7 +31,7 @@ fi
 # 2. Train to the target; the log complies.
 log=$tmp/run.log
 "$build/bin/resnet" --config=$conf --data_dir="$tmp/data" --device=cpu --log_file="$log" \
-  >"$tmp/train.out" 2>&1
+  --checkpoint="$tmp/whole.ckpt" >"$tmp/train.out" 2>&1
 rc=$?
 if [[ $rc == 0 ]] && grep -q "resnet: target reached" "$tmp/train.out"; then
   echo "PASS resnet_small_reaches_target ($(grep -o 'time to train [0-9.]* s' "$tmp/train.out"), $(grep '^epoch' "$tmp/train.out" | tail -n 1 | cut -d, -f1))"
@@ -48,6 +48,19 @@ if python3 logs/result.py --target 0.999 "$log" >/dev/null 2>&1; then
   echo "FAIL resnet_checker_rejects_unreached_target: accepted at 0.999"
 else
   echo "PASS resnet_checker_rejects_unreached_target"
+fi
+
+# Resume: 1 epoch, then --resume to the target, gives the same final
+# checkpoint, bit for bit, as the uninterrupted run above.
+"$build/bin/resnet" --config=$conf --data_dir="$tmp/data" --device=cpu --log_file="$tmp/r2.log" \
+  --checkpoint="$tmp/split.ckpt" --max_epochs=1 --target_accuracy=0.99 >/dev/null 2>&1
+"$build/bin/resnet" --config=$conf --data_dir="$tmp/data" --device=cpu --log_file="$tmp/r3.log" \
+  --checkpoint="$tmp/split.ckpt" --resume >"$tmp/resume.out" 2>&1
+if grep -q "resume: .*continuing after epoch 1" "$tmp/resume.out" && [[ -f $tmp/whole.ckpt ]] &&
+  cmp -s "$tmp/whole.ckpt" "$tmp/split.ckpt"; then
+  echo "PASS resnet_resume_matches_uninterrupted"
+else
+  echo "FAIL resnet_resume_matches_uninterrupted: $(grep -E 'resume|^error' "$tmp/resume.out" | head -n 2 | tr '\n' ' ')"
 fi
 
 # 3. Bad input: one line naming the flag or the directory.
@@ -70,6 +83,11 @@ expect_error resnet_bad_stages "error: stages: '3,x'" --config=$conf --data_dir=
 expect_error resnet_bad_optimizer "error: optimizer: 'adam' is neither lars nor sgd" --config=$conf \
   --data_dir="$tmp/data" --optimizer=adam
 expect_error resnet_unknown_key "unknown key 'depth'" --config=$conf --data_dir="$tmp/data" --depth=50
+expect_error resnet_resume_without_checkpoint "error: resume: needs --checkpoint=PATH" --config=$conf \
+  --data_dir="$tmp/data" --resume
+printf 'not a checkpoint\n' >"$tmp/junk.ckpt"
+expect_error resnet_resume_from_junk "junk.ckpt: not a checkpoint of this suite" --config=$conf \
+  --data_dir="$tmp/data" --resume --checkpoint="$tmp/junk.ckpt"
 
 # 4. Two ranks: each a half batch and half of every eval; one epoch.
 mpi=(mpirun --allow-run-as-root --oversubscribe -np 2)
