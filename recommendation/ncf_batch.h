@@ -19,7 +19,7 @@
 #pragma once
 #include <stdint.h>
 
-#include "../datasets/movielens_sampling.h"
+#include "movielens_sampling.h"
 #include "device.h"
 #include "ops.h"
 #include "rng.h"

@@ -5,7 +5,7 @@
 #pragma once
 #include <stdint.h>
 
-#include "../datasets/movielens.h"
+#include "movielens.h"
 #include "device.h"
 #include "ncf_batch.h"
 

@@ -3,7 +3,7 @@
 
 #include <math.h>
 
-#include "../datasets/movielens_sampling.h"
+#include "movielens_sampling.h"
 
 void ncf_metric_add_cpu(const Device *dev, const float *scores, const int32_t *neg_items,
                         int64_t n_users, int64_t n_neg, int k, double *acc, NcfMetricSums *sums) {

@@ -1,7 +1,7 @@
 // ncf_metric.h: HR@K and NDCG@K of NCF's test split - each user's held-out
 // positive ranked among its test negatives by the model's scores, with the
 // MLPerf reference's rule for repeated negatives and ties
-// (ml_positive_rank in datasets/movielens_sampling.h: a repeated negative
+// (ml_positive_rank in common/movielens_sampling.h: a repeated negative
 // counts once, a negative scoring equal to the positive ranks above it).
 // A rank scores a slice of the users; the sums are added over ranks by the
 // caller (ncf_metric_result after the reduction), so HR is over all users.

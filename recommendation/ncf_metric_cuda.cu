@@ -6,7 +6,7 @@
 // the NDCG sum may differ from the CPU's in the last bits only.
 #include <math.h>
 
-#include "../datasets/movielens_sampling.h"
+#include "movielens_sampling.h"
 #include "check_cuda.h"
 #include "ncf_metric.h"
 

@@ -30,7 +30,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 TOPK = 10
-# datasets/movielens.h, MlFileHeader: magic, version, header_bytes, n_users,
+# common/movielens.h, MlFileHeader: magic, version, header_bytes, n_users,
 # n_items, n_train, n_neg, neg_seed, min_ratings, six section offsets,
 # file_bytes, two reserved words.
 HEADER = struct.Struct("<8sII4qQq6QQ2Q")
@@ -50,7 +50,7 @@ def read_conf(path):
 
 
 def load_ncf(path):
-    """The arrays of an ncf.bin (datasets/movielens.h) as numpy views."""
+    """The arrays of an ncf.bin (common/movielens.h) as numpy views."""
     raw = np.memmap(path, dtype=np.uint8, mode="r")
     if raw.size < HEADER.size:
         raise SystemExit(f"{path}: too short for a header ({raw.size} bytes)")
@@ -171,7 +171,7 @@ def build_model(conf, data, device):
 
 @torch.no_grad()
 def evaluate(model, test_items, test_negs, users_per_pass):
-    """HR@10 and NDCG@10 with the trainer's rule (datasets/movielens_sampling.h,
+    """HR@10 and NDCG@10 with the trainer's rule (common/movielens_sampling.h,
     ml_positive_rank): a repeated negative counts once, a negative scoring
     equal to the positive ranks above it, a NaN never makes a hit."""
     n_users = len(test_items)

@@ -1,4 +1,4 @@
-// MovieLens data for NCF (datasets/movielens.h): the r-th unrated item, the
+// MovieLens data for NCF (common/movielens.h): the r-th unrated item, the
 // MLPerf split of a hand-made ratings.csv (filter, dense ids, the latest
 // rating with its tie rule, test negatives), the ncf.bin round trip, and
 // one-line errors naming file:line for bad input and corrupt files.
@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../datasets/movielens.h"
+#include "movielens.h"
 #include "test.h"
 
 static const char *write_file(const char *name, const char *text) {

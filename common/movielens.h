@@ -20,7 +20,7 @@
 //     test positive itself be drawn as a negative; here it cannot be.
 //
 // The file <dir>/ncf.bin, little-endian, version 1:
-//   MlFileHeader (128 bytes; magic "NCFMLBIN")
+//   MlFileHeader (136 bytes; magic "NCFMLBIN")
 //   then sections at the byte offsets the header gives, each 64-byte aligned:
 //     train_offsets  int64 (n_users + 1)   CSR row starts into train_items
 //     train_items    int32 (n_train)       each user's training items, ascending
