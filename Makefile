@@ -125,12 +125,24 @@ ALL_OBJ += $(patsubst %,$(BUILD)/obj/%.o,$(call task_src,$(BENCH_DIR_$(1))))
 endef
 $(foreach b,$(BUILT_BENCHES),$(eval $(call trainer_rule,$(b))))
 
+# A task's code apart from its main is also an archive, so that tests link
+# the task's model, data and metric code instead of copying it.
+task_lib_src = $(filter-out $(1)/train.c,$(call task_src,$(1)))
+TASK_LIBS := $(BUILT_BENCHES:%=$(BUILD)/lib%.a)
+define task_lib_rule
+$(BUILD)/lib$(1).a: $(patsubst %,$(BUILD)/obj/%.o,$(call task_lib_src,$(BENCH_DIR_$(1))))
+	@mkdir -p $$(dir $$@)
+	@$$(if $$(Q),echo "  AR    $$@")
+	$$(Q)rm -f $$@ && ar rcs $$@ $$^
+endef
+$(foreach b,$(BUILT_BENCHES),$(eval $(call task_lib_rule,$(b))))
+
 $(BUILD)/bin/%: $(BUILD)/obj/datasets/%.c.o $(LIBCOMMON)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD    $@")
 	$(Q)$(CC) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/tests/%: $(BUILD)/obj/tests/%.c.o $(HARNESS_OBJ) $(LIBCOMMON)
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.c.o $(HARNESS_OBJ) $(TASK_LIBS) $(LIBCOMMON)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD    $@")
 	$(Q)$(CC) $^ -o $@ $(LDLIBS)

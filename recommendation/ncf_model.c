@@ -13,11 +13,6 @@
 #include "ops_loss.h"
 #include "rng.h"
 
-// Parameter order: the four embedding tables, then (weight, bias) of each
-// MLP layer, then the final layer's.
-enum { NCF_MF_USER, NCF_MF_ITEM, NCF_MLP_USER, NCF_MLP_ITEM, NCF_FIRST_LINEAR };
-static int ncf_w(int layer) { return NCF_FIRST_LINEAR + 2 * (layer - 1); }  // layer >= 1
-static int ncf_final_w(const NcfShape *s) { return ncf_w(s->n_layers); }
 
 void ncf_parse_layers(const char *key, const char *text, NcfShape *shape) {
   shape->n_layers = 0;

@@ -49,6 +49,12 @@ typedef struct NcfModel {
   NcfActs a;
 } NcfModel;
 
+// Parameter order: the four embedding tables, then (weight, bias) of each
+// MLP layer, then the final layer's.
+enum { NCF_MF_USER, NCF_MF_ITEM, NCF_MLP_USER, NCF_MLP_ITEM, NCF_FIRST_LINEAR };
+static inline int ncf_w(int layer) { return NCF_FIRST_LINEAR + 2 * (layer - 1); }  // layer >= 1
+static inline int ncf_final_w(const NcfShape *s) { return ncf_w(s->n_layers); }
+
 // Parses "256,256,128,64" into shape->layers; a bad list is an input error
 // naming the key.
 void ncf_parse_layers(const char *key, const char *text, NcfShape *shape);

@@ -6,7 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../recommendation/ncf_metric.c"
+#include "../recommendation/ncf_metric.h"
+#include "movielens_sampling.h"
 #include "rng.h"
 #include "test.h"
 

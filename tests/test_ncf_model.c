@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../recommendation/ncf_data.c"
-#include "../recommendation/ncf_model.c"
+#include "../recommendation/ncf_data.h"
+#include "../recommendation/ncf_model.h"
 #include "test.h"
 
 static const Device CPU = {.kind = DEVICE_CPU};
