@@ -37,12 +37,23 @@ void op_mean(const Device *dev, const Tensor *x, int lead_axes, const Tensor *y)
 void op_cast(const Device *dev, const Tensor *x, const Tensor *y) {
   OP_DISPATCH(dev, op_cast, x, y);
 }
+void op_affine_u8(const Device *dev, const Tensor *x, const ChannelAffine *a, const Tensor *y) {
+  OP_DISPATCH(dev, op_affine_u8, x, a, y);
+}
 void op_topk(const Device *dev, const Tensor *x, int k, const Tensor *values,
              const Tensor *indices) {
   OP_DISPATCH(dev, op_topk, x, k, values, indices);
 }
 
 // ---------------------------------------------------------------- shape checks
+
+int64_t elem_affine_u8_channels(const Tensor *x, const Tensor *y) {
+  OP_REQUIRE("op_affine_u8", x->dtype == DT_U8 && y->dtype == DT_F32);
+  OP_REQUIRE("op_affine_u8", x->ndim >= 1 && tensor_numel(x) == tensor_numel(y));
+  int64_t channels = x->shape[x->ndim - 1];
+  OP_REQUIRE("op_affine_u8", channels >= 1 && channels <= 4);
+  return channels;
+}
 
 void elem_concat_geometry(const char *op, const Tensor *whole, const Tensor *parts, int count,
                           int axis, int64_t *outer, int64_t *inner) {
@@ -240,6 +251,15 @@ static float elem_load_f32(const void *p, DType dt, int64_t i) {
     case DT_BF16: return bf16_to_f32(((const uint16_t *)p)[i]);
     default: return ((const float *)p)[i];
   }
+}
+
+void op_affine_u8_cpu(const Device *dev, const Tensor *x, const ChannelAffine *a,
+                      const Tensor *y) {
+  (void)dev;
+  int64_t channels = elem_affine_u8_channels(x, y), n = tensor_numel(x);
+  const uint8_t *in = x->data;
+  float *out = y->data;
+  for (int64_t i = 0; i < n; i++) out[i] = (float)in[i] * a->scale[i % channels] + a->shift[i % channels];
 }
 
 void op_cast_cpu(const Device *dev, const Tensor *x, const Tensor *y) {

@@ -58,6 +58,16 @@ void op_mean(const Device *dev, const Tensor *x, int lead_axes, const Tensor *y)
 // rounding). The CPU path takes every pair too.
 void op_cast(const Device *dev, const Tensor *x, const Tensor *y);
 
+// ---------------------------------------------------------------- input bytes
+// y = x * scale[c] + shift[c], c the position along the last axis (C <= 4):
+// loader bytes to normalised network input on the device, e.g. ImageNet
+// normalisation with scale = 1 / (255 std), shift = -mean / std.
+//   x: (..., C) uint8; y: x's shape, fp32.
+typedef struct ChannelAffine {
+  float scale[4], shift[4];
+} ChannelAffine;
+void op_affine_u8(const Device *dev, const Tensor *x, const ChannelAffine *a, const Tensor *y);
+
 // ---------------------------------------------------------------- top-k
 // For each row of x (M, N) (all leading axes flattened), the k largest values
 // in descending order and their column indices: values (M, k) in x's dtype,
@@ -81,6 +91,8 @@ void op_topk(const Device *dev, const Tensor *x, int k, const Tensor *values,
   void op_sum_##sfx(const Device *dev, const Tensor *x, int lead_axes, const Tensor *y);   \
   void op_mean_##sfx(const Device *dev, const Tensor *x, int lead_axes, const Tensor *y);  \
   void op_cast_##sfx(const Device *dev, const Tensor *x, const Tensor *y);                 \
+  void op_affine_u8_##sfx(const Device *dev, const Tensor *x, const ChannelAffine *a,      \
+                          const Tensor *y);                                                \
   void op_topk_##sfx(const Device *dev, const Tensor *x, int k, const Tensor *values,      \
                      const Tensor *indices);
 OPS_ELEM_BACKEND(cpu)
@@ -101,6 +113,8 @@ void elem_permute_strides(const Tensor *x, const int *perm, const Tensor *y,
 // Checks a top-k call and returns rows M and columns N.
 void elem_topk_geometry(const Tensor *x, int k, const Tensor *values, const Tensor *indices,
                         int64_t *rows, int64_t *cols);
+// Checks an op_affine_u8 call and returns C, the channels (last extent).
+int64_t elem_affine_u8_channels(const Tensor *x, const Tensor *y);
 // Checks a reduction and returns rows M and columns N of the (M, N) view.
 void elem_reduce_geometry(const char *op, const Tensor *x, int lead_axes, const Tensor *y,
                           int64_t *rows, int64_t *cols);

@@ -18,6 +18,7 @@
 #include "dist.h"
 #include "lmdb_store.h"
 #include "ops_dense.h"
+#include "ops_elem.h"
 #include "ops_loss.h"
 #include "optim.h"
 #include "resnet.h"
@@ -76,6 +77,8 @@ typedef struct Trainer {
   Tensor loss;     // (1) fp32 on the device
   Tensor dlogits;  // (local_batch, classes)
   Tensor logits_host;  // (local_batch, classes) eval scores on the host
+  Tensor images;       // (local_batch, S, S, 3) normalised input on the device
+  ChannelAffine affine;
   int64_t first_epoch;  // 1, or the epoch after a resumed checkpoint's
 } Trainer;
 
@@ -105,8 +108,29 @@ static ClassifyAugment augment_config(const Trainer *t, bool train) {
   a.out_side = (int32_t)config_int(cfg, "image_size");
   a.resize_side = (int32_t)config_int(cfg, "resize_side");
   a.scale_min = (float)config_float(cfg, "crop_scale_min");
-  a.float_output = true;
+  a.float_output = false;  // bytes cross to the device; op_affine_u8 normalises there
   return a;
+}
+
+// The loader's normalisation, (x / 255 - mean) / std, as one multiply-add.
+static ChannelAffine input_affine(const Trainer *t) {
+  ClassifyAugment a = augment_config(t, false);
+  ChannelAffine ca = {{0}, {0}};
+  for (int c = 0; c < 3; c++) {
+    ca.scale[c] = 1.0f / (255.0f * a.std[c]);
+    ca.shift[c] = -a.mean[c] / a.std[c];
+  }
+  return ca;
+}
+
+// A batch's images as network input: (n, S, S, 3) fp32 on the device.
+static Tensor batch_images(Trainer *t, const LoaderBatch *batch) {
+  const Device *dev = &t->run.dev;
+  int64_t n = batch->count, side = t->net.cfg.image_size;
+  Tensor bytes = TENSOR(batch->device[0], DT_U8, dev->kind, n, side, side, 3);
+  Tensor images = TENSOR(t->images.data, DT_F32, dev->kind, n, side, side, 3);
+  op_affine_u8(dev, &bytes, &t->affine, &images);
+  return images;
 }
 
 static void split_dir(const Trainer *t, const char *split, char *buf, size_t buf_bytes) {
@@ -204,8 +228,8 @@ static double evaluate(Trainer *t) {
   int64_t classes = t->net.cfg.num_classes;
   for (int64_t b = 0; b < loader_batches_per_epoch(l); b++) {
     const LoaderBatch *batch = loader_next(l);
-    int64_t n = batch->count, side = t->net.cfg.image_size;
-    Tensor x = TENSOR(batch->device[0], DT_F32, dev->kind, n, side, side, 3);
+    int64_t n = batch->count;
+    Tensor x = batch_images(t, batch);
     const Tensor *logits = resnet_forward(&t->net, dev, &x, false);
     device_sync(dev);
     device_copy(DEVICE_CPU, t->logits_host.data, dev->kind, logits->data, tensor_bytes(logits));
@@ -241,7 +265,7 @@ static bool train_to_target(Trainer *t) {
   Loader *train = open_loader(t, true, t->first_epoch, NULL);
   Progress progress;
   progress_start(&progress, "train", max_epochs * t->steps_per_epoch);
-  int64_t step = t->opt.step, side = t->net.cfg.image_size;
+  int64_t step = t->opt.step;
   bool reached = false;
   int64_t block_first = t->first_epoch;
   for (int64_t epoch = t->first_epoch; epoch <= max_epochs && !reached; epoch++) {
@@ -254,7 +278,7 @@ static bool train_to_target(Trainer *t) {
     MLLOG_START(log, "epoch_start", {"epoch_num", mlv_int(epoch)});
     for (int64_t s = 0; s < t->steps_per_epoch; s++, step++) {
       const LoaderBatch *batch = loader_next(train);
-      Tensor x = TENSOR(batch->device[0], DT_F32, dev->kind, batch->count, side, side, 3);
+      Tensor x = batch_images(t, batch);
       Tensor y = TENSOR(batch->device[1], DT_I32, dev->kind, batch->count);
       train_step(t, &x, &y, step);
       if (progress_due(&progress))
@@ -357,6 +381,10 @@ int main(int argc, char **argv) {
                      DT_F32, t.run.dev.kind, t.local_batch, classes);
   t.logits_host = TENSOR(xmalloc((size_t)(t.local_batch * classes) * sizeof(float)), DT_F32,
                          DEVICE_CPU, t.local_batch, classes);
+  int64_t side = model.image_size;
+  t.images = TENSOR(device_alloc(t.run.dev.kind, (size_t)(t.local_batch * side * side * 3) * sizeof(float)),
+                    DT_F32, t.run.dev.kind, t.local_batch, side, side, 3);
+  t.affine = input_affine(&t);
 
 
   MLLOG_POINT(log, "global_batch_size", mlv_int(t.global_batch));
@@ -382,6 +410,7 @@ int main(int argc, char **argv) {
   device_free(t.loss.device, t.loss.data);
   device_free(t.dlogits.device, t.dlogits.data);
   free(t.logits_host.data);
+  device_free(t.images.device, t.images.data);
   optim_free(&t.opt);
   dist_detach(&t.dist);
   resnet_free(&t.net);

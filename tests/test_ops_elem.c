@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "augment.h"
 #include "ops_elem.h"
+#include "rng.h"
 #include "ops_test_util.h"
 #include "test.h"
 
@@ -363,6 +365,56 @@ static void topk_cuda_matches_cpu(void) {
   device_close(&dev);
 }
 
+// ImageNet normalisation of loader bytes: the loader's own CPU version
+// (augment_normalize_cpu) bit for bit, and a hand-checked 2-channel case.
+static ChannelAffine imagenet_affine(void) {
+  const float mean[3] = {0.485f, 0.456f, 0.406f}, std[3] = {0.229f, 0.224f, 0.225f};
+  ChannelAffine a = {{0}, {0}};
+  for (int c = 0; c < 3; c++) {
+    a.scale[c] = 1.0f / (255.0f * std[c]);
+    a.shift[c] = -mean[c] / std[c];
+  }
+  return a;
+}
+
+static void affine_u8_matches_loader_normalisation(void) {
+  enum { PIXELS = 7 * 5 };
+  uint8_t x[PIXELS * 3];
+  for (int i = 0; i < PIXELS * 3; i++) x[i] = (uint8_t)(i * 37 + 11);
+  float want[PIXELS * 3], got[PIXELS * 3];
+  const float mean[3] = {0.485f, 0.456f, 0.406f}, std[3] = {0.229f, 0.224f, 0.225f};
+  augment_normalize_cpu(x, want, PIXELS, mean, std);
+  ChannelAffine a = imagenet_affine();
+  op_affine_u8(&kCpu, TP(x, DT_U8, DEVICE_CPU, 1, 7, 5, 3), &a, TP(got, DT_F32, DEVICE_CPU, 1, 7, 5, 3));
+  CHECK(memcmp(want, got, sizeof want) == 0);
+  uint8_t two[4] = {0, 255, 10, 20};
+  float out[4];
+  ChannelAffine b = {{2, 0.5f}, {1, -1}};
+  op_affine_u8(&kCpu, TP(two, DT_U8, DEVICE_CPU, 2, 2), &b, TP(out, DT_F32, DEVICE_CPU, 2, 2));
+  CHECK(out[0] == 1 && out[1] == 126.5f && out[2] == 21 && out[3] == 9);
+}
+
+static void affine_u8_cuda_matches_cpu(void) {
+  Device dev;
+  open_gpu_or_skip(&dev);
+  const int64_t n = 3 * 33 * 31 * 3;  // odd extents
+  uint8_t *x = malloc((size_t)n);
+  float *want = malloc((size_t)n * 4), *got = malloc((size_t)n * 4);
+  for (int64_t i = 0; i < n; i++) x[i] = (uint8_t)(rng_u32(9, 0, (uint64_t)i) >> 24);
+  ChannelAffine a = imagenet_affine();
+  op_affine_u8(&kCpu, TP(x, DT_U8, DEVICE_CPU, 3, 33, 31, 3), &a, TP(want, DT_F32, DEVICE_CPU, 3, 33, 31, 3));
+  void *dx = device_alloc(DEVICE_CUDA, (size_t)n), *dy = device_alloc(DEVICE_CUDA, (size_t)n * 4);
+  device_copy(DEVICE_CUDA, dx, DEVICE_CPU, x, (size_t)n);
+  op_affine_u8(&dev, TP(dx, DT_U8, DEVICE_CUDA, 3, 33, 31, 3), &a, TP(dy, DT_F32, DEVICE_CUDA, 3, 33, 31, 3));
+  device_sync(&dev);
+  device_copy(DEVICE_CPU, got, DEVICE_CUDA, dy, (size_t)n * 4);
+  // One multiply and one add (fused on the GPU): within 1e-6 relative.
+  CHECK(test_rel_error(got, want, n) < 1e-6);
+  device_free(DEVICE_CUDA, dx), device_free(DEVICE_CUDA, dy);
+  free(x), free(want), free(got);
+  device_close(&dev);
+}
+
 int main(void) {
   TEST_RUN(arithmetic_hand_checked);
   TEST_RUN(concat_split_hand_checked);
@@ -377,5 +429,7 @@ int main(void) {
   TEST_RUN(reductions_cuda_match_cpu);
   TEST_RUN(casts_cuda_match_cpu_bitwise);
   TEST_RUN(topk_cuda_matches_cpu);
+  TEST_RUN(affine_u8_matches_loader_normalisation);
+  TEST_RUN(affine_u8_cuda_matches_cpu);
   return test_finish();
 }
