@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 
 #include "check.h"
+#include "file.h"
 #include "config.h"
 #include "image.h"
 #include "lmdb_store.h"
@@ -220,18 +221,6 @@ static void read_val(const char *root, const char *csv, const Names *classes, It
   names_free(&folders);
 }
 
-static uint8_t *read_file(const char *path, size_t *n_bytes) {
-  FILE *f = fopen(path, "rb");
-  if (!f) die_input(path, "cannot open: %s", strerror(errno));
-  struct stat st;
-  CHECK_FILE(fstat(fileno(f), &st) == 0, path);
-  *n_bytes = (size_t)st.st_size;
-  uint8_t *bytes = xmalloc(*n_bytes);
-  if (fread(bytes, 1, *n_bytes, f) != *n_bytes) die_input(path, "read failed: %s", strerror(errno));
-  fclose(f);
-  return bytes;
-}
-
 typedef struct Converter {
   ImageDecoder *decoder;
   Image scratch;
@@ -262,7 +251,7 @@ static void convert_split(Converter *c, const char *split, const Items *items, c
   int64_t png = 0, total_bytes = 0;
   for (int64_t i = 0; i < items->count; i++) {
     size_t n;
-    uint8_t *bytes = read_file(items->items[i].path, &n);
+    uint8_t *bytes = file_read(items->items[i].path, &n);
     Record r = {.kind = RECORD_IMAGE_LABEL, .image = bytes, .image_bytes = n,
                 .label = items->items[i].label,
                 .image_format = validate_image(c, items->items[i].path, bytes, n)};

@@ -16,6 +16,7 @@
 
 #include "augment.h"
 #include "check.h"
+#include "file.h"
 #include "classify_data.h"
 #include "config.h"
 #include "image.h"
@@ -41,14 +42,8 @@ static Files read_list(const char *list) {
   while (files.count < 4096 && fgets(path, sizeof path, f)) {
     path[strcspn(path, "\n")] = 0;
     if (!path[0]) continue;
-    FILE *img = fopen(path, "rb");
-    if (!img) die_input(path, "cannot open");
-    fseek(img, 0, SEEK_END);
-    size_t n = (size_t)ftell(img);
-    fseek(img, 0, SEEK_SET);
-    uint8_t *b = xmalloc(n);
-    if (fread(b, 1, n, img) != n) die_input(path, "short read");
-    fclose(img);
+    size_t n;
+    uint8_t *b = file_read(path, &n);
     if (image_sniff(b, n) != IMAGE_FORMAT_JPEG) die_input(path, "not a JPEG");
     files.bytes[files.count] = b;
     files.n_bytes[files.count++] = n;

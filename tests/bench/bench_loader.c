@@ -14,6 +14,7 @@
 
 #include "augment.h"
 #include "check.h"
+#include "file.h"
 #include "classify_data.h"
 #include "config.h"
 #include "device.h"
@@ -48,14 +49,8 @@ static Photos decode_photos(const char *list) {
   char path[4096], msg[512];
   while (p.count < 1024 && fgets(path, sizeof path, f)) {
     path[strcspn(path, "\n")] = 0;
-    FILE *img = fopen(path, "rb");
-    if (!img) die_input(path, "cannot open");
-    fseek(img, 0, SEEK_END);
-    size_t n = (size_t)ftell(img);
-    fseek(img, 0, SEEK_SET);
-    uint8_t *b = xmalloc(n);
-    if (fread(b, 1, n, img) != n) die_input(path, "short read");
-    fclose(img);
+    size_t n;
+    uint8_t *b = file_read(path, &n);
     if (image_decode(d, b, n, 0, 0, &p.images[p.count], msg, sizeof msg) != IMAGE_ERROR) p.count++;
     free(b);
   }
