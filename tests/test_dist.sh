@@ -15,7 +15,7 @@ if [[ ! -x $bin ]]; then
   echo "FAIL test_dist_mpi: $bin is not built"
   exit 1
 fi
-if ! ldd "$bin" | grep -q libmpi; then
+if ! ldd "$bin" | grep libmpi >/dev/null; then
   echo "SKIP test_dist_mpi: $bin was built without MPI (MPI=0)"
   exit 0
 fi

@@ -97,7 +97,7 @@ one=$(epoch_hr "$tmp/train.out" 1)
 # 5. Two MPI ranks on CPU (each a half of every global batch and of the eval
 # users): epoch 1 scores what one rank scored, to rounding of the gradient
 # averaging (a different summation order, not different data).
-if ! command -v mpirun >/dev/null || ! ldd "$build/bin/ncf" | grep -q libmpi; then
+if ! command -v mpirun >/dev/null || ! ldd "$build/bin/ncf" | grep libmpi >/dev/null; then
   echo "SKIP ncf_two_ranks: no MPI in this build"
 else
   timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 "$build/bin/ncf" --config=$conf \
@@ -114,7 +114,7 @@ fi
 # 6. The GPU path (sampling kernel, cuBLAS MLP, fused Adam, metric kernel):
 # the same batches as the CPU, so epochs 1 and 2 score the CPU's HR@10 to the
 # rounding of different GEMM summation orders (0.01: 30 of 3,000 users).
-if ! nvidia-smi -L >/dev/null 2>&1 || ! ldd "$build/bin/ncf" | grep -q libcudart; then
+if ! nvidia-smi -L >/dev/null 2>&1 || ! ldd "$build/bin/ncf" | grep libcudart >/dev/null; then
   echo "SKIP ncf_cuda_matches_cpu: no GPU"
 else
   "$build/bin/ncf" --config=$conf --device=cuda --data_dir="$tmp/data" --log_file="$tmp/gpu.log" \

@@ -93,7 +93,7 @@ expect_error resnet_resume_from_junk "junk.ckpt: not a checkpoint of this suite"
 mpi=(mpirun --allow-run-as-root --oversubscribe -np 2)
 if ! command -v mpirun >/dev/null; then
   echo "SKIP resnet_two_ranks: no mpirun"
-elif ! ldd "$build/bin/resnet" | grep -q libmpi; then
+elif ! ldd "$build/bin/resnet" | grep libmpi >/dev/null; then
   echo "SKIP resnet_two_ranks: $build/bin/resnet was built without MPI (MPI=0)"
 else
   timeout 600 "${mpi[@]}" "$build/bin/resnet" --config=$conf --data_dir="$tmp/data" --device=cpu \

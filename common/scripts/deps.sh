@@ -12,7 +12,7 @@ python=${PYTHON:-python3}
 
 missing_debs=()
 for p in "${debs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep "install ok installed" >/dev/null \
     || missing_debs+=("$p")
 done
 if ((${#missing_debs[@]})); then
