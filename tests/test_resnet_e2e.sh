@@ -50,6 +50,17 @@ else
   echo "PASS resnet_checker_rejects_unreached_target"
 fi
 
+# LARS (the full configs' optimizer): one epoch; its log passes the lars rules.
+"$build/bin/resnet" --config=$conf --data_dir="$tmp/data" --device=cpu --log_file="$tmp/lars.log" \
+  --optimizer=lars --base_lr=2.0 --max_epochs=1 --target_accuracy=0.5 >"$tmp/lars.out" 2>&1
+if grep -q 'resnet: target reached' "$tmp/lars.out" &&
+  grep -q '"opt_name", "value": "lars"' "$tmp/lars.log" &&
+  python3 logs/result.py --target 0.5 --require-success "$tmp/lars.log" >"$tmp/lars_check.out" 2>&1; then
+  echo "PASS resnet_lars_log_complies ($(grep '^epoch' "$tmp/lars.out" | cut -d, -f1))"
+else
+  echo "FAIL resnet_lars_log_complies: $(grep -E '^error|^epoch' "$tmp/lars.out" | tr '\n' ' ') $(tail -c 300 "$tmp/lars_check.out")"
+fi
+
 # Resume: 1 epoch, then --resume to the target, gives the same final
 # checkpoint, bit for bit, as the uninterrupted run above.
 "$build/bin/resnet" --config=$conf --data_dir="$tmp/data" --device=cpu --log_file="$tmp/r2.log" \
