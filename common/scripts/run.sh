@@ -21,9 +21,14 @@ if [[ ! -f $dir/train.c ]]; then
   exit 2
 fi
 
+# The medium scale needs a GPU and a CUDA build of the trainer.
 have_gpu=0
 if [[ $device != cpu ]] && command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
-  have_gpu=1
+  if ldd "$build/bin/$bench" | grep libcudart >/dev/null; then
+    have_gpu=1
+  else
+    echo "make run: a GPU is present but $build/bin/$bench was built without CUDA; running on the CPU" >&2
+  fi
 fi
 if [[ -z $scale ]]; then
   scale=$([[ $have_gpu == 1 ]] && echo medium || echo small)
