@@ -146,7 +146,7 @@ static int64_t lmdb_count(const Trainer *t, const char *split) {
   return n;
 }
 
-static Loader *open_loader(Trainer *t, bool train, int64_t start_epoch, int64_t *count) {
+static Loader *open_loader(Trainer *t, bool train, int64_t start_epoch) {
   char dir[1100];
   split_dir(t, train ? "train" : "val", dir, sizeof dir);
   ClassifyLoaderConfig lc = {
@@ -154,7 +154,7 @@ static Loader *open_loader(Trainer *t, bool train, int64_t start_epoch, int64_t 
       .threads = (int)config_int(&t->cfg, "loader_threads"), .ring_batches = 4,
       .rank = t->dist.rank, .world = t->dist.size, .start_epoch = start_epoch, .dev = &t->run.dev,
   };
-  return classify_loader_open(&lc, count);
+  return classify_loader_open(&lc, NULL);
 }
 
 // With --resume and an existing --checkpoint: the parameters, BN statistics
@@ -222,8 +222,7 @@ static float read_loss(const Trainer *t) {
 // Top-1 over the whole validation set, every rank a shard, counts summed.
 static double evaluate(Trainer *t) {
   const Device *dev = &t->run.dev;
-  int64_t count;
-  Loader *l = open_loader(t, false, 0, &count);
+  Loader *l = open_loader(t, false, 0);
   int64_t counts[2] = {0, 0};  // correct, seen
   int64_t classes = t->net.cfg.num_classes;
   for (int64_t b = 0; b < loader_batches_per_epoch(l); b++) {
@@ -262,7 +261,7 @@ static bool train_to_target(Trainer *t) {
   int64_t max_epochs = config_int(&t->cfg, "max_epochs");
   double target = config_float(&t->cfg, "target_accuracy");
   const char *checkpoint = config_string(&t->cfg, "checkpoint");
-  Loader *train = open_loader(t, true, t->first_epoch, NULL);
+  Loader *train = open_loader(t, true, t->first_epoch);
   Progress progress;
   progress_start(&progress, "train", max_epochs * t->steps_per_epoch);
   int64_t step = t->opt.step;
