@@ -158,6 +158,36 @@ void amp_cast_cpu(const Device *dev, const float *src, void *dst, DType dtype, i
   }
 }
 
+void amp_accumulate_grads(const Device *dev, const void *src, DType dtype, float *grads,
+                          int64_t n) {
+  if (dtype != DT_F32 && dtype != DT_F16 && dtype != DT_BF16)
+    DIE("amp_accumulate_grads: from %s", dtype_name(dtype));
+#if HAVE_CUDA
+  if (dev->kind == DEVICE_CUDA) {
+    amp_accumulate_grads_cuda(dev, src, dtype, grads, n);
+    return;
+  }
+#endif
+  amp_accumulate_grads_cpu(dev, src, dtype, grads, n);
+}
+
+void amp_accumulate_grads_cpu(const Device *dev, const void *src, DType dtype, float *grads,
+                              int64_t n) {
+  (void)dev;
+  const uint16_t *half = src;
+  switch (dtype) {
+    case DT_F16:
+      for (int64_t i = 0; i < n; i++) grads[i] += f16_to_f32(half[i]);
+      break;
+    case DT_BF16:
+      for (int64_t i = 0; i < n; i++) grads[i] += bf16_to_f32(half[i]);
+      break;
+    default:
+      for (int64_t i = 0; i < n; i++) grads[i] += ((const float *)src)[i];
+      break;
+  }
+}
+
 Tensor amp_weight_view(const ParamSet *ps, void *lowp, DType dtype, int i) {
   Tensor t = paramset_param(ps, i);
   t.data = (uint8_t *)lowp + (size_t)ps->offsets[i] * dtype_size(dtype);

@@ -85,6 +85,17 @@ void amp_cast(const Device *dev, const float *src, void *dst, DType dtype, int64
 void amp_cast_cpu(const Device *dev, const float *src, void *dst, DType dtype, int64_t n);
 void amp_cast_cuda(const Device *dev, const float *src, void *dst, DType dtype, int64_t n);
 
+// grads[0..n) += src[0..n) read in dtype (fp16, bf16 or fp32): brings
+// gradients an op could only write in the compute dtype (cuDNN's filter
+// gradient takes the dtype of its data) into the fp32 gradient buffer.
+// Layers whose gradients are written in fp32 directly leave their part of
+// src zero.
+void amp_accumulate_grads(const Device *dev, const void *src, DType dtype, float *grads, int64_t n);
+void amp_accumulate_grads_cpu(const Device *dev, const void *src, DType dtype, float *grads,
+                              int64_t n);
+void amp_accumulate_grads_cuda(const Device *dev, const void *src, DType dtype, float *grads,
+                               int64_t n);
+
 // Tensor i of a low-precision weight copy laid out like ps->params (a flat
 // buffer of ps->total_numel elements of dtype, filled by amp_cast).
 Tensor amp_weight_view(const ParamSet *ps, void *lowp, DType dtype, int i);

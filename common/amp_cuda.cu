@@ -34,6 +34,17 @@ __global__ void k_cast(const float *src, T *dst, int64_t n) {
     dst[i] = Convert(src[i]);
 }
 
+template <class T, float (*Convert)(T)>
+__global__ void k_accumulate(const T *src, float *grads, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    grads[i] += Convert(src[i]);
+}
+
+__device__ float from_half(__half x) { return __half2float(x); }
+__device__ float from_bf16(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ float from_f32(float x) { return x; }
+
 __device__ __half to_half(float x) { return __float2half_rn(x); }
 __device__ __nv_bfloat16 to_bf16(float x) { return __float2bfloat16_rn(x); }
 
@@ -69,6 +80,26 @@ extern "C" void amp_cast_cuda(const Device *dev, const float *src, void *dst, DT
       CHECK_CUDA(cudaMemcpyAsync(dst, src, (size_t)n * sizeof(float), cudaMemcpyDeviceToDevice,
                                  dev->stream));
       return;
+  }
+  CHECK_LAUNCH();
+}
+
+extern "C" void amp_accumulate_grads_cuda(const Device *dev, const void *src, DType dtype,
+                                          float *grads, int64_t n) {
+  if (n == 0) return;
+  unsigned grid = grid_for(n);
+  switch (dtype) {
+    case DT_F16:
+      k_accumulate<__half, from_half>
+          <<<grid, kThreads, 0, dev->stream>>>((const __half *)src, grads, n);
+      break;
+    case DT_BF16:
+      k_accumulate<__nv_bfloat16, from_bf16>
+          <<<grid, kThreads, 0, dev->stream>>>((const __nv_bfloat16 *)src, grads, n);
+      break;
+    default:
+      k_accumulate<float, from_f32><<<grid, kThreads, 0, dev->stream>>>((const float *)src, grads, n);
+      break;
   }
   CHECK_LAUNCH();
 }

@@ -48,7 +48,8 @@ void op_topk(const Device *dev, const Tensor *x, int k, const Tensor *values,
 // ---------------------------------------------------------------- shape checks
 
 int64_t elem_affine_u8_channels(const Tensor *x, const Tensor *y) {
-  OP_REQUIRE("op_affine_u8", x->dtype == DT_U8 && y->dtype == DT_F32);
+  OP_REQUIRE("op_affine_u8", x->dtype == DT_U8);
+  OP_REQUIRE("op_affine_u8", y->dtype == DT_F32 || y->dtype == DT_F16 || y->dtype == DT_BF16);
   OP_REQUIRE("op_affine_u8", x->ndim >= 1 && tensor_numel(x) == tensor_numel(y));
   int64_t channels = x->shape[x->ndim - 1];
   OP_REQUIRE("op_affine_u8", channels >= 1 && channels <= 4);
@@ -253,13 +254,22 @@ static float elem_load_f32(const void *p, DType dt, int64_t i) {
   }
 }
 
+// p[i] = v in dtype dt (fp32, or fp16 / bf16 rounded to nearest even).
+static void elem_store_f32(void *p, DType dt, int64_t i, float v) {
+  switch (dt) {
+    case DT_F16: ((uint16_t *)p)[i] = f32_to_f16(v); break;
+    case DT_BF16: ((uint16_t *)p)[i] = f32_to_bf16(v); break;
+    default: ((float *)p)[i] = v; break;
+  }
+}
+
 void op_affine_u8_cpu(const Device *dev, const Tensor *x, const ChannelAffine *a,
                       const Tensor *y) {
   (void)dev;
   int64_t channels = elem_affine_u8_channels(x, y), n = tensor_numel(x);
   const uint8_t *in = x->data;
-  float *out = y->data;
-  for (int64_t i = 0; i < n; i++) out[i] = (float)in[i] * a->scale[i % channels] + a->shift[i % channels];
+  for (int64_t i = 0; i < n; i++)
+    elem_store_f32(y->data, y->dtype, i, (float)in[i] * a->scale[i % channels] + a->shift[i % channels]);
 }
 
 void op_cast_cpu(const Device *dev, const Tensor *x, const Tensor *y) {
@@ -268,13 +278,7 @@ void op_cast_cpu(const Device *dev, const Tensor *x, const Tensor *y) {
   OP_REQUIRE("op_cast", tensor_numel(y) == n);
   OP_REQUIRE("op_cast", x->dtype == DT_F32 || x->dtype == DT_F16 || x->dtype == DT_BF16);
   OP_REQUIRE("op_cast", y->dtype == DT_F32 || y->dtype == DT_F16 || y->dtype == DT_BF16);
-  for (int64_t i = 0; i < n; i++) {
-    float v = elem_load_f32(x->data, x->dtype, i);
-    if (y->dtype == DT_F32)
-      ((float *)y->data)[i] = v;
-    else
-      ((uint16_t *)y->data)[i] = y->dtype == DT_F16 ? f32_to_f16(v) : f32_to_bf16(v);
-  }
+  for (int64_t i = 0; i < n; i++) elem_store_f32(y->data, y->dtype, i, elem_load_f32(x->data, x->dtype, i));
 }
 
 // ---------------------------------------------------------------- CPU: top-k

@@ -62,7 +62,8 @@ void op_cast(const Device *dev, const Tensor *x, const Tensor *y);
 // y = x * scale[c] + shift[c], c the position along the last axis (C <= 4):
 // loader bytes to normalised network input on the device, e.g. ImageNet
 // normalisation with scale = 1 / (255 std), shift = -mean / std.
-//   x: (..., C) uint8; y: x's shape, fp32.
+//   x: (..., C) uint8; y: x's shape, fp32, or fp16 / bf16 (the input of a
+//   mixed-precision network; the fp32 result rounded to nearest even).
 typedef struct ChannelAffine {
   float scale[4], shift[4];
 } ChannelAffine;

@@ -105,12 +105,13 @@ __global__ void elem_permute_kernel(const E *x, E *y, int64_t n, PermuteGeometry
 }
 
 // One thread per byte; the channel is the position along the last axis.
-static __global__ void elem_affine_u8_kernel(const uint8_t *x, float *y, int64_t n, int channels,
+template <typename T>
+static __global__ void elem_affine_u8_kernel(const uint8_t *x, T *y, int64_t n, int channels,
                                              ChannelAffine a) {
   int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) {
     int c = (int)(i % channels);
-    y[i] = (float)x[i] * a.scale[c] + a.shift[c];
+    y[i] = ops_from_f32<T>((float)x[i] * a.scale[c] + a.shift[c]);
   }
 }
 
@@ -119,8 +120,10 @@ extern "C" void op_affine_u8_cuda(const Device *dev, const Tensor *x, const Chan
   int channels = (int)elem_affine_u8_channels(x, y);
   int64_t n = tensor_numel(x);
   if (n == 0) return;
-  elem_affine_u8_kernel<<<ops_blocks(n, 256), 256, 0, dev->stream>>>(
-      (const uint8_t *)x->data, (float *)y->data, n, channels, *a);
+  OPS_FLOAT_DISPATCH("op_affine_u8", y->dtype, {
+    elem_affine_u8_kernel<scalar_t><<<ops_blocks(n, 256), 256, 0, dev->stream>>>(
+        (const uint8_t *)x->data, (scalar_t *)y->data, n, channels, *a);
+  });
   CHECK_LAUNCH();
 }
 

@@ -214,6 +214,24 @@ static void weight_copy_views(void) {
   paramset_free(&ps);
 }
 
+// fp32 gradients += a low-precision buffer, exactly (every fp16 and bf16
+// value is an fp32 value; the sums below are exact in fp32).
+static void accumulate_grads_adds_exactly(void) {
+  Device dev;
+  device_open(&dev, DEVICE_CPU, 0);
+  float grads[4] = {1.0f, -2.0f, 0.25f, 0.0f};
+  uint16_t b[4] = {f32_to_bf16(0.5f), f32_to_bf16(-0.75f), 0, f32_to_bf16(3.0f)};
+  amp_accumulate_grads(&dev, b, DT_BF16, grads, 4);
+  CHECK(grads[0] == 1.5f && grads[1] == -2.75f && grads[2] == 0.25f && grads[3] == 3.0f);
+  uint16_t h[2] = {f32_to_f16(-1.5f), f32_to_f16(65504.0f)};
+  amp_accumulate_grads(&dev, h, DT_F16, grads, 2);
+  CHECK(grads[0] == 0.0f && grads[1] == 65501.25f);
+  float f[1] = {0.125f};
+  amp_accumulate_grads(&dev, f, DT_F32, grads + 2, 1);
+  CHECK(grads[2] == 0.375f);
+  device_close(&dev);
+}
+
 static void cuda_matches_cpu(void) {
   if (!test_have_gpu()) test_skip("no GPU");
 #if HAVE_CUDA
@@ -238,6 +256,22 @@ static void cuda_matches_cpu(void) {
     device_copy(DEVICE_CPU, hg, DEVICE_CUDA, dh, N * 2);
     CHECK_MSG(memcmp(h, hg, N * 2) == 0, "%s casts differ", dtype_name(types[k]));
   }
+  // Accumulation: the same IEEE fp32 additions on both sides, bit for bit.
+  for (int k = 0; k < 2; k++) {
+    amp_cast(&cpu, x, h, types[k], N);
+    device_copy(DEVICE_CUDA, dh, DEVICE_CPU, h, N * 2);
+    device_copy(DEVICE_CUDA, d, DEVICE_CPU, x, N * sizeof(float));
+    memcpy(back, x, N * sizeof(float));
+    amp_accumulate_grads(&cpu, h, types[k], back, N);
+    amp_accumulate_grads(&gpu, dh, types[k], d, N);
+    device_sync(&gpu);
+    float *gsum = malloc(N * sizeof(float));
+    device_copy(DEVICE_CPU, gsum, DEVICE_CUDA, d, N * sizeof(float));
+    CHECK_MSG(memcmp(gsum, back, N * sizeof(float)) == 0, "%s accumulation differs",
+              dtype_name(types[k]));
+    free(gsum);
+  }
+  device_copy(DEVICE_CUDA, d, DEVICE_CPU, x, N * sizeof(float));
   // Clean gradients: exact scaling by a power of two, no flag.
   amp_unscale(&sc, &gpu, d, N, 1.0f);
   CHECK(amp_update(&sc, &gpu));
@@ -275,6 +309,7 @@ int main(void) {
   TEST_RUN(bad_config_dies);
   TEST_RUN(cast_known_values);
   TEST_RUN(weight_copy_views);
+  TEST_RUN(accumulate_grads_adds_exactly);
   TEST_RUN(cuda_matches_cpu);
   return test_finish();
 }

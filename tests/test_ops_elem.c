@@ -392,6 +392,16 @@ static void affine_u8_matches_loader_normalisation(void) {
   ChannelAffine b = {{2, 0.5f}, {1, -1}};
   op_affine_u8(&kCpu, TP(two, DT_U8, DEVICE_CPU, 2, 2), &b, TP(out, DT_F32, DEVICE_CPU, 2, 2));
   CHECK(out[0] == 1 && out[1] == 126.5f && out[2] == 21 && out[3] == 9);
+  // Low-precision output: the fp32 result rounded once.
+  uint16_t lowp[PIXELS * 3];
+  op_affine_u8(&kCpu, TP(x, DT_U8, DEVICE_CPU, 1, 7, 5, 3), &a, TP(lowp, DT_BF16, DEVICE_CPU, 1, 7, 5, 3));
+  int same = 1;
+  for (int i = 0; i < PIXELS * 3; i++) same &= lowp[i] == f32_to_bf16(want[i]);
+  CHECK(same);
+  op_affine_u8(&kCpu, TP(x, DT_U8, DEVICE_CPU, 1, 7, 5, 3), &a, TP(lowp, DT_F16, DEVICE_CPU, 1, 7, 5, 3));
+  same = 1;
+  for (int i = 0; i < PIXELS * 3; i++) same &= lowp[i] == f32_to_f16(want[i]);
+  CHECK(same);
 }
 
 static void affine_u8_cuda_matches_cpu(void) {
@@ -402,14 +412,28 @@ static void affine_u8_cuda_matches_cpu(void) {
   float *want = malloc((size_t)n * 4), *got = malloc((size_t)n * 4);
   for (int64_t i = 0; i < n; i++) x[i] = (uint8_t)(rng_u32(9, 0, (uint64_t)i) >> 24);
   ChannelAffine a = imagenet_affine();
-  op_affine_u8(&kCpu, TP(x, DT_U8, DEVICE_CPU, 3, 33, 31, 3), &a, TP(want, DT_F32, DEVICE_CPU, 3, 33, 31, 3));
   void *dx = device_alloc(DEVICE_CUDA, (size_t)n), *dy = device_alloc(DEVICE_CUDA, (size_t)n * 4);
   device_copy(DEVICE_CUDA, dx, DEVICE_CPU, x, (size_t)n);
-  op_affine_u8(&dev, TP(dx, DT_U8, DEVICE_CUDA, 3, 33, 31, 3), &a, TP(dy, DT_F32, DEVICE_CUDA, 3, 33, 31, 3));
-  device_sync(&dev);
-  device_copy(DEVICE_CPU, got, DEVICE_CUDA, dy, (size_t)n * 4);
-  // One multiply and one add (fused on the GPU): within 1e-6 relative.
-  CHECK(test_rel_error(got, want, n) < 1e-6);
+  const DType dts[] = {DT_F32, DT_BF16, DT_F16};
+  for (int k = 0; k < 3; k++) {
+    DType dt = dts[k];
+    void *cpu_out = malloc((size_t)n * 4), *gpu_out = malloc((size_t)n * 4);
+    op_affine_u8(&kCpu, TP(x, DT_U8, DEVICE_CPU, 3, 33, 31, 3), &a, TP(cpu_out, dt, DEVICE_CPU, 3, 33, 31, 3));
+    op_affine_u8(&dev, TP(dx, DT_U8, DEVICE_CUDA, 3, 33, 31, 3), &a, TP(dy, dt, DEVICE_CUDA, 3, 33, 31, 3));
+    device_sync(&dev);
+    device_copy(DEVICE_CPU, gpu_out, DEVICE_CUDA, dy, (size_t)n * dtype_size(dt));
+    op_cast(&kCpu, TP(cpu_out, dt, DEVICE_CPU, n), TP(want, DT_F32, DEVICE_CPU, n));
+    op_cast(&kCpu, TP(gpu_out, dt, DEVICE_CPU, n), TP(got, DT_F32, DEVICE_CPU, n));
+    // One multiply and one add (fused on the GPU, so the fp32 results may
+    // differ in the last bit): within 1e-6 relative in fp32; in fp16 / bf16
+    // that last bit can move the rounding by one unit of the narrow type
+    // (2^-11 / 2^-8 relative).
+    double tol = dt == DT_F32 ? 1e-6 : dt == DT_F16 ? 1e-3 : 8e-3;
+    double err = test_rel_error(got, want, n);
+    CHECK_MSG(err < tol, "affine_u8 to %s: relative error %.2e (tolerance %.0e)", dtype_name(dt),
+              err, tol);
+    free(cpu_out), free(gpu_out);
+  }
   device_free(DEVICE_CUDA, dx), device_free(DEVICE_CUDA, dy);
   free(x), free(want), free(got);
   device_close(&dev);
