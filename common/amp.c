@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "check.h"
+#include "ops_conv.h"
+#include "ops_dense.h"
 
 static const char *const kPrecNames[] = {
     [PREC_FP32] = "fp32", [PREC_TF32] = "tf32", [PREC_FP16] = "fp16", [PREC_BF16] = "bf16",
@@ -60,6 +62,11 @@ AmpConfig amp_config_get(const Config *c, DeviceKind device) {
   if (!(a.backoff > 0 && a.backoff < 1))
     die_input("loss_scale_backoff", "%g must lie in (0, 1)", a.backoff);
   return a;
+}
+
+void amp_apply_math(const Device *dev, Precision p) {
+  op_conv2d_set_tf32(dev, p == PREC_TF32);
+  op_gemm_set_tf32(dev, p == PREC_TF32);
 }
 
 void amp_scaler_init(LossScaler *s, const AmpConfig *cfg, DeviceKind device) {

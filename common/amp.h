@@ -50,6 +50,11 @@ typedef struct AmpConfig {
 // key. Low precision on a CPU device is refused: the CPU path computes in fp32.
 AmpConfig amp_config_get(const Config *c, DeviceKind device);
 
+// The math mode of fp32 convolutions and GEMMs for precision p: TF32 tensor
+// cores for tf32, true fp32 otherwise (fp16/bf16 ops use tensor cores by
+// their dtype). Process-wide; nothing on a CPU device.
+void amp_apply_math(const Device *dev, Precision p);
+
 typedef struct LossScaler {
   AmpConfig cfg;
   bool dynamic;            // fp16: scaling and overflow checks on

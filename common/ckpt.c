@@ -211,7 +211,9 @@ void ckpt_meta_apply(const CkptMeta *m, const char *path, Optimizer *opt, LossSc
     die_input(path, "checkpoint of optimizer kind %d; this run uses %s", (int)m->opt_kind,
               optim_kind_name(opt->cfg.kind));
   opt->step = m->step;
-  if (sc) {
+  // Only fp16 scales the loss: a run in another precision keeps its scale
+  // of 1 whatever the checkpoint's run used.
+  if (sc && sc->dynamic) {
     sc->scale = m->loss_scale;
     sc->good_steps = m->scaler_good_steps;
     sc->skipped_steps = m->scaler_skipped_steps;

@@ -46,8 +46,10 @@ typedef struct CkptMeta {
 // The scalar state of opt and sc (sc may be NULL: scale 1) with the trainer's.
 CkptMeta ckpt_meta_make(const Optimizer *opt, const LossScaler *sc, int64_t epoch,
                         int64_t data_position, Rng rng);
-// Puts the optimizer step and the scaler state back; a checkpoint of another
-// optimizer kind is refused (its state buffers mean something else).
+// Puts the optimizer step and the scaler state back (the scaler's only when
+// it is dynamic, i.e. fp16: other precisions keep a scale of 1); a
+// checkpoint of another optimizer kind is refused (its state buffers mean
+// something else).
 void ckpt_meta_apply(const CkptMeta *m, const char *path, Optimizer *opt, LossScaler *sc);
 
 // Writes ps->params, ps->state[0..n_state), buffers->params (the model's

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "amp.h"
 #include "check.h"
 #include "ops_dense.h"
 #include "ops_elem.h"
@@ -77,8 +78,9 @@ static Tensor alloc_act(Builder *b, int64_t h, int64_t w, int64_t c) {
   if (per_image > b->max_act) b->max_act = per_image;
   if (!b->fill) return (Tensor){0};
   Resnet *net = b->net;
-  return tensor_make(device_alloc(net->device, (size_t)(net->max_batch * per_image) * sizeof(float)),
-                     DT_F32, net->device, 4, (int64_t[]){net->max_batch, h, w, c});
+  DType dt = net->cfg.dtype;
+  return tensor_make(device_alloc(net->device, (size_t)(net->max_batch * per_image) * dtype_size(dt)),
+                     dt, net->device, 4, (int64_t[]){net->max_batch, h, w, c});
 }
 
 static void add_conv_bn(Builder *b, ResnetConvBn *u, const char *prefix, int64_t in_h,
@@ -246,6 +248,11 @@ static void init_values(Resnet *net, uint64_t seed) {
 void resnet_init(Resnet *net, const ResnetConfig *cfg, int64_t max_batch, int n_state,
                  DeviceKind device, uint64_t seed) {
   memset(net, 0, sizeof *net);
+  if (cfg->dtype != DT_F32 && cfg->dtype != DT_F16 && cfg->dtype != DT_BF16)
+    DIE("resnet_init: compute dtype %s is not fp32, fp16 or bf16", dtype_name(cfg->dtype));
+  if (cfg->dtype != DT_F32 && device != DEVICE_CUDA)
+    DIE("resnet_init: %s compute needs a CUDA device; the CPU path computes in fp32",
+        dtype_name(cfg->dtype));
   net->cfg = *cfg;
   net->device = device;
   net->max_batch = max_batch;
@@ -266,19 +273,30 @@ void resnet_init(Resnet *net, const ResnetConfig *cfg, int64_t max_batch, int n_
   paramset_init(&net->buffers, net->buffer_specs, fill.n_buffers, 0, device);
   init_values(net, seed);
 
+  DType dt = cfg->dtype;
+  size_t dsize = dtype_size(dt);
   int64_t act = max_batch * fill.max_act;
   for (int g = 0; g < 4; g++)
-    net->grad[g] = tensor_make(device_alloc(device, (size_t)act * sizeof(float)), DT_F32, device,
-                               1, (int64_t[]){act});
+    net->grad[g] = tensor_make(device_alloc(device, (size_t)act * dsize), dt, device, 1,
+                               (int64_t[]){act});
   int64_t c = net->out_channels;
   if (cfg->num_classes > 0) {
     int64_t nc = cfg->num_classes;
-    net->features = tensor_make(device_alloc(device, (size_t)(max_batch * c) * sizeof(float)),
-                                DT_F32, device, 2, (int64_t[]){max_batch, c});
-    net->dfeatures = tensor_make(device_alloc(device, (size_t)(max_batch * c) * sizeof(float)),
-                                 DT_F32, device, 2, (int64_t[]){max_batch, c});
+    net->features = tensor_make(device_alloc(device, (size_t)(max_batch * c) * dsize), dt, device,
+                                2, (int64_t[]){max_batch, c});
+    net->dfeatures = tensor_make(device_alloc(device, (size_t)(max_batch * c) * dsize), dt,
+                                 device, 2, (int64_t[]){max_batch, c});
     net->logits = tensor_make(device_alloc(device, (size_t)(max_batch * nc) * sizeof(float)),
                               DT_F32, device, 2, (int64_t[]){max_batch, nc});
+    if (dt != DT_F32)
+      net->dlogits_lowp = tensor_make(device_alloc(device, (size_t)(max_batch * nc) * dsize), dt,
+                                      device, 2, (int64_t[]){max_batch, nc});
+  }
+  if (dt != DT_F32) {
+    size_t bytes = (size_t)net->params.total_numel * dsize;
+    net->lowp_weights = device_alloc(device, bytes);
+    net->lowp_grads = device_alloc(device, bytes);
+    device_zero(device, net->lowp_grads, bytes);  // only the filter parts are ever written
   }
   // A bigger CPU scratch lets the convolution batch several images per GEMM.
   if (device == DEVICE_CPU) {
@@ -302,6 +320,9 @@ void resnet_free(Resnet *net) {
   device_free(net->device, net->features.data);
   device_free(net->device, net->dfeatures.data);
   device_free(net->device, net->logits.data);
+  device_free(net->device, net->dlogits_lowp.data);
+  device_free(net->device, net->lowp_weights);
+  device_free(net->device, net->lowp_grads);
   device_free(net->device, net->bn_saved);
   paramset_free(&net->params);
   paramset_free(&net->buffers);
@@ -324,7 +345,16 @@ static Tensor batch_view(const Tensor *t, int64_t n) {
 
 // Backward buffer g viewed with the shape of activation `like`.
 static Tensor grad_view(const Resnet *net, int g, const Tensor *like) {
-  return tensor_make(net->grad[g].data, DT_F32, net->device, like->ndim, like->shape);
+  return tensor_make(net->grad[g].data, net->cfg.dtype, net->device, like->ndim, like->shape);
+}
+
+static bool low_precision(const Resnet *net) { return net->cfg.dtype != DT_F32; }
+
+// Weight i as the convolutions and the classifier read it: the fp32
+// parameter, or its low-precision copy.
+static Tensor weight(const Resnet *net, int i) {
+  if (low_precision(net)) return amp_weight_view(&net->params, net->lowp_weights, net->cfg.dtype, i);
+  return paramset_param(&net->params, i);
 }
 
 static void bind_bn(const Resnet *net, ResnetConvBn *u) {
@@ -339,7 +369,7 @@ static const Tensor *conv_bn_fwd(Resnet *net, const Device *dev, ResnetConvBn *u
   u->x = *x;
   u->conv_out = batch_view(&u->conv_out, n);
   u->y = batch_view(&u->y, n);
-  Tensor w = paramset_param(&net->params, u->w);
+  Tensor w = weight(net, u->w);
   op_conv2d_fwd(dev, x, &w, NULL, &u->conv_out, &u->conv, net->scratch, net->scratch_bytes);
   bind_bn(net, u);
   if (train)
@@ -362,6 +392,11 @@ const Tensor *resnet_forward(Resnet *net, const Device *dev, const Tensor *x, bo
   int64_t n = x->shape[0];
   if (n > net->max_batch) DIE("resnet_forward: batch %lld over the %lld allocated", (long long)n,
                               (long long)net->max_batch);
+  if (x->dtype != net->cfg.dtype)
+    DIE("resnet_forward: input is %s, the network computes in %s", dtype_name(x->dtype),
+        dtype_name(net->cfg.dtype));
+  if (low_precision(net))
+    amp_cast(dev, net->params.params, net->lowp_weights, net->cfg.dtype, net->params.total_numel);
   const Tensor *h = conv_bn_fwd(net, dev, &net->stem, x, NULL, train);
   if (net->cfg.imagenet_stem) {
     net->stem_pooled = batch_view(&net->stem_pooled, n);
@@ -374,7 +409,7 @@ const Tensor *resnet_forward(Resnet *net, const Device *dev, const Tensor *x, bo
   net->features = batch_view(&net->features, n);
   net->logits = batch_view(&net->logits, n);
   op_global_avgpool_fwd(dev, h, &net->features);
-  Tensor fw = paramset_param(&net->params, net->fc_w), fb = paramset_param(&net->params, net->fc_b);
+  Tensor fw = weight(net, net->fc_w), fb = paramset_param(&net->params, net->fc_b);
   op_linear_fwd(dev, &net->features, &fw, &fb, &net->logits);
   return &net->logits;
 }
@@ -393,8 +428,14 @@ static void conv_bn_bwd(Resnet *net, const Device *dev, ResnetConvBn *u, int gy,
   bind_bn(net, u);
   op_batchnorm_bwd(dev, &u->bn, &u->conv_out, &u->y, &dy, u->relu, &dconv, gz >= 0 ? &dz : NULL,
                    &dgamma, &dbeta, true);
-  Tensor w = paramset_param(&net->params, u->w), dw = paramset_grad(&net->params, u->w);
-  op_conv2d_bwd_filter(dev, &u->x, &dconv, &dw, &u->conv, true, net->scratch, net->scratch_bytes);
+  // Low precision: the filter gradient in the compute dtype, overwritten
+  // (each weight has one convolution) and added to the fp32 gradients at the
+  // end of the backward.
+  Tensor w = weight(net, u->w);
+  bool lowp = low_precision(net);
+  Tensor dw = lowp ? amp_weight_view(&net->params, net->lowp_grads, net->cfg.dtype, u->w)
+                   : paramset_grad(&net->params, u->w);
+  op_conv2d_bwd_filter(dev, &u->x, &dconv, &dw, &u->conv, !lowp, net->scratch, net->scratch_bytes);
   if (gx >= 0) {
     Tensor dx = grad_view(net, gx, &u->x);
     op_conv2d_bwd_data(dev, &dconv, &w, &dx, &u->conv, net->scratch, net->scratch_bytes);
@@ -433,12 +474,22 @@ void resnet_backward(Resnet *net, const Device *dev, const Tensor *dlogits) {
   Tensor dtop = grad_view(net, 0, net->out);
   if (net->cfg.num_classes > 0) {
     int64_t n = dlogits->shape[0];
+    if (dlogits->dtype != DT_F32) DIE("resnet_backward: dlogits are %s, not fp32", dtype_name(dlogits->dtype));
     net->dfeatures = batch_view(&net->dfeatures, n);
-    Tensor fw = paramset_param(&net->params, net->fc_w);
+    const Tensor *dy = dlogits;
+    Tensor dy_lowp = batch_view(&net->dlogits_lowp, n);
+    if (low_precision(net)) {
+      op_cast(dev, dlogits, &dy_lowp);
+      dy = &dy_lowp;
+    }
+    Tensor fw = weight(net, net->fc_w);
     Tensor dfw = paramset_grad(&net->params, net->fc_w), dfb = paramset_grad(&net->params, net->fc_b);
-    op_linear_bwd(dev, &net->features, &fw, dlogits, &net->dfeatures, &dfw, &dfb, true);
+    op_linear_bwd(dev, &net->features, &fw, dy, &net->dfeatures, &dfw, &dfb, true);
     op_global_avgpool_bwd(dev, &net->dfeatures, &dtop);
   } else {
+    if (dlogits->dtype != net->cfg.dtype)
+      DIE("resnet_backward: the output gradient is %s, the network computes in %s",
+          dtype_name(dlogits->dtype), dtype_name(net->cfg.dtype));
     device_copy(net->device, dtop.data, dlogits->device, dlogits->data, tensor_bytes(dlogits));
   }
   for (int k = net->n_blocks - 1; k >= 0; k--) block_bwd(net, dev, &net->blocks[k]);
@@ -451,4 +502,7 @@ void resnet_backward(Resnet *net, const Device *dev, const Tensor *dlogits) {
   } else {
     conv_bn_bwd(net, dev, &net->stem, 0, -1, -1, 2);
   }
+  if (low_precision(net))
+    amp_accumulate_grads(dev, net->lowp_grads, net->cfg.dtype, net->params.grads,
+                         net->params.total_numel);
 }

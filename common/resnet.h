@@ -3,9 +3,20 @@
 // downsampling bottleneck), forward and backward over the op library. Shared
 // by the ResNet-50 classifier and SSD's ResNet-34 backbone.
 //
-// Activations are NHWC fp32 (CPU or CUDA). Every buffer a step touches is
-// allocated once in resnet_init for a maximum batch; a step with a smaller
-// batch (the last eval batch) uses the leading part of each buffer.
+// Activations are NHWC. Every buffer a step touches is allocated once in
+// resnet_init for a maximum batch; a step with a smaller batch (the last eval
+// batch) uses the leading part of each buffer.
+//
+// Precision (ResnetConfig.dtype). fp32: everything fp32 (CPU or CUDA). fp16
+// or bf16 (CUDA only), as PyTorch's autocast does it: the parameters,
+// gradients and optimizer state stay fp32 (net->params); each forward casts
+// the weights once into a low-precision copy (amp_cast) that convolutions
+// and the classifier read; activations and their gradients are fp16/bf16;
+// batch norm keeps fp32 parameters, statistics and reductions; the logits
+// and their gradient are fp32. Convolution filter gradients come out of
+// cuDNN in the compute dtype and are added into the fp32 gradients at the
+// end of the backward (amp_accumulate_grads); batch-norm and classifier
+// gradients are written in fp32 directly.
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
@@ -32,6 +43,7 @@ typedef struct ResnetConfig {
   int num_classes;                   // 0: backbone only, no pooling or classifier
   bool zero_init_residual;           // last BN of each block starts with gamma 0
   float bn_momentum, bn_eps;         // 0.1, 1e-5 (PyTorch's convention)
+  DType dtype;                       // compute dtype: DT_F32, or DT_F16 / DT_BF16 on CUDA
 } ResnetConfig;
 
 // ResNet-50 v1.5 for ImageNet.
@@ -89,6 +101,11 @@ typedef struct Resnet {
   Tensor dfeatures;      // (N, C_last)
   void *scratch;         // CPU convolution scratch
   size_t scratch_bytes;
+  // Low precision only (cfg.dtype fp16/bf16), each laid out like params:
+  void *lowp_weights;    // the weights in cfg.dtype, cast at every forward
+  void *lowp_grads;      // convolution filter gradients in cfg.dtype (the
+                         // rest stays zero), added into params.grads
+  Tensor dlogits_lowp;   // (N, num_classes) the logits' gradient in cfg.dtype
 } Resnet;
 
 // Builds the layer list and parameter table (with n_state optimizer state
@@ -99,13 +116,14 @@ void resnet_init(Resnet *net, const ResnetConfig *cfg, int64_t max_batch, int n_
                  DeviceKind device, uint64_t seed);
 void resnet_free(Resnet *net);
 
-// Forward of a batch x (n, S, S, in_channels) fp32; returns the logits
-// (n, num_classes), or with num_classes == 0 the last block's output. train
-// uses batch statistics (and updates the running ones) and keeps what the
-// backward needs.
+// Forward of a batch x (n, S, S, in_channels) in cfg.dtype; returns the
+// logits (n, num_classes) fp32, or with num_classes == 0 the last block's
+// output (cfg.dtype). train uses batch statistics (and updates the running
+// ones) and keeps what the backward needs.
 const Tensor *resnet_forward(Resnet *net, const Device *dev, const Tensor *x, bool train);
-// Backward from dlogits (n, num_classes) (or the gradient of the last block's
-// output): adds the parameter gradients into net->params.grads.
+// Backward from dlogits (n, num_classes) fp32 (or the gradient of the last
+// block's output, in cfg.dtype): adds the parameter gradients into
+// net->params.grads (fp32).
 void resnet_backward(Resnet *net, const Device *dev, const Tensor *dlogits);
 
 #ifdef __cplusplus

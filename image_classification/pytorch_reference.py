@@ -3,7 +3,9 @@
 ResNet (basic or bottleneck v1.5 blocks, NHWC / channels_last), the same data
 (the raw ImageNet-layout folder the converter read), the same SGD/LARS-free
 schedule (SGD momentum, linear warmup, polynomial decay), label smoothing,
-eval after every epoch. Prints top-1 per epoch and the time to the target.
+eval after every epoch, the same precision (the conf's `precision`: bf16 or
+fp16 autocast with fp32 master weights, fp16 with a GradScaler; tf32; fp32).
+Prints top-1 per epoch and the time to the target.
 
   python3 image_classification/pytorch_reference.py --config=image_classification/configs/small.conf \
       --raw=data/resnet/small/raw [--device=cuda] [--max_epochs=N] [--no_augment]
@@ -139,6 +141,15 @@ def main():
         return end + (base - end) * (1 - frac) ** power
 
     target, smoothing = float(conf["target_accuracy"]), float(conf["label_smoothing"])
+    precision = conf.get("precision", "fp32")
+    if precision not in ("fp32", "tf32", "bf16", "fp16"):
+        raise SystemExit(f"pytorch_reference: precision '{precision}' is not fp32, tf32, bf16 or fp16")
+    if precision != "fp32" and args.device == "cpu":
+        raise SystemExit(f"pytorch_reference: precision '{precision}' needs a GPU (the CPU run is fp32)")
+    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+    torch.backends.cudnn.allow_tf32 = precision == "tf32"
+    lowp = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    scaler = torch.amp.GradScaler(enabled=precision == "fp16")
     start, step = time.time(), 0
     for epoch in range(1, epochs + 1):
         model.train()
@@ -151,14 +162,17 @@ def main():
                 x = torch.where(flip.view(-1, 1, 1, 1), x.flip(3), x)
             for g in opt.param_groups:
                 g["lr"] = lr_at(step)
-            loss = F.cross_entropy(model(x), ytr[idx].to(dev), label_smoothing=smoothing)
+            with torch.autocast(args.device, dtype=lowp or torch.float32, enabled=lowp is not None):
+                loss = F.cross_entropy(model(x), ytr[idx].to(dev), label_smoothing=smoothing)
             opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
             step += 1
         model.eval()
         correct = 0
-        with torch.no_grad():
+        with torch.no_grad(), torch.autocast(args.device, dtype=lowp or torch.float32,
+                                             enabled=lowp is not None):
             for s in range(0, len(xva), 512):
                 correct += (model(prep(xva[s:s + 512])).argmax(1).cpu() == yva[s:s + 512]).sum().item()
         acc = correct / len(xva)

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "amp.h"
 #include "check.h"
 #include "ckpt.h"
 #include "classify_data.h"
@@ -40,7 +41,6 @@ static const ConfigKey kKeys[] = {
     {"crop_scale_min", CFG_FLOAT, "0.08", "train: smallest random-resized-crop area"},
     {"loader_threads", CFG_INT, "8", "decode and augment threads per rank"},
     {"synthetic", CFG_BOOL, "false", "random data on the device: throughput only, no eval"},
-    {"tf32", CFG_BOOL, "true", "CUDA: fp32 convolutions and GEMMs on TF32 tensor cores"},
     {"synthetic_steps", CFG_INT, "100", "timed steps of a synthetic run (after 10 warm-up)"},
     // Optimisation.
     {"batch_size", CFG_INT, "256", "global batch (all ranks together)"},
@@ -68,6 +68,8 @@ typedef struct Trainer {
   Config cfg;
   Dist dist;
   Resnet net;
+  AmpConfig amp;       // precision; fp16's loss scaling
+  LossScaler scaler;
   Optimizer opt;
   Schedule sched;
   int64_t global_batch, local_batch;
@@ -77,7 +79,7 @@ typedef struct Trainer {
   Tensor loss;     // (1) fp32 on the device
   Tensor dlogits;  // (local_batch, classes)
   Tensor logits_host;  // (local_batch, classes) eval scores on the host
-  Tensor images;       // (local_batch, S, S, 3) normalised input on the device
+  Tensor images;       // (local_batch, S, S, 3) normalised input on the device, compute dtype
   ChannelAffine affine;
   int64_t first_epoch;  // 1, or the epoch after a resumed checkpoint's
 } Trainer;
@@ -123,12 +125,13 @@ static ChannelAffine input_affine(const Trainer *t) {
   return ca;
 }
 
-// A batch's images as network input: (n, S, S, 3) fp32 on the device.
+// A batch's images as network input: (n, S, S, 3) on the device, in the
+// compute dtype.
 static Tensor batch_images(Trainer *t, const LoaderBatch *batch) {
   const Device *dev = &t->run.dev;
   int64_t n = batch->count, side = t->net.cfg.image_size;
   Tensor bytes = TENSOR(batch->device[0], DT_U8, dev->kind, n, side, side, 3);
-  Tensor images = TENSOR(t->images.data, DT_F32, dev->kind, n, side, side, 3);
+  Tensor images = TENSOR(t->images.data, t->net.cfg.dtype, dev->kind, n, side, side, 3);
   op_affine_u8(dev, &bytes, &t->affine, &images);
   return images;
 }
@@ -165,7 +168,7 @@ static void maybe_resume(Trainer *t) {
   if (!config_bool(&t->cfg, "resume")) return;
   if (!*path) die_input("resume", "needs --checkpoint=PATH to resume from");
   CkptMeta meta;
-  if (!ckpt_resume(path, &t->run.dev, &t->net.params, &t->net.buffers, &t->opt, NULL, &meta)) {
+  if (!ckpt_resume(path, &t->run.dev, &t->net.params, &t->net.buffers, &t->opt, &t->scaler, &meta)) {
     if (t->dist.rank == 0) fprintf(stderr, "resume: no checkpoint at %s yet; starting afresh\n", path);
     return;
   }
@@ -199,17 +202,22 @@ static void setup_optimizer(Trainer *t) {
 }
 
 // One step on a batch already on the device: forward, loss, backward,
-// all-reduce, update. Returns nothing; the loss stays on the device.
+// all-reduce, update. Returns nothing; the loss stays on the device. Under
+// fp16 the loss gradient is scaled, the averaged gradients unscaled and
+// checked, and a step whose gradients overflowed is skipped (amp.h).
 static void train_step(Trainer *t, const Tensor *images, const Tensor *labels, int64_t step) {
   const Device *dev = &t->run.dev;
-  optim_grads_zero(dev, &t->net.params);
+  ParamSet *ps = &t->net.params;
+  optim_grads_zero(dev, ps);
   const Tensor *logits = resnet_forward(&t->net, dev, images, true);
   Tensor dlogits = t->dlogits;
   dlogits.shape[0] = images->shape[0];
-  op_softmax_xent(dev, logits, labels, t->label_smoothing, -1, 1.0f, &t->loss, NULL, &dlogits);
+  op_softmax_xent(dev, logits, labels, t->label_smoothing, -1, amp_loss_scale(&t->scaler), &t->loss,
+                  NULL, &dlogits);
   resnet_backward(&t->net, dev, &dlogits);
   dist_grad_wait(&t->dist);
-  optim_step(&t->opt, dev, &t->net.params, (float)schedule_lr(&t->sched, step));
+  amp_unscale(&t->scaler, dev, ps->grads, ps->total_numel, 1.0f);
+  if (amp_update(&t->scaler, dev)) optim_step(&t->opt, dev, ps, (float)schedule_lr(&t->sched, step));
 }
 
 static float read_loss(const Trainer *t) {
@@ -296,13 +304,16 @@ static bool train_to_target(Trainer *t) {
     reached = dist_all_agree(&t->dist, top1 >= target);
     block_first = epoch + 1;
     if (*checkpoint && t->dist.rank == 0)
-      ckpt_save(checkpoint, dev, &t->net.params, &t->net.buffers, &t->opt, NULL, epoch, 0,
+      ckpt_save(checkpoint, dev, &t->net.params, &t->net.buffers, &t->opt, &t->scaler, epoch, 0,
                 rng_make((uint64_t)config_int(&t->cfg, "seed"), 0));
   }
   LoaderStats st = loader_stats(train);
   if (t->dist.rank == 0)
     fprintf(stderr, "loader: trainer waited %.1f s over %lld batches (%lld stalls)\n", st.wait_s,
             (long long)st.batches, (long long)st.stalls);
+  if (t->dist.rank == 0 && t->scaler.dynamic)
+    fprintf(stderr, "amp: %lld step(s) skipped for gradient overflow; final loss scale %g\n",
+            (long long)t->scaler.skipped_steps, t->scaler.scale);
   loader_close(train);
   return reached;
 }
@@ -311,15 +322,21 @@ static bool train_to_target(Trainer *t) {
 static void synthetic_run(Trainer *t) {
   const Device *dev = &t->run.dev;
   int64_t n = t->local_batch, side = t->net.cfg.image_size, classes = t->net.cfg.num_classes;
-  size_t x_bytes = (size_t)(n * side * side * 3) * sizeof(float);
+  int64_t pixels = n * side * side * 3;
+  size_t x_bytes = (size_t)pixels * sizeof(float);
   float *x_host = xmalloc(x_bytes);
   int32_t *y_host = xmalloc((size_t)n * sizeof(int32_t));
-  rng_fill_normal_cpu(x_host, n * side * side * 3, 1, 0, 0, 0.0f, 1.0f);
+  rng_fill_normal_cpu(x_host, pixels, 1, 0, 0, 0.0f, 1.0f);
   for (int64_t i = 0; i < n; i++) y_host[i] = (int32_t)(rng_u32(1, 1, (uint64_t)i) % classes);
   void *x_dev = device_alloc(dev->kind, x_bytes), *y_dev = device_alloc(dev->kind, (size_t)n * 4);
   device_copy(dev->kind, x_dev, DEVICE_CPU, x_host, x_bytes);
   device_copy(dev->kind, y_dev, DEVICE_CPU, y_host, (size_t)n * 4);
-  Tensor x = TENSOR(x_dev, DT_F32, dev->kind, n, side, side, 3), y = TENSOR(y_dev, DT_I32, dev->kind, n);
+  // The input in the compute dtype, in the trainer's image buffer.
+  Tensor x32 = TENSOR(x_dev, DT_F32, dev->kind, pixels);
+  Tensor x_flat = TENSOR(t->images.data, t->net.cfg.dtype, dev->kind, pixels);
+  op_cast(dev, &x32, &x_flat);
+  Tensor x = TENSOR(t->images.data, t->net.cfg.dtype, dev->kind, n, side, side, 3);
+  Tensor y = TENSOR(y_dev, DT_I32, dev->kind, n);
   int64_t steps = config_int(&t->cfg, "synthetic_steps");
   for (int64_t s = 0; s < 10; s++) train_step(t, &x, &y, s);
   device_sync(dev);
@@ -341,6 +358,7 @@ int main(int argc, char **argv) {
   dist_init(&t.dist, &argc, &argv);
   config_init(&t.cfg);
   config_add_keys(&t.cfg, kKeys, (int)(sizeof kKeys / sizeof kKeys[0]));
+  config_add_keys(&t.cfg, amp_config_keys, amp_config_key_count);
   trainer_begin(&t.run, "resnet", &t.cfg, argc, argv, t.dist.rank, dist_device_index(&t.dist));
   const Config *cfg = &t.cfg;
   MLLog *log = &t.run.log;
@@ -352,8 +370,9 @@ int main(int argc, char **argv) {
               t.dist.size);
   t.local_batch = t.global_batch / t.dist.size;
   t.label_smoothing = (float)config_float(cfg, "label_smoothing");
-  op_conv2d_set_tf32(&t.run.dev, config_bool(cfg, "tf32"));
-  op_gemm_set_tf32(&t.run.dev, config_bool(cfg, "tf32"));
+  t.amp = amp_config_get(cfg, t.run.dev.kind);
+  amp_apply_math(&t.run.dev, t.amp.precision);
+  amp_scaler_init(&t.scaler, &t.amp, t.run.dev.kind);
 
   if (synthetic) {
     t.train_samples = t.eval_samples = t.global_batch;
@@ -367,6 +386,7 @@ int main(int argc, char **argv) {
               (long long)t.train_samples);
 
   ResnetConfig model = model_config(cfg);
+  model.dtype = amp_compute_dtype(t.amp.precision);
   int opt_kind = optim_kind_parse(config_string(cfg, "optimizer"));
   if (opt_kind != OPT_LARS && opt_kind != OPT_SGD)
     die_input("optimizer", "'%s' is neither lars nor sgd", config_string(cfg, "optimizer"));
@@ -381,10 +401,10 @@ int main(int argc, char **argv) {
   t.logits_host = TENSOR(xmalloc((size_t)(t.local_batch * classes) * sizeof(float)), DT_F32,
                          DEVICE_CPU, t.local_batch, classes);
   int64_t side = model.image_size;
-  t.images = TENSOR(device_alloc(t.run.dev.kind, (size_t)(t.local_batch * side * side * 3) * sizeof(float)),
-                    DT_F32, t.run.dev.kind, t.local_batch, side, side, 3);
+  t.images = TENSOR(device_alloc(t.run.dev.kind,
+                                 (size_t)(t.local_batch * side * side * 3) * dtype_size(model.dtype)),
+                    model.dtype, t.run.dev.kind, t.local_batch, side, side, 3);
   t.affine = input_affine(&t);
-
 
   MLLOG_POINT(log, "global_batch_size", mlv_int(t.global_batch));
   MLLOG_POINT(log, "gradient_accumulation_steps", mlv_int(1));
@@ -394,9 +414,9 @@ int main(int argc, char **argv) {
   setup_optimizer(&t);
   maybe_resume(&t);
   if (t.dist.rank == 0)
-    fprintf(stderr, "resnet: %lld parameters, %d rank(s), %lld images per rank per step, %lld steps per epoch\n",
-            (long long)paramset_count_params(&t.net.params), t.dist.size, (long long)t.local_batch,
-            (long long)t.steps_per_epoch);
+    fprintf(stderr, "resnet: %lld parameters, %s, %d rank(s), %lld images per rank per step, %lld steps per epoch\n",
+            (long long)paramset_count_params(&t.net.params), amp_precision_name(t.amp.precision),
+            t.dist.size, (long long)t.local_batch, (long long)t.steps_per_epoch);
 
   trainer_start(&t.run);
   bool reached = false;
@@ -411,6 +431,7 @@ int main(int argc, char **argv) {
   free(t.logits_host.data);
   device_free(t.images.device, t.images.data);
   optim_free(&t.opt);
+  amp_scaler_free(&t.scaler);
   dist_detach(&t.dist);
   resnet_free(&t.net);
   trainer_close(&t.run);

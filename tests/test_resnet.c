@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops_elem.h"
 #include "resnet.h"
 #include "rng.h"
 #include "test.h"
@@ -137,30 +138,38 @@ static void running_statistics_and_eval(void) {
   device_close(&dev);
 }
 
-static void gpu_matches_cpu(void) {
+// The GPU network in compute dtype dt against the fp32 CPU network from the
+// same seed, on the same input (rounded to dt first, so that both see the
+// same numbers): the training-mode logits and every parameter gradient, as
+// relative L2 errors. Prints the errors it measured.
+static void gpu_matches_cpu_in(DType dt, double logits_tol, double grads_tol) {
   if (!test_have_gpu()) test_skip("no GPU");
   ResnetConfig cfg = tiny_config(RESNET_BOTTLENECK, true, "1,2", 32);
-  const int64_t n = 3;
+  const int64_t n = 3, pixels = n * 32 * 32 * 3;
   Device cpu, gpu;
   device_open(&cpu, DEVICE_CPU, 0);
   device_open(&gpu, DEVICE_CUDA, 0);
   Resnet a, b;
   resnet_init(&a, &cfg, n, 0, DEVICE_CPU, 7);
+  cfg.dtype = dt;
   resnet_init(&b, &cfg, n, 0, DEVICE_CUDA, 7);
-  size_t xb = (size_t)(n * 32 * 32 * 3) * sizeof(float);
-  float *x = malloc(xb);
-  test_fill_uniform(x, n * 32 * 32 * 3, 1, -1, 1);
-  float *dx = device_alloc(DEVICE_CUDA, xb);
-  device_copy(DEVICE_CUDA, dx, DEVICE_CPU, x, xb);
-  Tensor tx = TENSOR(x, DT_F32, DEVICE_CPU, n, 32, 32, 3), gx = TENSOR(dx, DT_F32, DEVICE_CUDA, n, 32, 32, 3);
+  float *x = malloc((size_t)pixels * sizeof(float));
+  void *x_dt = malloc((size_t)pixels * sizeof(float));
+  test_fill_uniform(x, pixels, 1, -1, 1);
+  Tensor flat = TENSOR(x, DT_F32, DEVICE_CPU, pixels), flat_dt = TENSOR(x_dt, dt, DEVICE_CPU, pixels);
+  op_cast(&cpu, &flat, &flat_dt);
+  op_cast(&cpu, &flat_dt, &flat);
+  size_t xb = (size_t)pixels * dtype_size(dt);
+  void *dx = device_alloc(DEVICE_CUDA, xb);
+  device_copy(DEVICE_CUDA, dx, DEVICE_CPU, x_dt, xb);
+  Tensor tx = TENSOR(x, DT_F32, DEVICE_CPU, n, 32, 32, 3), gx = TENSOR(dx, dt, DEVICE_CUDA, n, 32, 32, 3);
   const Tensor *la = resnet_forward(&a, &cpu, &tx, true);
   const Tensor *lb = resnet_forward(&b, &gpu, &gx, true);
+  REQUIRE(lb->dtype == DT_F32);
   float lb_host[3 * 5];
   device_sync(&gpu);
   device_copy(DEVICE_CPU, lb_host, DEVICE_CUDA, lb->data, sizeof lb_host);
-  // fp32 on both sides (cuDNN may use TF32-free fp32 algorithms; op tests
-  // bound each op at ~1e-5); a dozen layers compound that to ~1e-4.
-  CHECK(test_rel_error(lb_host, la->data, 15) < 1e-3);
+  double logits_err = test_rel_error(lb_host, la->data, 15);
   float w[15];
   test_fill_uniform(w, 15, 2, -1, 1);
   float *dw = device_alloc(DEVICE_CUDA, sizeof w);
@@ -172,9 +181,14 @@ static void gpu_matches_cpu(void) {
   size_t gb = (size_t)a.params.total_numel * sizeof(float);
   float *grads = malloc(gb);
   device_copy(DEVICE_CPU, grads, DEVICE_CUDA, b.params.grads, gb);
-  CHECK(test_rel_error(grads, a.params.grads, a.params.total_numel) < 1e-3);
+  double grads_err = test_rel_error(grads, a.params.grads, a.params.total_numel);
+  printf("  %s GPU vs fp32 CPU: logits %.2e (tolerance %.0e), gradients %.2e (tolerance %.0e)\n",
+         dtype_name(dt), logits_err, logits_tol, grads_err, grads_tol);
+  CHECK(logits_err < logits_tol);
+  CHECK(grads_err < grads_tol);
   free(grads);
   free(x);
+  free(x_dt);
   device_free(DEVICE_CUDA, dx);
   device_free(DEVICE_CUDA, dw);
   resnet_free(&a);
@@ -183,11 +197,55 @@ static void gpu_matches_cpu(void) {
   device_close(&gpu);
 }
 
+// fp32 on both sides (cuDNN may use TF32-free fp32 algorithms; op tests
+// bound each op at ~1e-5); a dozen layers compound that to ~1e-4.
+static void gpu_matches_cpu(void) { gpu_matches_cpu_in(DT_F32, 1e-3, 1e-3); }
+
+// bf16 keeps 8 significant bits: each rounding of an activation, weight or
+// gradient is off by up to 2^-9 (2e-3) relative. Twelve layers forward and
+// as many backward, each rounding its output once or twice, accumulate
+// about sqrt(24) to 24 such errors: 1e-2 to 5e-2 at worst. Batch norm
+// renormalises every layer, so the logits stay near the bottom of that range.
+static void gpu_bf16_matches_cpu_fp32(void) { gpu_matches_cpu_in(DT_BF16, 3e-2, 6e-2); }
+
+// fp16 keeps 11 significant bits (2^-12 relative per rounding): 8x tighter.
+// No loss scaling is needed here: the gradients are O(1e-3) and up.
+static void gpu_fp16_matches_cpu_fp32(void) { gpu_matches_cpu_in(DT_F16, 5e-3, 1e-2); }
+
+// fp16/bf16 are CUDA-only; asking for them on the CPU is refused, by name.
+static void lowp_on_cpu_dies(void *ctx) {
+  (void)ctx;
+  ResnetConfig cfg = tiny_config(RESNET_BASIC, false, "1", 8);
+  cfg.dtype = DT_BF16;
+  Resnet net;
+  resnet_init(&net, &cfg, 2, 0, DEVICE_CPU, 1);
+}
+
+static void wrong_input_dtype_dies(void *ctx) {
+  (void)ctx;
+  ResnetConfig cfg = tiny_config(RESNET_BASIC, false, "1", 8);
+  Resnet net;
+  resnet_init(&net, &cfg, 2, 0, DEVICE_CPU, 1);
+  Device dev;
+  device_open(&dev, DEVICE_CPU, 0);
+  uint16_t x[2 * 8 * 8 * 3] = {0};
+  Tensor tx = TENSOR(x, DT_BF16, DEVICE_CPU, 2, 8, 8, 3);
+  resnet_forward(&net, &dev, &tx, true);
+}
+
+static void precision_misuse_dies(void) {
+  CHECK_DIES_WITH(lowp_on_cpu_dies, NULL, "bf16 compute needs a CUDA device");
+  CHECK_DIES_WITH(wrong_input_dtype_dies, NULL, "input is bf16, the network computes in fp32");
+}
+
 int main(void) {
   TEST_RUN(parameter_counts);
   TEST_RUN(basic_blocks_backward);
   TEST_RUN(bottleneck_imagenet_stem_backward);
   TEST_RUN(running_statistics_and_eval);
+  TEST_RUN(precision_misuse_dies);
   TEST_RUN(gpu_matches_cpu);
+  TEST_RUN(gpu_bf16_matches_cpu_fp32);
+  TEST_RUN(gpu_fp16_matches_cpu_fp32);
   return test_finish();
 }

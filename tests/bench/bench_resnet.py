@@ -1,14 +1,16 @@
 """ResNet-50 v1.5 training throughput: this suite's trainer (build/bin/resnet
 --synthetic: random data already on the device, no loader) beside
-torchvision's resnet50 on the same GPU in the same run: channels_last, fp32
-with TF32 (what our trainer computes in today), and bf16 autocast, eager and
-torch.compile. Same batch, image size, SGD with momentum and label-smoothed
-cross-entropy; images/s over the same number of timed steps after warm-up.
+torchvision's resnet50 on the same GPU in the same run, precision by
+precision: fp32 with TF32, bf16 and fp16 (PyTorch: autocast, fp16 with a
+GradScaler; ours: precision = bf16 / fp16, fp16 with dynamic loss scaling),
+channels_last, eager, and torch.compile for bf16. Same batch, image size, SGD
+with momentum and label-smoothed cross-entropy; images/s over the same
+number of timed steps after warm-up.
 Prints one table and writes tests/bench/results/resnet_<date>_<gpu>.{json,md}.
 
     python3 tests/bench/bench_resnet.py [--build build] [--batch 256] [--steps 50]
     python3 tests/bench/bench_resnet.py --device cpu --batch 4 --image_size 64 --steps 2
-        (a smoke run of the script's own logic, no results file)
+        (a smoke run of the script's own logic: fp32 only, no results file)
 """
 import os
 import re
@@ -21,12 +23,12 @@ import benchlib
 from benchlib import ROOT
 
 
-def run_ours(args):
+def run_ours(args, precision):
     conf = os.path.join(ROOT, "image_classification", "configs", "full_1gpu.conf")
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [os.path.join(args.build, "bin", "resnet"), f"--config={conf}", "--synthetic",
                f"--synthetic_steps={args.steps}", f"--batch_size={args.batch}",
-               f"--image_size={args.image_size}", f"--device={args.device}", "--tf32=true",
+               f"--image_size={args.image_size}", f"--device={args.device}", f"--precision={precision}",
                "--optimizer=sgd", f"--log_file={os.path.join(tmp, 'bench.log')}"]
         proc = subprocess.run(cmd, capture_output=True, text=True)
     m = re.search(r"synthetic: .*: ([0-9.]+) images/s", proc.stdout)
@@ -35,12 +37,12 @@ def run_ours(args):
     return float(m.group(1))
 
 
-def torch_images_per_s(torch, args, mode):
-    """mode: 'tf32', 'bf16', 'bf16-compile'."""
+def torch_images_per_s(torch, args, precision, compile_it=False):
+    """precision: 'fp32', 'tf32', 'bf16' or 'fp16' (autocast + GradScaler)."""
     import torchvision
     dev = torch.device(args.device)
-    torch.backends.cuda.matmul.allow_tf32 = True
-    torch.backends.cudnn.allow_tf32 = True
+    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+    torch.backends.cudnn.allow_tf32 = precision == "tf32"
     torch.backends.cudnn.benchmark = True
     model = torchvision.models.resnet50().to(dev).to(memory_format=torch.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-5)
@@ -49,14 +51,18 @@ def torch_images_per_s(torch, args, mode):
     y = torch.randint(0, 1000, (args.batch,), device=dev)
     loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=0.1)
 
+    lowp = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    scaler = torch.amp.GradScaler(enabled=precision == "fp16")
+
     def step():
-        with torch.autocast(args.device, dtype=torch.bfloat16, enabled=mode != "tf32"):
+        with torch.autocast(args.device, dtype=lowp or torch.float32, enabled=lowp is not None):
             loss = loss_fn(model(x), y)
         opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        scaler.scale(loss).backward()
+        scaler.step(opt)  # a disabled scaler (all but fp16) just steps
+        scaler.update()
 
-    run = torch.compile(step) if mode.endswith("compile") else step
+    run = torch.compile(step) if compile_it else step
     for _ in range(10):
         run()
     sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
@@ -78,25 +84,30 @@ def main():
     torch = benchlib.require_torch("bench_resnet", cuda=args.device == "cuda",
                                    modules=("torchvision",),
                                    missing="PyTorch with torchvision is not installed")
-    ours = run_ours(args)
-    modes = ["tf32", "bf16"] + (["bf16-compile"] if args.device == "cuda" else [])
-    rows = [("mlsuite resnet (fp32/TF32)", ours)]
-    for mode in modes:
-        rows.append(("torchvision resnet50, " + mode, torch_images_per_s(torch, args, mode)))
+    precisions = ["tf32", "bf16", "fp16"] if args.device == "cuda" else ["fp32"]
+    rows = []
+    for prec in precisions:
+        ours = run_ours(args, prec)
+        eager = torch_images_per_s(torch, args, prec)
+        compiled = torch_images_per_s(torch, args, prec, compile_it=True) if prec == "bf16" else None
+        rows.append({"precision": prec, "ours": ours, "torch_eager": eager, "torch_compile": compiled})
     gpu = torch.cuda.get_device_name() if args.device == "cuda" else "CPU"
     date = benchlib.utc_stamp()
-    lines = [f"ResNet-50 v1.5 training, batch {args.batch}, {args.image_size}x{args.image_size}, "
+    lines = [f"ResNet-50 v1.5 training images/s, batch {args.batch}, {args.image_size}x{args.image_size}, "
              f"synthetic data, {gpu}, {date}", "",
-             "| run | images/s | ours / this |", "|---|---|---|"]
-    for name, ips in rows:
-        lines.append(f"| {name} | {ips:.1f} | {ours / ips:.2f} |")
+             "| precision | ours | torchvision eager | ours / eager | torch.compile | ours / compile |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        c = r["torch_compile"]
+        lines.append(f"| {r['precision']} | {r['ours']:.1f} | {r['torch_eager']:.1f} | "
+                     f"{r['ours'] / r['torch_eager']:.2f} | "
+                     + (f"{c:.1f} | {r['ours'] / c:.2f} |" if c else "- | - |"))
     table = "\n".join(lines)
     print(table)
     if args.device == "cuda":
         benchlib.write_results("resnet", date, gpu,
                                {"date": date, "gpu": gpu, "batch": args.batch,
-                                "image_size": args.image_size, "steps": args.steps,
-                                "rows": [{"run": n, "images_per_s": v} for n, v in rows]},
+                                "image_size": args.image_size, "steps": args.steps, "rows": rows},
                                table + "\n")
 
 
