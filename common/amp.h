@@ -93,8 +93,6 @@ void amp_cast_cuda(const Device *dev, const float *src, void *dst, DType dtype, 
 // grads[0..n) += src[0..n) read in dtype (fp16, bf16 or fp32): brings
 // gradients an op could only write in the compute dtype (cuDNN's filter
 // gradient takes the dtype of its data) into the fp32 gradient buffer.
-// Layers whose gradients are written in fp32 directly leave their part of
-// src zero.
 void amp_accumulate_grads(const Device *dev, const void *src, DType dtype, float *grads, int64_t n);
 void amp_accumulate_grads_cpu(const Device *dev, const void *src, DType dtype, float *grads,
                               int64_t n);

@@ -175,6 +175,10 @@ void dist_grad_ready(Dist *d, int t) {
   launch_complete(d);
 }
 
+static void grad_ready_cb(void *d, int tensor) { dist_grad_ready(d, tensor); }
+
+GradHook dist_grad_hook(Dist *d) { return (GradHook){grad_ready_cb, d}; }
+
 void dist_grad_wait(Dist *d) {
   if (d->size == 1) return;
   for (int i = 0; i < d->n_buckets; i++) d->buckets[i].pending = 0;

@@ -69,6 +69,9 @@ void dist_broadcast_params(Dist *d);
 // Marks tensor t's gradient final; launches its bucket (and any complete
 // buckets after it in launch order) once all their tensors are final.
 void dist_grad_ready(Dist *d, int t);
+// A GradHook (tensor.h) that calls dist_grad_ready on d: what a model's
+// backward takes.
+GradHook dist_grad_hook(Dist *d);
 // Launches what is left, waits for every bucket and averages: afterwards
 // ps->grads holds the mean over ranks. On CUDA, dev->stream waits on the
 // all-reduces (no host sync).

@@ -296,7 +296,6 @@ void resnet_init(Resnet *net, const ResnetConfig *cfg, int64_t max_batch, int n_
     size_t bytes = (size_t)net->params.total_numel * dsize;
     net->lowp_weights = device_alloc(device, bytes);
     net->lowp_grads = device_alloc(device, bytes);
-    device_zero(device, net->lowp_grads, bytes);  // only the filter parts are ever written
   }
   // A bigger CPU scratch lets the convolution batch several images per GEMM.
   if (device == DEVICE_CPU) {
@@ -416,6 +415,11 @@ const Tensor *resnet_forward(Resnet *net, const Device *dev, const Tensor *x, bo
 
 // ------------------------------------------------------------ backward
 
+// Parameter tensor i's gradient is final.
+static void announce(const Resnet *net, int i) {
+  if (net->hook.ready) net->hook.ready(net->hook.ctx, i);
+}
+
 // From dy (the gradient of u->y) in grad[gy]: the BN and conv gradients,
 // dz into grad[gz] when u had a residual input (gz >= 0), and the gradient
 // of u->x into grad[gx] (gx < 0: not needed, the network input).
@@ -428,14 +432,20 @@ static void conv_bn_bwd(Resnet *net, const Device *dev, ResnetConvBn *u, int gy,
   bind_bn(net, u);
   op_batchnorm_bwd(dev, &u->bn, &u->conv_out, &u->y, &dy, u->relu, &dconv, gz >= 0 ? &dz : NULL,
                    &dgamma, &dbeta, true);
+    announce(net, u->gamma);
+  announce(net, u->beta);
   // Low precision: the filter gradient in the compute dtype, overwritten
-  // (each weight has one convolution) and added to the fp32 gradients at the
-  // end of the backward.
+  // (each weight has one convolution), then added into the fp32 gradient.
   Tensor w = weight(net, u->w);
   bool lowp = low_precision(net);
   Tensor dw = lowp ? amp_weight_view(&net->params, net->lowp_grads, net->cfg.dtype, u->w)
                    : paramset_grad(&net->params, u->w);
   op_conv2d_bwd_filter(dev, &u->x, &dconv, &dw, &u->conv, !lowp, net->scratch, net->scratch_bytes);
+  if (lowp) {
+    const ParamSet *ps = &net->params;
+    amp_accumulate_grads(dev, dw.data, net->cfg.dtype, ps->grads + ps->offsets[u->w], ps->numels[u->w]);
+  }
+  announce(net, u->w);
   if (gx >= 0) {
     Tensor dx = grad_view(net, gx, &u->x);
     op_conv2d_bwd_data(dev, &dconv, &w, &dx, &u->conv, net->scratch, net->scratch_bytes);
@@ -470,7 +480,8 @@ static void block_bwd(Resnet *net, const Device *dev, ResnetBlock *blk) {
   }
 }
 
-void resnet_backward(Resnet *net, const Device *dev, const Tensor *dlogits) {
+void resnet_backward(Resnet *net, const Device *dev, const Tensor *dlogits, GradHook hook) {
+  net->hook = hook;
   Tensor dtop = grad_view(net, 0, net->out);
   if (net->cfg.num_classes > 0) {
     int64_t n = dlogits->shape[0];
@@ -485,6 +496,8 @@ void resnet_backward(Resnet *net, const Device *dev, const Tensor *dlogits) {
     Tensor fw = weight(net, net->fc_w);
     Tensor dfw = paramset_grad(&net->params, net->fc_w), dfb = paramset_grad(&net->params, net->fc_b);
     op_linear_bwd(dev, &net->features, &fw, dy, &net->dfeatures, &dfw, &dfb, true);
+    announce(net, net->fc_w);
+    announce(net, net->fc_b);
     op_global_avgpool_bwd(dev, &net->dfeatures, &dtop);
   } else {
     if (dlogits->dtype != net->cfg.dtype)
@@ -502,7 +515,5 @@ void resnet_backward(Resnet *net, const Device *dev, const Tensor *dlogits) {
   } else {
     conv_bn_bwd(net, dev, &net->stem, 0, -1, -1, 2);
   }
-  if (low_precision(net))
-    amp_accumulate_grads(dev, net->lowp_grads, net->cfg.dtype, net->params.grads,
-                         net->params.total_numel);
+  net->hook = (GradHook){0};
 }

@@ -14,9 +14,9 @@
 // and the classifier read; activations and their gradients are fp16/bf16;
 // batch norm keeps fp32 parameters, statistics and reductions; the logits
 // and their gradient are fp32. Convolution filter gradients come out of
-// cuDNN in the compute dtype and are added into the fp32 gradients at the
-// end of the backward (amp_accumulate_grads); batch-norm and classifier
-// gradients are written in fp32 directly.
+// cuDNN in the compute dtype and are added into the fp32 gradients right
+// away (amp_accumulate_grads); batch-norm and classifier gradients are
+// written in fp32 directly.
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
@@ -103,9 +103,10 @@ typedef struct Resnet {
   size_t scratch_bytes;
   // Low precision only (cfg.dtype fp16/bf16), each laid out like params:
   void *lowp_weights;    // the weights in cfg.dtype, cast at every forward
-  void *lowp_grads;      // convolution filter gradients in cfg.dtype (the
-                         // rest stays zero), added into params.grads
+  void *lowp_grads;      // convolution filter gradients in cfg.dtype, each
+                         // added into params.grads as it is made
   Tensor dlogits_lowp;   // (N, num_classes) the logits' gradient in cfg.dtype
+  GradHook hook;         // the current backward's (resnet_backward)
 } Resnet;
 
 // Builds the layer list and parameter table (with n_state optimizer state
@@ -123,8 +124,9 @@ void resnet_free(Resnet *net);
 const Tensor *resnet_forward(Resnet *net, const Device *dev, const Tensor *x, bool train);
 // Backward from dlogits (n, num_classes) fp32 (or the gradient of the last
 // block's output, in cfg.dtype): adds the parameter gradients into
-// net->params.grads (fp32).
-void resnet_backward(Resnet *net, const Device *dev, const Tensor *dlogits);
+// net->params.grads (fp32). hook hears of each parameter tensor once, as soon
+// as its gradient is final (classifier first, stem last).
+void resnet_backward(Resnet *net, const Device *dev, const Tensor *dlogits, GradHook hook);
 
 #ifdef __cplusplus
 }

@@ -112,6 +112,14 @@ int paramset_find(const ParamSet *ps, const char *name);
 // Number of real (unpadded) parameters.
 int64_t paramset_count_params(const ParamSet *ps);
 
+// Told each parameter tensor's index as soon as a backward pass has made its
+// gradient final, so that its all-reduce can start while the backward goes
+// on (dist_grad_hook in dist.h makes one). ready may be NULL: no one listens.
+typedef struct GradHook {
+  void (*ready)(void *ctx, int tensor);
+  void *ctx;
+} GradHook;
+
 #ifdef __cplusplus
 }
 #endif

@@ -214,7 +214,7 @@ static void train_step(Trainer *t, const Tensor *images, const Tensor *labels, i
   dlogits.shape[0] = images->shape[0];
   op_softmax_xent(dev, logits, labels, t->label_smoothing, -1, amp_loss_scale(&t->scaler), &t->loss,
                   NULL, &dlogits);
-  resnet_backward(&t->net, dev, &dlogits);
+  resnet_backward(&t->net, dev, &dlogits, dist_grad_hook(&t->dist));
   dist_grad_wait(&t->dist);
   amp_unscale(&t->scaler, dev, ps->grads, ps->total_numel, 1.0f);
   if (amp_update(&t->scaler, dev)) optim_step(&t->opt, dev, ps, (float)schedule_lr(&t->sched, step));

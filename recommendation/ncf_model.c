@@ -185,20 +185,20 @@ void ncf_model_forward(NcfModel *m, const Device *dev, int64_t rows) {
   op_linear_fwd(dev, &cat, &w, &b, &logits);
 }
 
-static void ncf_ready(NcfGradHook hook, int first, int last) {
+static void ncf_ready(GradHook hook, int first, int last) {
   if (hook.ready)
     for (int t = last; t >= first; t--) hook.ready(hook.ctx, t);
 }
 
 // dtable of embedding param i from dout: overwritten (only this call writes it).
 static void ncf_embedding_grad(const NcfModel *m, const Device *dev, int i, const Tensor *idx,
-                               const Tensor *dout, NcfGradHook hook) {
+                               const Tensor *dout, GradHook hook) {
   Tensor g = paramset_grad(&m->ps, i);
   op_embedding_bwd(dev, idx, dout, &g, false);
   ncf_ready(hook, i, i);
 }
 
-void ncf_model_backward(NcfModel *m, const Device *dev, int64_t rows, NcfGradHook hook) {
+void ncf_model_backward(NcfModel *m, const Device *dev, int64_t rows, GradHook hook) {
   const NcfShape *s = &m->shape;
   const NcfActs *a = &m->a;
   const ParamSet *ps = &m->ps;

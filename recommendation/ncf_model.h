@@ -68,14 +68,7 @@ void ncf_model_free(NcfModel *m);
 
 // Logits (rows, 1) into m->a.logits for the pairs in m->a.users / m->a.items.
 void ncf_model_forward(NcfModel *m, const Device *dev, int64_t rows);
-// Told each parameter tensor's index as soon as its gradient is final (the
-// gradient all-reduce starts on it meanwhile); they come last tensor first.
-typedef struct NcfGradHook {
-  void (*ready)(void *ctx, int tensor);
-  void *ctx;
-} NcfGradHook;
-
 // After ncf_model_forward: BCE-with-logits against m->a.labels into
 // m->a.loss, and every parameter gradient (overwritten) into m->ps.grads.
-// hook.ready may be NULL.
-void ncf_model_backward(NcfModel *m, const Device *dev, int64_t rows, NcfGradHook hook);
+// hook hears of each tensor as its gradient is final, last tensor first.
+void ncf_model_backward(NcfModel *m, const Device *dev, int64_t rows, GradHook hook);

@@ -125,8 +125,6 @@ static double ncf_loss(const NcfRun *r) {
   return loss;
 }
 
-static void ncf_grad_ready(void *dist, int tensor) { dist_grad_ready(dist, tensor); }
-
 // Global batch `step` of `epoch`: sampling, forward, backward, all-reduce,
 // Adam.
 static void ncf_train_step(NcfRun *r, int64_t epoch, int64_t step) {
@@ -136,7 +134,7 @@ static void ncf_train_step(NcfRun *r, int64_t epoch, int64_t step) {
   ncf_train_batch(r->dev, &r->data.train, epoch, first, rows, a->users.data, a->items.data,
                   a->labels.data);
   ncf_model_forward(&r->model, r->dev, rows);
-  ncf_model_backward(&r->model, r->dev, rows, (NcfGradHook){ncf_grad_ready, &r->dist});
+  ncf_model_backward(&r->model, r->dev, rows, dist_grad_hook(&r->dist));
   dist_grad_wait(&r->dist);
   optim_step(&r->opt, r->dev, &r->model.ps, r->lr);
 }

@@ -20,7 +20,7 @@ typedef struct GradCtx {
 static double model_loss(void *ctx) {
   GradCtx *g = ctx;
   ncf_model_forward(g->m, &CPU, g->rows);
-  ncf_model_backward(g->m, &CPU, g->rows, (NcfGradHook){0});
+  ncf_model_backward(g->m, &CPU, g->rows, (GradHook){0});
   return *(float *)g->m->a.loss.data;
 }
 
@@ -76,7 +76,7 @@ static void gradients_announced_last_first(void) {
   memset(m.a.labels.data, 0, 2 * sizeof(float));
   ncf_model_forward(&m, &CPU, 2);
   ReadyLog l = {{0}, 0};
-  ncf_model_backward(&m, &CPU, 2, (NcfGradHook){log_ready, &l});
+  ncf_model_backward(&m, &CPU, 2, (GradHook){log_ready, &l});
   REQUIRE(l.count == m.ps.count);
   for (int i = 0; i < l.count; i++) CHECK_EQ_INT(l.order[i], m.ps.count - 1 - i);
   ncf_model_free(&m);

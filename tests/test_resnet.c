@@ -63,6 +63,21 @@ static double weighted_logits(void *p) {
   return s;
 }
 
+// What the backward's GradHook heard: calls per tensor, and each gradient as
+// it was when announced.
+typedef struct ReadyLog {
+  const ParamSet *ps;
+  int *calls;
+  float *snapshot;
+} ReadyLog;
+
+static void log_ready(void *ctx, int i) {
+  ReadyLog *l = ctx;
+  l->calls[i]++;
+  memcpy(l->snapshot + l->ps->offsets[i], l->ps->grads + l->ps->offsets[i],
+         (size_t)l->ps->numels[i] * sizeof(float));
+}
+
 static void check_gradients(ResnetConfig cfg, int64_t n, double tol) {
   Device dev;
   device_open(&dev, DEVICE_CPU, 0);
@@ -83,7 +98,20 @@ static void check_gradients(ResnetConfig cfg, int64_t n, double tol) {
   weighted_logits(&g);
   Tensor dlogits = TENSOR(w, DT_F32, DEVICE_CPU, n, cfg.num_classes);
   memset(ps->grads, 0, (size_t)ps->total_numel * sizeof(float));
-  resnet_backward(&net, &dev, &dlogits);
+  ReadyLog log = {ps, calloc((size_t)ps->count, sizeof(int)), malloc((size_t)ps->total_numel * sizeof(float))};
+  resnet_backward(&net, &dev, &dlogits, (GradHook){log_ready, &log});
+  // The hook heard of every tensor exactly once, and each gradient was final
+  // by then: nothing was added to it afterwards.
+  int missed = 0, changed = 0;
+  for (int i = 0; i < ps->count; i++) {
+    missed += log.calls[i] != 1;
+    changed += memcmp(log.snapshot + ps->offsets[i], ps->grads + ps->offsets[i],
+                      (size_t)ps->numels[i] * sizeof(float)) != 0;
+  }
+  CHECK_MSG(missed == 0, "%d tensors not announced exactly once", missed);
+  CHECK_MSG(changed == 0, "%d gradients changed after they were announced", changed);
+  free(log.calls);
+  free(log.snapshot);
 
   // Every parameter tensor, a few points each. The forward is fp32 and
   // piecewise smooth: a ReLU or max-pool kink inside +-eps spoils a
@@ -175,8 +203,8 @@ static void gpu_matches_cpu_in(DType dt, double logits_tol, double grads_tol) {
   float *dw = device_alloc(DEVICE_CUDA, sizeof w);
   device_copy(DEVICE_CUDA, dw, DEVICE_CPU, w, sizeof w);
   Tensor ta = TENSOR(w, DT_F32, DEVICE_CPU, n, 5), tb = TENSOR(dw, DT_F32, DEVICE_CUDA, n, 5);
-  resnet_backward(&a, &cpu, &ta);
-  resnet_backward(&b, &gpu, &tb);
+  resnet_backward(&a, &cpu, &ta, (GradHook){0});
+  resnet_backward(&b, &gpu, &tb, (GradHook){0});
   device_sync(&gpu);
   size_t gb = (size_t)a.params.total_numel * sizeof(float);
   float *grads = malloc(gb);
