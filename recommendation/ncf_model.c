@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "amp.h"
 #include "check.h"
 #include "ops_conv.h"
 #include "ops_dense.h"
@@ -99,47 +100,65 @@ static void ncf_alloc_acts(NcfModel *m) {
     widest = s->layers[k] > widest ? s->layers[k] : widest;
     act_cols += s->layers[k];
   }
-  int64_t cols = 3 + 6 * mf + 3 * in + act_cols + 2 * (mf + last) + 2 + 2 * widest + in;
+  // Columns of 4 bytes or less each, the low-precision copies included.
+  int64_t cols = 3 + 6 * mf + 3 * in + act_cols + 2 * (mf + last) + 2 + 2 * widest + in +
+                 (in + 2 * mf + 1);
   arena_init(&m->arena, "ncf activations", m->ps.device,
              (size_t)(m->max_rows * cols) * sizeof(float) + 64 * ARENA_ALIGN_BYTES);
   NcfActs *a = &m->a;
+  DType lowp = s->dtype;
+  bool copies = lowp != DT_F32;  // separate low-precision buffers
   a->users = ncf_buffer(m, DT_I32, 0);
   a->items = ncf_buffer(m, DT_I32, 0);
   a->labels = ncf_buffer(m, DT_F32, 0);
   a->gmf_u = ncf_buffer(m, DT_F32, mf);
   a->gmf_i = ncf_buffer(m, DT_F32, mf);
   a->gmf = ncf_buffer(m, DT_F32, mf);
+  a->gmf_lowp = copies ? ncf_buffer(m, lowp, mf) : a->gmf;
   a->mlp_u = ncf_buffer(m, DT_F32, in / 2);
   a->mlp_i = ncf_buffer(m, DT_F32, in / 2);
   a->mlp_in = ncf_buffer(m, DT_F32, in);
-  for (int k = 1; k < s->n_layers; k++) a->act[k] = ncf_buffer(m, DT_F32, s->layers[k]);
-  a->cat = ncf_buffer(m, DT_F32, mf + last);
+  a->mlp_in_lowp = copies ? ncf_buffer(m, lowp, in) : a->mlp_in;
+  for (int k = 1; k < s->n_layers; k++) a->act[k] = ncf_buffer(m, lowp, s->layers[k]);
+  a->cat = ncf_buffer(m, lowp, mf + last);
   a->logits = ncf_buffer(m, DT_F32, 1);
   a->loss = arena_tensor(&m->arena, DT_F32, 1, (int64_t[]){1});
   a->dlogits = ncf_buffer(m, DT_F32, 1);
-  a->dcat = ncf_buffer(m, DT_F32, mf + last);
+  a->dlogits_lowp = copies ? ncf_buffer(m, lowp, 1) : a->dlogits;
+  a->dcat = ncf_buffer(m, lowp, mf + last);
   a->dgmf = ncf_buffer(m, DT_F32, mf);
+  a->dgmf_lowp = copies ? ncf_buffer(m, lowp, mf) : a->dgmf;
   a->dgmf_u = ncf_buffer(m, DT_F32, mf);
   a->dgmf_i = ncf_buffer(m, DT_F32, mf);
-  a->dact[0] = ncf_buffer(m, DT_F32, widest);
-  a->dact[1] = ncf_buffer(m, DT_F32, widest);
-  a->dmlp_in = ncf_buffer(m, DT_F32, in);
-  a->dmlp_u = ncf_buffer(m, DT_F32, in / 2);
-  a->dmlp_i = ncf_buffer(m, DT_F32, in / 2);
+  a->dact[0] = ncf_buffer(m, lowp, widest);
+  a->dact[1] = ncf_buffer(m, lowp, widest);
+  a->dmlp_in = ncf_buffer(m, lowp, in);
+  a->dmlp_u = ncf_buffer(m, lowp, in / 2);
+  a->dmlp_i = ncf_buffer(m, lowp, in / 2);
 }
 
 void ncf_model_init(NcfModel *m, const NcfShape *shape, int n_state, int64_t max_rows,
                     uint64_t seed, DeviceKind device) {
   memset(m, 0, sizeof *m);
+  if (shape->dtype != DT_F32 && shape->dtype != DT_F16 && shape->dtype != DT_BF16)
+    DIE("ncf_model_init: compute dtype %s is not fp32, fp16 or bf16", dtype_name(shape->dtype));
+  if (shape->dtype != DT_F32 && device != DEVICE_CUDA)
+    DIE("ncf_model_init: %s compute needs a CUDA device; the CPU path computes in fp32",
+        dtype_name(shape->dtype));
   m->shape = *shape;
   m->max_rows = max_rows;
   int count = ncf_build_specs(m);
   paramset_init(&m->ps, m->specs, count, n_state, device);
   ncf_init_params(m, seed);
   ncf_alloc_acts(m);
+  if (shape->dtype != DT_F32) {
+    int64_t n = m->ps.total_numel - m->ps.offsets[NCF_FIRST_LINEAR];
+    m->lowp_weights = device_alloc(device, (size_t)n * dtype_size(shape->dtype));
+  }
 }
 
 void ncf_model_free(NcfModel *m) {
+  device_free(m->ps.device, m->lowp_weights);
   arena_free(&m->arena);
   paramset_free(&m->ps);
   memset(m, 0, sizeof *m);
@@ -153,10 +172,28 @@ static Tensor ncf_rows(Tensor t, int64_t rows, int64_t cols) {
   return t;
 }
 
+static bool ncf_lowp(const NcfModel *m) { return m->shape.dtype != DT_F32; }
+
+// Linear weight i as the layers read it: fp32, or its low-precision copy.
+static Tensor ncf_weight(const NcfModel *m, int i) {
+  Tensor w = paramset_param(&m->ps, i);
+  if (ncf_lowp(m)) {
+    int64_t at = m->ps.offsets[i] - m->ps.offsets[NCF_FIRST_LINEAR];
+    w.data = (uint8_t *)m->lowp_weights + (size_t)at * dtype_size(m->shape.dtype);
+    w.dtype = m->shape.dtype;
+  }
+  return w;
+}
+
 void ncf_model_forward(NcfModel *m, const Device *dev, int64_t rows) {
   const NcfShape *s = &m->shape;
   const NcfActs *a = &m->a;
   const ParamSet *ps = &m->ps;
+  bool lowp = ncf_lowp(m);
+  if (lowp) {
+    int64_t first = ps->offsets[NCF_FIRST_LINEAR];
+    amp_cast(dev, ps->params + first, m->lowp_weights, s->dtype, ps->total_numel - first);
+  }
   Tensor users = ncf_rows(a->users, rows, 0), items = ncf_rows(a->items, rows, 0);
   Tensor gmf_u = ncf_rows(a->gmf_u, rows, 0), gmf_i = ncf_rows(a->gmf_i, rows, 0);
   Tensor gmf = ncf_rows(a->gmf, rows, 0);
@@ -171,9 +208,16 @@ void ncf_model_forward(NcfModel *m, const Device *dev, int64_t rows) {
   op_embedding_fwd(dev, &users, &mlp_user, &mlp[0]);
   op_embedding_fwd(dev, &items, &mlp_item, &mlp[1]);
   op_concat(dev, mlp, 2, 1, &x);
+  if (lowp) {
+    Tensor x_lowp = ncf_rows(a->mlp_in_lowp, rows, 0), gmf_lowp = ncf_rows(a->gmf_lowp, rows, 0);
+    op_cast(dev, &x, &x_lowp);
+    op_cast(dev, &gmf, &gmf_lowp);
+    x = x_lowp;
+    gmf = gmf_lowp;
+  }
   for (int k = 1; k < s->n_layers; k++) {
     Tensor y = ncf_rows(a->act[k], rows, 0);
-    Tensor w = paramset_param(ps, ncf_w(k)), b = paramset_param(ps, ncf_w(k) + 1);
+    Tensor w = ncf_weight(m, ncf_w(k)), b = paramset_param(ps, ncf_w(k) + 1);
     op_linear_fwd(dev, &x, &w, &b, &y);
     op_relu_fwd(dev, &y, &y);
     x = y;
@@ -181,7 +225,7 @@ void ncf_model_forward(NcfModel *m, const Device *dev, int64_t rows) {
   Tensor parts[2] = {gmf, x}, cat = ncf_rows(a->cat, rows, 0);
   Tensor logits = ncf_rows(a->logits, rows, 0);
   op_concat(dev, parts, 2, 1, &cat);
-  Tensor w = paramset_param(ps, ncf_final_w(s)), b = paramset_param(ps, ncf_final_w(s) + 1);
+  Tensor w = ncf_weight(m, ncf_final_w(s)), b = paramset_param(ps, ncf_final_w(s) + 1);
   op_linear_fwd(dev, &cat, &w, &b, &logits);
 }
 
@@ -198,7 +242,8 @@ static void ncf_embedding_grad(const NcfModel *m, const Device *dev, int i, cons
   ncf_ready(hook, i, i);
 }
 
-void ncf_model_backward(NcfModel *m, const Device *dev, int64_t rows, GradHook hook) {
+void ncf_model_backward(NcfModel *m, const Device *dev, int64_t rows, float loss_scale,
+                        GradHook hook) {
   const NcfShape *s = &m->shape;
   const NcfActs *a = &m->a;
   const ParamSet *ps = &m->ps;
@@ -206,24 +251,31 @@ void ncf_model_backward(NcfModel *m, const Device *dev, int64_t rows, GradHook h
   Tensor users = ncf_rows(a->users, rows, 0), items = ncf_rows(a->items, rows, 0);
   Tensor logits = ncf_rows(a->logits, rows, 0), labels = ncf_rows(a->labels, rows, 0);
   Tensor dlogits = ncf_rows(a->dlogits, rows, 0);
-  op_bce_logits(dev, &logits, &labels, 1.0f, &a->loss, &dlogits);
+  op_bce_logits(dev, &logits, &labels, loss_scale, &a->loss, &dlogits);
+  bool lowp = ncf_lowp(m);
+  if (lowp) {
+    Tensor d = ncf_rows(a->dlogits_lowp, rows, 0);
+    op_cast(dev, &dlogits, &d);
+    dlogits = d;
+  }
 
   Tensor cat = ncf_rows(a->cat, rows, 0), dcat = ncf_rows(a->dcat, rows, 0);
-  Tensor w = paramset_param(ps, ncf_final_w(s));
+  Tensor w = ncf_weight(m, ncf_final_w(s));
   Tensor dw = paramset_grad(ps, ncf_final_w(s)), db = paramset_grad(ps, ncf_final_w(s) + 1);
   op_linear_bwd(dev, &cat, &w, &dlogits, &dcat, &dw, &db, false);
   ncf_ready(hook, ncf_final_w(s), ncf_final_w(s) + 1);
-  Tensor dparts[2] = {ncf_rows(a->dgmf, rows, 0), ncf_rows(a->dact[last % 2], rows, s->layers[last])};
+  Tensor dparts[2] = {ncf_rows(a->dgmf_lowp, rows, 0),
+                      ncf_rows(a->dact[last % 2], rows, s->layers[last])};
   op_split(dev, &dcat, 1, dparts, 2);
 
   // MLP layers top down; layer k's output gradient is in dact[k % 2].
   for (int k = last; k >= 1; k--) {
     Tensor y = ncf_rows(a->act[k], rows, 0);
     Tensor dy = ncf_rows(a->dact[k % 2], rows, s->layers[k]);
-    Tensor x = k > 1 ? ncf_rows(a->act[k - 1], rows, 0) : ncf_rows(a->mlp_in, rows, 0);
+    Tensor x = k > 1 ? ncf_rows(a->act[k - 1], rows, 0) : ncf_rows(a->mlp_in_lowp, rows, 0);
     Tensor dx = k > 1 ? ncf_rows(a->dact[(k - 1) % 2], rows, s->layers[k - 1])
                       : ncf_rows(a->dmlp_in, rows, 0);
-    Tensor wk = paramset_param(ps, ncf_w(k));
+    Tensor wk = ncf_weight(m, ncf_w(k));
     Tensor dwk = paramset_grad(ps, ncf_w(k)), dbk = paramset_grad(ps, ncf_w(k) + 1);
     op_relu_bwd(dev, &y, &dy, &dy);
     op_linear_bwd(dev, &x, &wk, &dy, &dx, &dwk, &dbk, false);
@@ -235,8 +287,10 @@ void ncf_model_backward(NcfModel *m, const Device *dev, int64_t rows, GradHook h
   ncf_embedding_grad(m, dev, NCF_MLP_ITEM, &items, &dmlp[1], hook);
   ncf_embedding_grad(m, dev, NCF_MLP_USER, &users, &dmlp[0], hook);
 
-  // GMF: d(u * i) / du = i, / di = u.
-  Tensor dgmf = dparts[0], gmf_u = ncf_rows(a->gmf_u, rows, 0), gmf_i = ncf_rows(a->gmf_i, rows, 0);
+  // GMF: d(u * i) / du = i, / di = u (in fp32).
+  Tensor dgmf = ncf_rows(a->dgmf, rows, 0);
+  if (lowp) op_cast(dev, &dparts[0], &dgmf);
+  Tensor gmf_u = ncf_rows(a->gmf_u, rows, 0), gmf_i = ncf_rows(a->gmf_i, rows, 0);
   Tensor dgmf_u = ncf_rows(a->dgmf_u, rows, 0), dgmf_i = ncf_rows(a->dgmf_i, rows, 0);
   op_mul(dev, &dgmf, &gmf_i, &dgmf_u);
   op_mul(dev, &dgmf, &gmf_u, &dgmf_i);

@@ -18,25 +18,39 @@ typedef struct NcfShape {
   int64_t mf_dim;
   int n_layers;                     // layers[0] is the MLP input width
   int64_t layers[NCF_MAX_LAYERS];   // e.g. 256, 256, 128, 64
+  DType dtype;                      // compute dtype of the linear layers: DT_F32,
+                                    // or DT_F16 / DT_BF16 on CUDA (see below)
 } NcfShape;
 
+// Precision (shape.dtype). fp32: everything fp32. fp16 / bf16 (CUDA only),
+// as PyTorch's autocast does it: the embedding tables, their lookups and the
+// GMF product stay fp32; the linear layers read a low-precision copy of their
+// weights (cast at every forward) and compute in the low dtype from the MLP
+// input on (cast once), through the ReLUs, to the concatenation; the logits,
+// the loss and every parameter gradient are fp32.
+//
 // Activations of one batch of up to max_rows (user, item) pairs, carved from
-// one arena at init: a step allocates nothing.
+// one arena at init: a step allocates nothing. "lowp" below means the
+// compute dtype; in fp32 the *_lowp tensors are the fp32 ones themselves.
 typedef struct NcfActs {
   Tensor users, items, labels;  // (R) int32, int32, fp32
-  Tensor gmf_u, gmf_i, gmf;     // (R, mf)
-  Tensor mlp_u, mlp_i;          // (R, layers[0] / 2)
-  Tensor mlp_in;                // (R, layers[0])
-  Tensor act[NCF_MAX_LAYERS];   // (R, layers[k]) for k >= 1: ReLU outputs
-  Tensor cat;                   // (R, mf + layers[last])
-  Tensor logits;                // (R, 1)
-  Tensor loss;                  // (1)
-  Tensor dlogits;               // (R, 1)
-  Tensor dcat;                  // (R, mf + layers[last])
-  Tensor dgmf, dgmf_u, dgmf_i;  // (R, mf)
-  Tensor dact[2];               // (R, max layers) ping-pong
-  Tensor dmlp_in;               // (R, layers[0])
-  Tensor dmlp_u, dmlp_i;        // (R, layers[0] / 2)
+  Tensor gmf_u, gmf_i, gmf;     // (R, mf) fp32
+  Tensor gmf_lowp;              // (R, mf) gmf in lowp
+  Tensor mlp_u, mlp_i;          // (R, layers[0] / 2) fp32
+  Tensor mlp_in;                // (R, layers[0]) fp32
+  Tensor mlp_in_lowp;           // (R, layers[0]) lowp
+  Tensor act[NCF_MAX_LAYERS];   // (R, layers[k]) for k >= 1: ReLU outputs, lowp
+  Tensor cat;                   // (R, mf + layers[last]) lowp
+  Tensor logits;                // (R, 1) fp32
+  Tensor loss;                  // (1) fp32
+  Tensor dlogits;               // (R, 1) fp32
+  Tensor dlogits_lowp;          // (R, 1) lowp
+  Tensor dcat;                  // (R, mf + layers[last]) lowp
+  Tensor dgmf_lowp;             // (R, mf) lowp
+  Tensor dgmf, dgmf_u, dgmf_i;  // (R, mf) fp32
+  Tensor dact[2];               // (R, max layers) ping-pong, lowp
+  Tensor dmlp_in;               // (R, layers[0]) lowp
+  Tensor dmlp_u, dmlp_i;        // (R, layers[0] / 2) lowp
 } NcfActs;
 
 typedef struct NcfModel {
@@ -47,6 +61,8 @@ typedef struct NcfModel {
   int64_t max_rows;
   Arena arena;
   NcfActs a;
+  void *lowp_weights;  // lowp only: the linear layers' weights, from tensor
+                       // NCF_FIRST_LINEAR on (the tables are not copied)
 } NcfModel;
 
 // Parameter order: the four embedding tables, then (weight, bias) of each
@@ -69,6 +85,8 @@ void ncf_model_free(NcfModel *m);
 // Logits (rows, 1) into m->a.logits for the pairs in m->a.users / m->a.items.
 void ncf_model_forward(NcfModel *m, const Device *dev, int64_t rows);
 // After ncf_model_forward: BCE-with-logits against m->a.labels into
-// m->a.loss, and every parameter gradient (overwritten) into m->ps.grads.
+// m->a.loss, and every parameter gradient (overwritten) into m->ps.grads,
+// all multiplied by loss_scale (1, or fp16's dynamic loss scale: amp.h).
 // hook hears of each tensor as its gradient is final, last tensor first.
-void ncf_model_backward(NcfModel *m, const Device *dev, int64_t rows, GradHook hook);
+void ncf_model_backward(NcfModel *m, const Device *dev, int64_t rows, float loss_scale,
+                        GradHook hook);

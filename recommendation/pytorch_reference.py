@@ -13,10 +13,12 @@ config key can be overridden by a flag (--max_epochs=3, --learning_rate=0.001).
 
 Differences from build/bin/ncf, by design: the random numbers (torch's
 generator, not the trainer's Philox streams: the same rules, other draws),
-and on CUDA the training step runs in autocast (bf16 by default; fp16 with a
-gradient scaler) with fused Adam, PyTorch's fastest stock recipe. The clock
-starts before the data is read, as the trainer's run_start does; evaluation
-is fp32 (TF32 when the config says tf32), as the trainer's.
+and fused Adam, PyTorch's fastest stock optimizer. The precision follows the
+config's `precision` key as the trainer does: bf16 / fp16 run the training
+step in autocast (fp16 with a gradient scaler), tf32 enables TF32 matmuls,
+fp32 is plain; --amp overrides it (CPU runs are always fp32). The clock starts
+before the data is read, as the trainer's run_start does; evaluation is
+fp32 (TF32 with tf32).
 """
 import argparse
 import json
@@ -196,8 +198,9 @@ def main():
     p.add_argument("--config", required=True)
     p.add_argument("--data_dir", required=True)
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
-    p.add_argument("--amp", default="bf16", choices=["bf16", "fp16", "off"],
-                   help="autocast dtype of the training step on CUDA (CPU: always off)")
+    p.add_argument("--amp", choices=["bf16", "fp16", "off"],
+                   help="autocast dtype of the training step on CUDA (default: the config's "
+                        "precision; CPU: always off)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--json", help="write the epochs and the time to train here")
     args, overrides = p.parse_known_args()
@@ -208,8 +211,12 @@ def main():
             p.error(f"{flag}: want --KEY=VALUE with a key of {args.config}")
         conf[key] = value
     dev = args.device
-    amp = args.amp if dev == "cuda" else "off"
-    tf32 = conf.get("tf32", "false") == "true"
+    precision = conf.get("precision", "fp32")
+    if precision not in ("fp32", "tf32", "bf16", "fp16"):
+        p.error(f"precision '{precision}' is not fp32, tf32, bf16 or fp16")
+    amp = args.amp or (precision if precision in ("bf16", "fp16") else "off")
+    amp = amp if dev == "cuda" else "off"
+    tf32 = precision == "tf32" and dev == "cuda"
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
     torch.manual_seed(args.seed)

@@ -11,13 +11,13 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "amp.h"
 #include "check.h"
 #include "config.h"
 #include "dist.h"
 #include "ncf_data.h"
 #include "ncf_metric.h"
 #include "ncf_model.h"
-#include "ops_dense.h"
 #include "optim.h"
 #include "schedule.h"
 #include "timer.h"
@@ -40,7 +40,6 @@ static const ConfigKey NCF_KEYS[] = {
     {"max_epochs", CFG_INT, "20", "give up (run_stop aborted) after this many epochs"},
     {"target_accuracy", CFG_FLOAT, "0.635", "HR@10 that ends the run (run_stop success)"},
     {"eval_users", CFG_INT, "1024", "users scored per eval forward pass"},
-    {"tf32", CFG_BOOL, "false", "CUDA: fp32 GEMMs on TF32 tensor cores (fp32 accumulation)"},
     {"bench_steps", CFG_INT, "0",
      "throughput only: time this many training steps (after 5 warm-up), no eval or target"},
 };
@@ -51,6 +50,8 @@ typedef struct NcfRun {
   const Device *dev;
   NcfData data;
   NcfModel model;
+  AmpConfig amp;       // precision; fp16's loss scaling
+  LossScaler scaler;
   Optimizer opt;
   int64_t batch;
   int64_t eval_users;
@@ -89,7 +90,8 @@ static void ncf_setup(NcfRun *r, const OptConfig *oc) {
   MLLOG_POINT(&r->run.log, "eval_samples", mlv_int(r->data.n_users * (1 + r->data.n_test_neg)));
 
   NcfShape shape = {.n_users = r->data.n_users, .n_items = r->data.n_items,
-                    .mf_dim = ncf_positive_key(cfg, "mf_dim")};
+                    .mf_dim = ncf_positive_key(cfg, "mf_dim"),
+                    .dtype = amp_compute_dtype(r->amp.precision)};
   ncf_parse_layers("mlp_layers", config_string(cfg, "mlp_layers"), &shape);
   int64_t eval_rows = r->eval_users * (1 + r->data.n_test_neg);
   ncf_model_init(&r->model, &shape, optim_state_count(OPT_ADAM),
@@ -100,10 +102,11 @@ static void ncf_setup(NcfRun *r, const OptConfig *oc) {
   r->eval_acc = kind == DEVICE_CUDA ? device_alloc(kind, 2 * sizeof(double)) : NULL;
   if (r->run.rank == 0)
     printf("ncf: %lld users, %lld items, %lld training positives; %lld parameters; "
-           "%lld samples per epoch in batches of %lld\n",
+           "%lld samples per epoch in batches of %lld; %s\n",
            (long long)r->data.n_users, (long long)r->data.n_items,
            (long long)r->data.train.n_train, (long long)paramset_count_params(&r->model.ps),
-           (long long)ncf_epoch_samples(&r->data.train), (long long)r->batch);
+           (long long)ncf_epoch_samples(&r->data.train), (long long)r->batch,
+           amp_precision_name(r->amp.precision));
 }
 
 // This rank's share [*first, *first + *rows) of global batch `step`: the
@@ -126,17 +129,19 @@ static double ncf_loss(const NcfRun *r) {
 }
 
 // Global batch `step` of `epoch`: sampling, forward, backward, all-reduce,
-// Adam.
+// Adam (skipped when fp16 gradients overflowed: amp.h).
 static void ncf_train_step(NcfRun *r, int64_t epoch, int64_t step) {
   const NcfActs *a = &r->model.a;
+  ParamSet *ps = &r->model.ps;
   int64_t first, rows;
   ncf_rank_slice(r, ncf_epoch_samples(&r->data.train), step, &first, &rows);
   ncf_train_batch(r->dev, &r->data.train, epoch, first, rows, a->users.data, a->items.data,
                   a->labels.data);
   ncf_model_forward(&r->model, r->dev, rows);
-  ncf_model_backward(&r->model, r->dev, rows, dist_grad_hook(&r->dist));
+  ncf_model_backward(&r->model, r->dev, rows, amp_loss_scale(&r->scaler), dist_grad_hook(&r->dist));
   dist_grad_wait(&r->dist);
-  optim_step(&r->opt, r->dev, &r->model.ps, r->lr);
+  amp_unscale(&r->scaler, r->dev, ps->grads, ps->total_numel, 1.0f);
+  if (amp_update(&r->scaler, r->dev)) optim_step(&r->opt, r->dev, ps, r->lr);
 }
 
 // One epoch of training; returns the loss of this rank's last batch.
@@ -226,11 +231,14 @@ int main(int argc, char **argv) {
   Config cfg;
   config_init(&cfg);
   config_add_keys(&cfg, NCF_KEYS, (int)(sizeof NCF_KEYS / sizeof NCF_KEYS[0]));
+  config_add_keys(&cfg, amp_config_keys, amp_config_key_count);
   NcfRun r = {0};
   dist_init(&r.dist, &argc, &argv);
   trainer_begin(&r.run, "ncf", &cfg, argc, argv, r.dist.rank, dist_device_index(&r.dist));
   r.dev = &r.run.dev;
-  op_gemm_set_tf32(r.dev, config_bool(&cfg, "tf32"));
+  r.amp = amp_config_get(&cfg, r.dev->kind);
+  amp_apply_math(r.dev, r.amp.precision);
+  amp_scaler_init(&r.scaler, &r.amp, r.dev->kind);
   r.batch = ncf_positive_key(&cfg, "batch_size");
   if (r.batch < r.dist.size)
     die_input("batch_size", "%lld is smaller than the %d ranks", (long long)r.batch, r.dist.size);
@@ -251,6 +259,10 @@ int main(int argc, char **argv) {
   trainer_finish(&r.run, success);
 
   if (r.eval_acc) device_free(r.dev->kind, r.eval_acc);
+  if (r.run.rank == 0 && r.scaler.dynamic)
+    printf("ncf: amp: %lld step(s) skipped for gradient overflow; final loss scale %g\n",
+           (long long)r.scaler.skipped_steps, r.scaler.scale);
+  amp_scaler_free(&r.scaler);
   optim_free(&r.opt);
   ncf_model_free(&r.model);
   ncf_data_close(&r.data);

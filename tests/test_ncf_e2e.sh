@@ -116,6 +116,7 @@ fi
 # rounding of different GEMM summation orders (0.01: 30 of 3,000 users).
 if ! nvidia-smi -L >/dev/null 2>&1 || ! ldd "$build/bin/ncf" | grep libcudart >/dev/null; then
   echo "SKIP ncf_cuda_matches_cpu: no GPU"
+  echo "SKIP ncf_cuda_bf16_trains: no GPU"
 else
   "$build/bin/ncf" --config=$conf --device=cuda --data_dir="$tmp/data" --log_file="$tmp/gpu.log" \
     --max_epochs=2 --target_accuracy=1 >"$tmp/gpu.out" 2>&1
@@ -125,5 +126,17 @@ else
     echo "PASS ncf_cuda_matches_cpu (HR@10 epochs 1, 2: CPU $one $c2, GPU $g1 $g2)"
   else
     echo "FAIL ncf_cuda_matches_cpu: exit $rc; HR@10 epochs 1, 2: CPU $one $c2, GPU '$g1' '$g2'"
+  fi
+  # bf16 linear layers (precision = bf16): the same batches, so epoch 2 lands
+  # near the fp32 CPU run's HR@10; 0.03 (90 of 3,000 users) allows for the
+  # rounding of every MLP activation to 8 significant bits.
+  "$build/bin/ncf" --config=$conf --device=cuda --precision=bf16 --data_dir="$tmp/data" \
+    --log_file="$tmp/bf16.log" --max_epochs=2 --target_accuracy=1 >"$tmp/bf16.out" 2>&1
+  rc=$?
+  b2=$(epoch_hr "$tmp/bf16.out" 2)
+  if close "$c2" "$b2" 0.03; then
+    echo "PASS ncf_cuda_bf16_trains (HR@10 epoch 2: CPU fp32 $c2, GPU bf16 $b2)"
+  else
+    echo "FAIL ncf_cuda_bf16_trains: exit $rc; HR@10 epoch 2: CPU fp32 $c2, GPU bf16 '$b2'"
   fi
 fi

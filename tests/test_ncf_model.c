@@ -20,7 +20,7 @@ typedef struct GradCtx {
 static double model_loss(void *ctx) {
   GradCtx *g = ctx;
   ncf_model_forward(g->m, &CPU, g->rows);
-  ncf_model_backward(g->m, &CPU, g->rows, (GradHook){0});
+  ncf_model_backward(g->m, &CPU, g->rows, 1.0f, (GradHook){0});
   return *(float *)g->m->a.loss.data;
 }
 
@@ -54,6 +54,92 @@ static void backward_matches_finite_differences(void) {
   ncf_model_free(&m);
 }
 
+// A model of the finite-difference test's shape with its O(1) weights and 8
+// rows, on `device` in compute dtype dt.
+static void small_model(NcfModel *m, DType dt, DeviceKind device) {
+  NcfShape shape = {.n_users = 5, .n_items = 7, .mf_dim = 3, .n_layers = 3,
+                    .layers = {6, 5, 4}, .dtype = dt};
+  ncf_model_init(m, &shape, 0, 8, 3, device);
+  float *p = malloc((size_t)m->ps.total_numel * sizeof(float));
+  test_fill_uniform(p, m->ps.total_numel, 11, -0.8f, 0.8f);
+  device_copy(device, m->ps.params, DEVICE_CPU, p, (size_t)m->ps.total_numel * sizeof(float));
+  free(p);
+  const int32_t users[8] = {0, 1, 2, 3, 4, 0, 1, 0}, items[8] = {0, 6, 2, 2, 5, 1, 6, 3};
+  const float labels[8] = {1, 0, 1, 0, 0, 1, 0, 1};
+  device_copy(device, m->a.users.data, DEVICE_CPU, users, sizeof users);
+  device_copy(device, m->a.items.data, DEVICE_CPU, items, sizeof items);
+  device_copy(device, m->a.labels.data, DEVICE_CPU, labels, sizeof labels);
+}
+
+// loss_scale multiplies every gradient (fp16's loss scaling), not the loss.
+static void loss_scale_scales_gradients(void) {
+  NcfModel m;
+  small_model(&m, DT_F32, DEVICE_CPU);
+  size_t bytes = (size_t)m.ps.total_numel * sizeof(float);
+  float *g1 = malloc(bytes);
+  ncf_model_forward(&m, &CPU, 8);
+  ncf_model_backward(&m, &CPU, 8, 1.0f, (GradHook){0});
+  float loss1 = *(float *)m.a.loss.data;
+  memcpy(g1, m.ps.grads, bytes);
+  ncf_model_backward(&m, &CPU, 8, 1024.0f, (GradHook){0});
+  CHECK(*(float *)m.a.loss.data == loss1);
+  // A power of two scales every product exactly.
+  int exact = 1;
+  for (int64_t i = 0; i < m.ps.total_numel; i++) exact &= m.ps.grads[i] == 1024.0f * g1[i];
+  CHECK_MSG(exact, "gradients under loss scale 1024 are not 1024 times the unscaled ones");
+  free(g1);
+  ncf_model_free(&m);
+}
+
+static void lowp_on_cpu_dies(void *ctx) {
+  (void)ctx;
+  NcfModel m;
+  small_model(&m, DT_BF16, DEVICE_CPU);
+}
+
+static void precision_misuse_dies(void) {
+  CHECK_DIES_WITH(lowp_on_cpu_dies, NULL, "bf16 compute needs a CUDA device");
+}
+
+// The GPU model in dtype dt against the fp32 CPU model: loss and every
+// gradient as relative errors (printed). Tolerances: bf16 rounds the MLP's
+// inputs, weights and activations to 8 significant bits (2^-9 relative
+// each); three linear layers forward and back compound that to about 1e-2 in
+// the gradients, less in the loss; fp16 (2^-12) is 8x tighter. fp32 on both
+// sides differs only in summation order (1e-5).
+static void gpu_matches_cpu_in(DType dt, double loss_tol, double grads_tol) {
+  if (!test_have_gpu()) test_skip("no GPU");
+  Device gpu;
+  device_open(&gpu, DEVICE_CUDA, 0);
+  NcfModel a, b;
+  small_model(&a, DT_F32, DEVICE_CPU);
+  small_model(&b, dt, DEVICE_CUDA);
+  ncf_model_forward(&a, &CPU, 8);
+  ncf_model_backward(&a, &CPU, 8, 1.0f, (GradHook){0});
+  ncf_model_forward(&b, &gpu, 8);
+  ncf_model_backward(&b, &gpu, 8, 1.0f, (GradHook){0});
+  device_sync(&gpu);
+  float loss_b;
+  device_copy(DEVICE_CPU, &loss_b, DEVICE_CUDA, b.a.loss.data, sizeof loss_b);
+  size_t bytes = (size_t)a.ps.total_numel * sizeof(float);
+  float *grads = malloc(bytes);
+  device_copy(DEVICE_CPU, grads, DEVICE_CUDA, b.ps.grads, bytes);
+  double loss_err = test_rel_error(&loss_b, a.a.loss.data, 1);
+  double grads_err = test_rel_error(grads, a.ps.grads, a.ps.total_numel);
+  printf("  %s GPU vs fp32 CPU: loss %.2e (tolerance %.0e), gradients %.2e (tolerance %.0e)\n",
+         dtype_name(dt), loss_err, loss_tol, grads_err, grads_tol);
+  CHECK(loss_err < loss_tol);
+  CHECK(grads_err < grads_tol);
+  free(grads);
+  ncf_model_free(&a);
+  ncf_model_free(&b);
+  device_close(&gpu);
+}
+
+static void gpu_fp32_matches_cpu(void) { gpu_matches_cpu_in(DT_F32, 1e-5, 1e-5); }
+static void gpu_bf16_matches_cpu_fp32(void) { gpu_matches_cpu_in(DT_BF16, 1e-2, 3e-2); }
+static void gpu_fp16_matches_cpu_fp32(void) { gpu_matches_cpu_in(DT_F16, 2e-3, 5e-3); }
+
 typedef struct ReadyLog {
   int order[32], count;
 } ReadyLog;
@@ -76,7 +162,7 @@ static void gradients_announced_last_first(void) {
   memset(m.a.labels.data, 0, 2 * sizeof(float));
   ncf_model_forward(&m, &CPU, 2);
   ReadyLog l = {{0}, 0};
-  ncf_model_backward(&m, &CPU, 2, (GradHook){log_ready, &l});
+  ncf_model_backward(&m, &CPU, 2, 1.0f, (GradHook){log_ready, &l});
   REQUIRE(l.count == m.ps.count);
   for (int i = 0; i < l.count; i++) CHECK_EQ_INT(l.order[i], m.ps.count - 1 - i);
   ncf_model_free(&m);
@@ -172,6 +258,11 @@ int main(void) {
   TEST_RUN(backward_matches_finite_differences);
   TEST_RUN(gradients_announced_last_first);
   TEST_RUN(init_follows_the_reference);
+  TEST_RUN(loss_scale_scales_gradients);
+  TEST_RUN(precision_misuse_dies);
+  TEST_RUN(gpu_fp32_matches_cpu);
+  TEST_RUN(gpu_bf16_matches_cpu_fp32);
+  TEST_RUN(gpu_fp16_matches_cpu_fp32);
   TEST_RUN(epoch_order_is_a_permutation);
   TEST_RUN(batches_follow_the_sampling_rules);
   return test_finish();

@@ -96,6 +96,8 @@ expect_error resnet_bad_optimizer "error: optimizer: 'adam' is neither lars nor 
 expect_error resnet_unknown_key "unknown key 'depth'" --config=$conf --data_dir="$tmp/data" --depth=50
 expect_error resnet_resume_without_checkpoint "error: resume: needs --checkpoint=PATH" --config=$conf \
   --data_dir="$tmp/data" --resume
+expect_error resnet_lowp_on_cpu "error: precision: 'bf16' needs a GPU" --config=$conf \
+  --data_dir="$tmp/data" --precision=bf16
 printf 'not a checkpoint\n' >"$tmp/junk.ckpt"
 expect_error resnet_resume_from_junk "junk.ckpt: not a checkpoint of this suite" --config=$conf \
   --data_dir="$tmp/data" --resume --checkpoint="$tmp/junk.ckpt"
@@ -118,4 +120,23 @@ else
   else
     echo "FAIL resnet_two_ranks: exit $rc; $(grep -E '^error|^epoch|time to train' "$tmp/two.out" | head -n 3 | tr '\n' ' ')"
   fi
+fi
+
+# 5. The GPU: the small run to its target in each precision (fp32 on CUDA
+# against the CPU's pace; bf16 and fp16 the mixed-precision path end to end,
+# fp16 with dynamic loss scaling).
+if ! nvidia-smi -L >/dev/null 2>&1 || ! ldd "$build/bin/resnet" | grep libcudart >/dev/null; then
+  for p in fp32 bf16 fp16; do echo "SKIP resnet_cuda_${p}_reaches_target: no GPU"; done
+else
+  for p in fp32 bf16 fp16; do
+    "$build/bin/resnet" --config=$conf --data_dir="$tmp/data" --device=cuda --precision=$p \
+      --log_file="$tmp/cuda_$p.log" >"$tmp/cuda_$p.out" 2>&1
+    rc=$?
+    if [[ $rc == 0 ]] && grep -q "resnet: target reached" "$tmp/cuda_$p.out" &&
+      python3 logs/result.py --target "$target" --require-success "$tmp/cuda_$p.log" >/dev/null 2>&1; then
+      echo "PASS resnet_cuda_${p}_reaches_target ($(grep -o 'time to train [0-9.]* s' "$tmp/cuda_$p.out"), $(grep '^epoch' "$tmp/cuda_$p.out" | tail -n 1 | cut -d, -f1))"
+    else
+      echo "FAIL resnet_cuda_${p}_reaches_target: exit $rc; $(grep -E '^error|^epoch|time to train|amp:' "$tmp/cuda_$p.out" | tail -n 4 | tr '\n' ' ')"
+    fi
+  done
 fi

@@ -5,11 +5,13 @@ on the same data, model and hyperparameters, in one run.
 Two parts:
   throughput  our training step (sampling, forward, backward, Adam) at the
               config's batch (1,048,576), `ncf --bench_steps`, beside the
-              PyTorch step at the same batch on the same data: AMP (bf16
-              autocast) with fused Adam, and fp32/TF32 with fused Adam (our
-              precision); CUDA events, the same warm-up and steps
+              PyTorch step at the same batch on the same data, precision by
+              precision: bf16 (ours: precision = bf16; PyTorch: AMP bf16
+              autocast) and fp32/TF32, each PyTorch run with fused Adam;
+              CUDA events, the same warm-up and steps
   ttt         time to the HR@10 target: `ncf --config` against
-              pytorch_reference.py with the same config (AMP, fused Adam)
+              pytorch_reference.py with the same config (its precision:
+              bf16 autocast for medium.conf; fused Adam)
 
 Prints one table with the ratios and writes
 tests/bench/results/ncf_<date>_<gpu>.{json,md}.
@@ -31,8 +33,9 @@ import benchlib
 
 ref = None  # recommendation/pytorch_reference.py, imported after the skip checks (it needs torch)
 WARMUP = 5  # the trainer's NCF_BENCH_WARMUP
-TORCH_MODES = (("bf16", "PyTorch NeuMF, AMP bf16, fused Adam"),
-               ("off", "PyTorch NeuMF, fp32/TF32, fused Adam"))
+# (our precision, PyTorch's --amp, PyTorch's row name); CPU runs fp32 only.
+MODES = (("bf16", "bf16", "PyTorch NeuMF, AMP bf16, fused Adam"),
+         ("tf32", "off", "PyTorch NeuMF, fp32/TF32, fused Adam"))
 
 
 def run_trainer(args, extra):
@@ -48,8 +51,8 @@ def run_trainer(args, extra):
     return proc.stdout
 
 
-def ours_throughput(args):
-    out = run_trainer(args, [f"--bench_steps={args.iters}"])
+def ours_throughput(args, precision):
+    out = run_trainer(args, [f"--bench_steps={args.iters}", f"--precision={precision}"])
     m = re.search(r"ncf: bench: .*: ([0-9.]+) ms/step, ([0-9.]+) samples/s", out)
     if not m:
         sys.exit("bench_ncf: no 'ncf: bench:' line in the trainer's output:\n" + out[-2000:])
@@ -81,13 +84,17 @@ def torch_throughput(torch, args, conf, data, amp):
 def throughput_rows(torch, args, conf):
     data = ref.load_ncf(os.path.join(args.data_dir, "ncf.bin"))
     batch = int(conf["batch_size"])
-    rows = [dict(run="mlsuite ncf, fp32/TF32 (sampling in the step)", ms=ours_throughput(args))]
-    for amp, name in TORCH_MODES:
+    modes = MODES if args.device == "cuda" else (("fp32", "off", "PyTorch NeuMF, fp32"),)
+    rows = []
+    for prec, amp, name in modes:
+        ours_ms = ours_throughput(args, prec)
+        rows.append(dict(run=f"mlsuite ncf, {prec} (sampling in the step)", ms=ours_ms, ours_ms=ours_ms))
         step_ms, epoch_ms, samples = torch_throughput(torch, args, conf, data, amp)
-        rows.append(dict(run=name, ms=step_ms))
+        rows.append(dict(run=name, ms=step_ms, ours_ms=ours_ms))
         # The epoch's sampling and shuffle, spread over its steps: our step
         # samples its own batch, so this is the like-for-like figure.
-        rows.append(dict(run=name + ", + epoch sampling", ms=step_ms + epoch_ms * batch / samples))
+        rows.append(dict(run=name + ", + epoch sampling", ms=step_ms + epoch_ms * batch / samples,
+                         ours_ms=ours_ms))
         if args.device == "cuda":
             torch.cuda.empty_cache()
     for r in rows:
@@ -111,14 +118,14 @@ def torch_ttt(args):
         path = os.path.join(tmp, "torch.json")
         cmd = [sys.executable, os.path.join(benchlib.ROOT, "recommendation", "pytorch_reference.py"),
                f"--config={args.config}", f"--data_dir={args.data_dir}",
-               f"--device={args.device}", "--amp=bf16", f"--json={path}"]
+               f"--device={args.device}", f"--json={path}"]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0 or not os.path.exists(path):
             sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
             sys.exit("bench_ncf: pytorch_reference.py failed with status %d" % proc.returncode)
         with open(path) as f:
             r = json.load(f)
-    recipe = "AMP bf16, fused Adam" if args.device == "cuda" else "fp32, CPU"
+    recipe = f"amp {r['amp']}, fused Adam" if args.device == "cuda" else "fp32, CPU"
     return dict(run="PyTorch NeuMF (pytorch_reference.py), " + recipe,
                 reached=r["reached"], seconds=r["seconds"],
                 epochs=[dict(epoch=e["epoch"], hr=e["hr"]) for e in r["epochs"]])
@@ -130,10 +137,10 @@ def table(args, conf, device, torch_version, thr, ttt):
              f"torch {torch_version}, {benchlib.utc_stamp()}"]
     if thr:
         lines += ["", f"Training step, {args.iters} timed steps after {WARMUP} warm-up:", "",
-                  "| run | ms/step | samples/s | ours / this |", "|---|---:|---:|---:|"]
-        ours = thr[0]["samples_per_s"]
+                  "| run | ms/step | samples/s | ours (same precision) / this |",
+                  "|---|---:|---:|---:|"]
         lines += [f"| {r['run']} | {r['ms']:.2f} | {r['samples_per_s'] / 1e6:.2f}M | "
-                  f"{ours / r['samples_per_s']:.2f} |" for r in thr]
+                  f"{r['ms'] / r['ours_ms']:.2f} |" for r in thr]
     if ttt:
         lines += ["", f"Time to HR@10 {float(conf['target_accuracy']):.3f} (run_start to "
                   "run_stop: data load, training, every epoch's eval):", "",
@@ -164,8 +171,8 @@ def main():
         benchlib.skip("bench_ncf", f"{args.data_dir}/ncf.bin is missing "
                       "(recommendation/prepare_data.sh medium DIR BUILD makes it)")
     conf = ref.read_conf(args.config)
-    tf32 = conf.get("tf32", "false") == "true"
-    torch.backends.cuda.matmul.allow_tf32 = tf32
+    # The fp32 PyTorch rows compare with our tf32 runs.
+    torch.backends.cuda.matmul.allow_tf32 = args.device == "cuda"
     parts = args.parts.split(",")
     thr = throughput_rows(torch, args, conf) if "throughput" in parts else []
     ttt = [ours_ttt(args), torch_ttt(args)] if "ttt" in parts else []
