@@ -1,4 +1,4 @@
-// file.c: whole-file reads.
+// file.c: whole-file reads and writes, directory creation.
 #include "file.h"
 
 #include <errno.h>
@@ -18,4 +18,27 @@ uint8_t *file_read(const char *path, size_t *n_bytes) {
   if (fread(bytes, 1, *n_bytes, f) != *n_bytes) die_input(path, "read failed: %s", strerror(errno));
   fclose(f);
   return bytes;
+}
+
+void file_make_parent_dirs(const char *path) {
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s", path);
+  for (char *p = dir + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = 0;
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) die_input(dir, "cannot create directory: %s", strerror(errno));
+    *p = '/';
+  }
+}
+
+void file_make_dirs(const char *dir) {
+  file_make_parent_dirs(dir);
+  if (mkdir(dir, 0755) != 0 && errno != EEXIST) die_input(dir, "cannot create directory: %s", strerror(errno));
+}
+
+void file_write(const char *path, const void *bytes, size_t n) {
+  FILE *f = fopen(path, "wb");
+  CHECK_FILE(f, path);
+  CHECK_FILE(fwrite(bytes, 1, n, f) == n, path);
+  CHECK_FILE(fclose(f) == 0, path);
 }

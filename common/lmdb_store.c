@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "file.h"
 
 // The map is address space, not memory or disk: the file grows with the data.
 static const size_t kMapBytes = (size_t)1 << 40;
@@ -45,20 +46,8 @@ void lmdb_record_name(const char *dir, int64_t index, char *buf, size_t buf_byte
   snprintf(buf, buf_bytes, "%s record %lld", dir, (long long)index);
 }
 
-static void make_dirs(const char *dir) {
-  char path[1024];
-  snprintf(path, sizeof path, "%s", dir);
-  for (char *p = path + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = 0;
-    if (mkdir(path, 0755) != 0 && errno != EEXIST) die_input(path, "cannot create: %s", strerror(errno));
-    *p = '/';
-  }
-  if (mkdir(path, 0755) != 0 && errno != EEXIST) die_input(path, "cannot create: %s", strerror(errno));
-}
-
 LmdbWriter *lmdb_writer_open(const char *dir) {
-  make_dirs(dir);
+  file_make_dirs(dir);
   char data_path[1100];
   snprintf(data_path, sizeof data_path, "%s/data.mdb", dir);
   if (access(data_path, F_OK) == 0)

@@ -5,9 +5,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "check.h"
+#include "file.h"
 #include "timer.h"
 
 MLValue mlv_null(void) { return (MLValue){.kind = MLV_NULL}; }
@@ -17,25 +17,13 @@ MLValue mlv_str(const char *v) { return (MLValue){.kind = MLV_STRING, .s = v}; }
 MLValue mlv_bool(bool v) { return (MLValue){.kind = MLV_BOOL, .i = v}; }
 MLValue mlv_json(const char *json) { return (MLValue){.kind = MLV_JSON, .s = json}; }
 
-// Creates every missing directory on the way to path's parent.
-static void make_parent_dirs(const char *path) {
-  char dir[1024];
-  snprintf(dir, sizeof dir, "%s", path);
-  for (char *p = dir + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = 0;
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST) die_input(dir, "cannot create directory: %s", strerror(errno));
-    *p = '/';
-  }
-}
-
 void mllog_open(MLLog *log, const char *path, int rank, bool to_stdout) {
   memset(log, 0, sizeof *log);
   log->enabled = rank == 0;
   log->to_stdout = to_stdout;
   if (!log->enabled || !path) return;
   snprintf(log->path, sizeof log->path, "%s", path);
-  make_parent_dirs(path);
+  file_make_parent_dirs(path);
   log->file = fopen(path, "w");
   if (!log->file) die_input(path, "cannot open the log file for writing: %s", strerror(errno));
 }

@@ -19,6 +19,7 @@
 
 #include "augment.h"
 #include "check.h"
+#include "file.h"
 #include "config.h"
 #include "image.h"
 #include "timer.h"
@@ -74,17 +75,6 @@ static Idx idx_read(const char *path, int dims) {
   return idx;
 }
 
-static void make_dir(const char *path) {
-  if (mkdir(path, 0755) != 0 && errno != EEXIST) die_input(path, "cannot create: %s", strerror(errno));
-}
-
-static void write_file(const char *path, const uint8_t *bytes, size_t n) {
-  FILE *f = fopen(path, "wb");
-  CHECK_FILE(f, path);
-  CHECK_FILE(fwrite(bytes, 1, n, f) == n, path);
-  CHECK_FILE(fclose(f) == 0, path);
-}
-
 typedef struct Writer {
   int32_t side;
   int quality;
@@ -104,7 +94,7 @@ static void write_image(Writer *w, const Idx *images, int64_t i, const char *pat
   size_t n;
   uint8_t *jpeg = image_encode_jpeg(w->rgb ? w->rgb_pixels : w->grey, w->side, w->side,
                                     w->rgb ? 3 : 1, w->quality, &n);
-  write_file(path, jpeg, n);
+  file_write(path, jpeg, n);
   free(jpeg);
   free(src_rgb);
 }
@@ -129,10 +119,10 @@ static void write_train(Writer *w, const char *src, const char *out, int64_t cou
   read_split(src, "train", count, &images, &labels);
   char path[1200];
   snprintf(path, sizeof path, "%s/train", out);
-  make_dir(path);
+  file_make_dirs(path);
   for (int c = 0; c < 10; c++) {
     snprintf(path, sizeof path, "%s/train/n%08d", out, c);
-    make_dir(path);
+    file_make_dirs(path);
   }
   Progress p;
   progress_start(&p, "fmnist train", count);
@@ -151,7 +141,7 @@ static void write_val(Writer *w, const char *src, const char *out, int64_t count
   read_split(src, "t10k", count, &images, &labels);
   char path[1200];
   snprintf(path, sizeof path, "%s/val", out);
-  make_dir(path);
+  file_make_dirs(path);
   snprintf(path, sizeof path, "%s/LOC_val_solution.csv", out);
   FILE *csv = fopen(path, "w");
   CHECK_FILE(csv, path);
@@ -184,7 +174,7 @@ int main(int argc, char **argv) {
   if (w.side < 8 || w.side > 1024) die_input("--side", "want 8..1024, got %d", w.side);
   if (w.quality < 1 || w.quality > 100) die_input("--quality", "want 1..100, got %d", w.quality);
   if (train_count < 0 || val_count < 0) die_input("--train_count", "counts must be >= 0");
-  make_dir(out);
+  file_make_dirs(out);
   char path[1200];
   snprintf(path, sizeof path, "%s/train", out);
   struct stat st;

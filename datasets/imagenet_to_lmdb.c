@@ -304,7 +304,7 @@ int main(int argc, char **argv) {
   if (do_val) read_val(root, csv, &classes, &val);
   printf("imagenet_to_lmdb: %lld classes; %lld train and %lld val images listed\n",
          (long long)classes.count, (long long)train.count, (long long)val.count);
-  if (mkdir(out, 0755) != 0 && errno != EEXIST) die_input(out, "cannot create: %s", strerror(errno));
+  file_make_dirs(out);
   write_classes(out, &classes);
   Converter c = {.decoder = image_decoder_create(), .accept_warnings = config_bool(&cfg, "accept_warnings")};
   if (do_train) convert_split(&c, "train", &train, out);

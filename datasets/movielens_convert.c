@@ -1,9 +1,9 @@
 // movielens_convert: a MovieLens ratings.csv (ml-20m) into the NCF trainer's
 // binary file <out>/ncf.bin - the MLPerf split described in movielens.h.
 //   movielens_convert --input=ml-20m/ratings.csv --out=data/ncf/ml-20m
-#include <sys/stat.h>
 
 #include "config.h"
+#include "file.h"
 #include "movielens.h"
 #include "timer.h"
 
@@ -27,8 +27,7 @@ int main(int argc, char **argv) {
   if (n_neg < 1 || n_neg > 100000) die_input("--negatives", "want 1..100000, got %lld",
                                              (long long)n_neg);
   if (min_ratings < 2) die_input("--min_ratings", "want >= 2 (one rating is held out)");
-  if (mkdir(out, 0755) != 0 && errno != EEXIST)
-    die_input(out, "cannot create the directory: %s", strerror(errno));
+  file_make_dirs(out);
 
   double t0 = time_now_s();
   MlRatings ratings;

@@ -16,9 +16,9 @@
 // uniform in a per-user activity window (whole minutes, so ties occur), so
 // the held-out latest item is an ordinary pick of the user's.
 #include <cblas.h>
-#include <sys/stat.h>
 
 #include "config.h"
+#include "file.h"
 #include "movielens.h"
 #include "timer.h"
 
@@ -237,8 +237,7 @@ int main(int argc, char **argv) {
   if (n_neg < 1 || n_neg >= size.items / 2)
     die_input("--negatives", "want 1..%lld for size %s", (long long)size.items / 2 - 1,
               size.name);
-  if (mkdir(out, 0755) != 0 && errno != EEXIST)
-    die_input(out, "cannot create the directory: %s", strerror(errno));
+  file_make_dirs(out);
 
   double t0 = time_now_s();
   GenModel model;

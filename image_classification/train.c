@@ -42,6 +42,8 @@ static const ConfigKey kKeys[] = {
     {"loader_threads", CFG_INT, "8", "decode and augment threads per rank"},
     {"synthetic", CFG_BOOL, "false", "random data on the device: throughput only, no eval"},
     {"synthetic_steps", CFG_INT, "100", "timed steps of a synthetic run (after 10 warm-up)"},
+    {"bench_steps", CFG_INT, "0",
+     "throughput with the real loader: time this many training steps (after 10 warm-up), no eval"},
     // Optimisation.
     {"batch_size", CFG_INT, "256", "global batch (all ranks together)"},
     {"optimizer", CFG_STRING, "lars", "lars or sgd"},
@@ -318,6 +320,37 @@ static bool train_to_target(Trainer *t) {
   return reached;
 }
 
+// Throughput with the real input pipeline (LMDB, decode, augmentation,
+// copies) on the training split: `steps` timed steps after 10 warm-up ones,
+// wrapping around epochs; no eval, no target.
+static void bench_run(Trainer *t, int64_t steps) {
+  const Device *dev = &t->run.dev;
+  Loader *train = open_loader(t, true, 1);
+  LoaderStats warm = {0};
+  double start = 0;
+  for (int64_t s = 0; s < 10 + steps; s++) {
+    if (s == 10) {
+      device_sync(dev);
+      warm = loader_stats(train);
+      start = time_now_s();
+    }
+    const LoaderBatch *batch = loader_next(train);
+    Tensor x = batch_images(t, batch);
+    Tensor y = TENSOR(batch->device[1], DT_I32, dev->kind, batch->count);
+    train_step(t, &x, &y, s);
+  }
+  device_sync(dev);
+  double seconds = time_now_s() - start;
+  LoaderStats st = loader_stats(train);
+  if (t->dist.rank == 0)
+    printf("real data: %lld steps of %lld images: %.1f images/s; trainer waited for the loader "
+           "%.1f%% of the time (loss %.4f)\n",
+           (long long)steps, (long long)t->global_batch,
+           (double)(steps * t->global_batch) / seconds, 100.0 * (st.wait_s - warm.wait_s) / seconds,
+           read_loss(t));
+  loader_close(train);
+}
+
 // Throughput on random data already on the device; no eval, no target.
 static void synthetic_run(Trainer *t) {
   const Device *dev = &t->run.dev;
@@ -363,6 +396,9 @@ int main(int argc, char **argv) {
   const Config *cfg = &t.cfg;
   MLLog *log = &t.run.log;
   bool synthetic = config_bool(cfg, "synthetic");
+  int64_t bench_steps = config_int(cfg, "bench_steps");
+  if (bench_steps < 0) die_input("bench_steps", "%lld is negative", (long long)bench_steps);
+  if (synthetic && bench_steps) die_input("bench_steps", "a synthetic run has no loader to time");
 
   t.global_batch = config_int(cfg, "batch_size");
   if (t.global_batch < t.dist.size || t.global_batch % t.dist.size)
@@ -422,6 +458,8 @@ int main(int argc, char **argv) {
   bool reached = false;
   if (synthetic)
     synthetic_run(&t);
+  else if (bench_steps)
+    bench_run(&t, bench_steps);
   else
     reached = train_to_target(&t);
   trainer_finish(&t.run, reached);

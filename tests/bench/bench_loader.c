@@ -6,6 +6,11 @@
 // the photos in --list (random crops, resized), or patterned when no list is
 // given. Prints "images/s" and the trainer's wait counters.
 //   bench_loader --threads=16 --list=photos.txt
+// With --out=DIR it only writes the data set, as DIR/lmdb/train and a val
+// split a tenth its size, for the ResNet trainer's --bench_steps (the real
+// input pipeline inside training: tests/bench/bench_resnet.py), and the same
+// training JPEGs as files, DIR/raw/train/cLLLL/NNNNNN.JPEG (L the label), for
+// PyTorch's ImageFolder.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +38,7 @@ static const ConfigKey KEYS[] = {
     {"batch", CFG_INT, "128", "batch size"},
     {"batches", CFG_INT, "40", "batches timed (after 4 of warm-up)"},
     {"device", CFG_STRING, "auto", "cpu | cuda | auto: cuda copies each batch to the GPU"},
+    {"out", CFG_STRING, "", "only write the data set here (DIR/lmdb/train, DIR/lmdb/val) and stop"},
 };
 
 typedef struct Photos {
@@ -78,19 +84,27 @@ static void make_pixels(const Photos *p, int64_t i, int32_t w, int32_t h, uint8_
                       (float)(rng_next_u32(&rng) % 48) - 24);
 }
 
-static void write_data_set(const char *dir, const Config *cfg) {
-  int64_t n = config_int(cfg, "images");
+// n images, the first one numbered `first` (its pixels and label follow the
+// number), into the LMDB at dir and, when raw is not NULL, as files under raw.
+static void write_data_set(const char *dir, const char *raw, const Config *cfg, int64_t first,
+                           int64_t n) {
   int32_t w = (int32_t)config_int(cfg, "width"), h = (int32_t)config_int(cfg, "height");
   Photos photos = decode_photos(config_string(cfg, "list"));
   uint8_t *px = xmalloc((size_t)w * h * 3);  // (h, w, 3)
   LmdbWriter *lw = lmdb_writer_open(dir);
   double jpeg_bytes = 0;
-  for (int64_t i = 0; i < n; i++) {
+  for (int64_t i = first; i < first + n; i++) {
     make_pixels(&photos, i, w, h, px);
     size_t bytes;
     uint8_t *jpeg = image_encode_jpeg(px, w, h, 3, (int)config_int(cfg, "quality"), &bytes);
     Record r = {.kind = RECORD_IMAGE_LABEL, .image_format = IMAGE_FORMAT_JPEG, .image = jpeg,
                 .image_bytes = bytes, .label = (int32_t)(i % 1000)};
+    if (raw) {
+      char path[4200];
+      snprintf(path, sizeof path, "%s/c%04d/%06lld.JPEG", raw, (int)r.label, (long long)i);
+      file_make_parent_dirs(path);
+      file_write(path, jpeg, bytes);
+    }
     size_t value_bytes = record_encoded_bytes(&r);
     uint8_t *value = xmalloc(value_bytes);
     lmdb_writer_put(lw, value, record_encode(&r, value, value_bytes));
@@ -111,11 +125,24 @@ int main(int argc, char **argv) {
   config_init(&cfg);
   config_add_keys(&cfg, KEYS, (int)(sizeof KEYS / sizeof KEYS[0]));
   config_from_args(&cfg, argc, argv, "bench_loader");
+  int64_t images = config_int(&cfg, "images");
+  if (images < 1) die_input("images", "%lld is not a positive count", (long long)images);
+  const char *out = config_string(&cfg, "out");
+  if (*out) {
+    char path[4096], raw[4096];
+    snprintf(path, sizeof path, "%s/lmdb/train", out);
+    snprintf(raw, sizeof raw, "%s/raw/train", out);
+    write_data_set(path, raw, &cfg, 0, images);
+    snprintf(path, sizeof path, "%s/lmdb/val", out);
+    write_data_set(path, NULL, &cfg, images, images / 10 > 0 ? images / 10 : 1);
+    config_free(&cfg);
+    return 0;
+  }
   char dir[] = "/tmp/bench_loader-XXXXXX";
   CHECK_FILE(mkdtemp(dir), dir);
   char lmdb_dir[64];
   snprintf(lmdb_dir, sizeof lmdb_dir, "%s/train", dir);
-  write_data_set(lmdb_dir, &cfg);
+  write_data_set(lmdb_dir, NULL, &cfg, 0, images);
 
   Device dev;
   device_open(&dev, device_kind_parse("--device", config_string(&cfg, "device")), 0);

@@ -6,10 +6,18 @@ GradScaler; ours: precision = bf16 / fp16, fp16 with dynamic loss scaling),
 channels_last, eager, and torch.compile for bf16. Same batch, image size, SGD
 with momentum and label-smoothed cross-entropy; images/s over the same
 number of timed steps after warm-up.
+
+Then the same in bf16 with real input: --images ImageNet-sized JPEGs (500x375,
+quality 90, cut from real photos by build/bench/bench_loader --out), ours
+through its loader (`resnet --bench_steps`: LMDB, TurboJPEG decode,
+random-resized-crop + flip to 224, pinned ring, device copy; --loader_threads
+workers) and torchvision's usual recipe (ImageFolder, PIL decode,
+RandomResizedCrop + flip, DataLoader with as many workers, pinned memory).
 Prints one table and writes tests/bench/results/resnet_<date>_<gpu>.{json,md}.
 
     python3 tests/bench/bench_resnet.py [--build build] [--batch 256] [--steps 50]
-    python3 tests/bench/bench_resnet.py --device cpu --batch 4 --image_size 64 --steps 2
+        [--images 5120] [--loader_threads N]
+    python3 tests/bench/bench_resnet.py --device cpu --batch 4 --image_size 64 --steps 2 --images 64
         (a smoke run of the script's own logic: fp32 only, no results file)
 """
 import os
@@ -23,18 +31,95 @@ import benchlib
 from benchlib import ROOT
 
 
-def run_ours(args, precision):
+PHOTO_DIRS = ("/usr/share/doc/opencv-doc/examples/data",
+              "/usr/lib/python3/dist-packages/sklearn/datasets/images")
+
+
+def run_ours(args, precision, data_dir=None):
+    """images/s of our trainer: synthetic, or with data_dir its real loader
+    (and the share of the time it waited for the loader)."""
     conf = os.path.join(ROOT, "image_classification", "configs", "full_1gpu.conf")
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [os.path.join(args.build, "bin", "resnet"), f"--config={conf}", "--synthetic",
-               f"--synthetic_steps={args.steps}", f"--batch_size={args.batch}",
-               f"--image_size={args.image_size}", f"--device={args.device}", f"--precision={precision}",
-               "--optimizer=sgd", f"--log_file={os.path.join(tmp, 'bench.log')}"]
+        cmd = [os.path.join(args.build, "bin", "resnet"), f"--config={conf}",
+               f"--batch_size={args.batch}", f"--image_size={args.image_size}",
+               f"--device={args.device}", f"--precision={precision}", "--optimizer=sgd",
+               f"--log_file={os.path.join(tmp, 'bench.log')}"]
+        if data_dir:
+            cmd += [f"--data_dir={data_dir}", f"--bench_steps={args.steps}",
+                    f"--loader_threads={args.loader_threads}"]
+        else:
+            cmd += ["--synthetic", f"--synthetic_steps={args.steps}"]
         proc = subprocess.run(cmd, capture_output=True, text=True)
-    m = re.search(r"synthetic: .*: ([0-9.]+) images/s", proc.stdout)
+    pattern = (r"real data: .*: ([0-9.]+) images/s; trainer waited for the loader ([0-9.]+)%"
+               if data_dir else r"synthetic: .*: ([0-9.]+) images/s")
+    m = re.search(pattern, proc.stdout)
     if proc.returncode != 0 or not m:
         raise SystemExit("bench_resnet: our trainer failed:\n" + proc.stdout[-2000:] + proc.stderr[-2000:])
-    return float(m.group(1))
+    return float(m.group(1)), (float(m.group(2)) / 100 if data_dir else None)
+
+
+def make_jpegs(args, out):
+    """--images JPEGs into out/lmdb (ours) and out/raw/train (ImageFolder)."""
+    photos = sorted(os.path.join(d, f) for d in PHOTO_DIRS if os.path.isdir(d)
+                    for f in os.listdir(d) if f.endswith(".jpg"))
+    listing = os.path.join(out, "photos.txt")
+    with open(listing, "w") as f:
+        f.write("".join(p + "\n" for p in photos))
+    cmd = [os.path.join(args.build, "bench", "bench_loader"), f"--images={args.images}",
+           f"--list={listing}", f"--out={out}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit("bench_resnet: bench_loader failed:\n" + proc.stdout + proc.stderr)
+    return proc.stdout.splitlines()[0]  # "data N JPEGs WxH, mean K KB, cut from P photos"
+
+
+def torch_real_images_per_s(torch, args, folder):
+    """torchvision's usual input recipe feeding resnet50 in bf16 autocast."""
+    import torchvision
+    import torchvision.transforms as T
+    dev = torch.device(args.device)
+    torch.backends.cudnn.benchmark = True
+    tf = T.Compose([T.RandomResizedCrop(args.image_size), T.RandomHorizontalFlip(), T.ToTensor(),
+                    T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
+    ds = torchvision.datasets.ImageFolder(folder, tf)
+    dl = torch.utils.data.DataLoader(ds, batch_size=args.batch, shuffle=True, drop_last=True,
+                                     num_workers=args.loader_threads, pin_memory=args.device == "cuda",
+                                     persistent_workers=True)
+    model = torchvision.models.resnet50().to(dev).to(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-5)
+    loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=0.1)
+    lowp = torch.bfloat16 if args.device == "cuda" else None
+
+    def batches():
+        while True:
+            yield from dl
+
+    it = batches()
+
+    def step():
+        x, y = next(it)
+        x = x.to(dev, non_blocking=True).contiguous(memory_format=torch.channels_last)
+        y = y.to(dev, non_blocking=True)
+        with torch.autocast(args.device, dtype=lowp or torch.float32, enabled=lowp is not None):
+            loss = loss_fn(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    return images_per_s(torch, args, step)
+
+
+def images_per_s(torch, args, step):
+    """Images/s of step() (one batch) over args.steps timed calls after 10 warm-up."""
+    for _ in range(10):
+        step()
+    sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
+    sync()
+    start = time.perf_counter()
+    for _ in range(args.steps):
+        step()
+    sync()
+    return args.batch * args.steps / (time.perf_counter() - start)
 
 
 def torch_images_per_s(torch, args, precision, compile_it=False):
@@ -63,15 +148,7 @@ def torch_images_per_s(torch, args, precision, compile_it=False):
         scaler.update()
 
     run = torch.compile(step) if compile_it else step
-    for _ in range(10):
-        run()
-    sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
-    sync()
-    start = time.perf_counter()
-    for _ in range(args.steps):
-        run()
-    sync()
-    return args.batch * args.steps / (time.perf_counter() - start)
+    return images_per_s(torch, args, run)
 
 
 def main():
@@ -80,6 +157,9 @@ def main():
     p.add_argument("--image_size", type=int, default=224)
     p.add_argument("--steps", type=int, default=50)
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    p.add_argument("--images", type=int, default=5120, help="JPEGs of the real-input runs")
+    p.add_argument("--loader_threads", type=int, default=os.cpu_count(),
+                   help="our loader's threads and PyTorch's DataLoader workers")
     args = p.parse_args()
     torch = benchlib.require_torch("bench_resnet", cuda=args.device == "cuda",
                                    modules=("torchvision",),
@@ -87,14 +167,21 @@ def main():
     precisions = ["tf32", "bf16", "fp16"] if args.device == "cuda" else ["fp32"]
     rows = []
     for prec in precisions:
-        ours = run_ours(args, prec)
+        ours, _ = run_ours(args, prec)
         eager = torch_images_per_s(torch, args, prec)
         compiled = torch_images_per_s(torch, args, prec, compile_it=True) if prec == "bf16" else None
         rows.append({"precision": prec, "ours": ours, "torch_eager": eager, "torch_compile": compiled})
+    real_prec = precisions[1] if args.device == "cuda" else precisions[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        data_note = make_jpegs(args, tmp)
+        ours_real, waited = run_ours(args, real_prec, data_dir=tmp)
+        torch_real = torch_real_images_per_s(torch, args, os.path.join(tmp, "raw", "train"))
+    real = {"precision": real_prec, "data": data_note, "loader_threads": args.loader_threads,
+            "ours": ours_real, "ours_loader_wait": waited, "torch_eager": torch_real}
     gpu = torch.cuda.get_device_name() if args.device == "cuda" else "CPU"
     date = benchlib.utc_stamp()
     lines = [f"ResNet-50 v1.5 training images/s, batch {args.batch}, {args.image_size}x{args.image_size}, "
-             f"synthetic data, {gpu}, {date}", "",
+             f"{gpu}, {date}", "", "Synthetic data (already on the device):", "",
              "| precision | ours | torchvision eager | ours / eager | torch.compile | ours / compile |",
              "|---|---|---|---|---|---|"]
     for r in rows:
@@ -102,12 +189,18 @@ def main():
         lines.append(f"| {r['precision']} | {r['ours']:.1f} | {r['torch_eager']:.1f} | "
                      f"{r['ours'] / r['torch_eager']:.2f} | "
                      + (f"{c:.1f} | {r['ours'] / c:.2f} |" if c else "- | - |"))
+    lines += ["", f"Real input ({data_note}; {args.loader_threads} loader threads / DataLoader "
+              f"workers, {os.cpu_count()} CPU cores), {real_prec}:", "",
+              "| ours | ours waited for input | torchvision eager + DataLoader | ours / torch |",
+              "|---|---|---|---|",
+              f"| {ours_real:.1f} | {100 * waited:.0f}% | {torch_real:.1f} | {ours_real / torch_real:.2f} |"]
     table = "\n".join(lines)
     print(table)
     if args.device == "cuda":
         benchlib.write_results("resnet", date, gpu,
                                {"date": date, "gpu": gpu, "batch": args.batch,
-                                "image_size": args.image_size, "steps": args.steps, "rows": rows},
+                                "image_size": args.image_size, "steps": args.steps, "rows": rows,
+                                "real_input": real},
                                table + "\n")
 
 
