@@ -104,6 +104,20 @@ double test_rel_error(const float *a, const float *b, int64_t n) {
   return sqrt(diff) / fmax(sqrt(norm), 1e-30);
 }
 
+void test_check_error(const char *what, const char *dtype, double err, double tol) {
+  CHECK_MSG(err <= tol, "%s (%s): relative error %.3g > %.3g", what, dtype, err, tol);
+  const char *path = getenv("TEST_ERROR_TABLE");
+  if (!path || !*path) return;
+  FILE *f = fopen(path, "a");
+  if (!f) {
+    CHECK_MSG(false, "TEST_ERROR_TABLE %s: cannot open: %s", path, strerror(errno));
+    return;
+  }
+  fprintf(f, "%s\t%s\t%s\t%s\t%.3g\t%.3g\n", program_invocation_short_name, g_case_name, what,
+          dtype, err, tol);
+  fclose(f);
+}
+
 static char g_tmpdir[256];
 static pid_t g_tmpdir_owner;
 

@@ -93,9 +93,7 @@ static inline void check_close(const char *what, DType dtype, const void *d,
                                const float *ref, int64_t n, double tol) {
   float *got = malloc((size_t)(n ? n : 1) * sizeof(float));
   download(got, d, n, dtype);
-  double err = test_rel_error(got, ref, n);
-  CHECK_MSG(err <= tol, "%s (%s): relative error %.3g > %.3g", what, dtype_name(dtype),
-            err, tol);
+  test_check_error(what, dtype_name(dtype), test_rel_error(got, ref, n), tol);
   free(got);
 }
 
@@ -112,8 +110,7 @@ static inline void check_golden(GoldenFile *g, const char *name, const float *go
   int64_t numel;
   float *want = golden_get(g, name, &numel);
   REQUIRE(numel == n);
-  double err = test_rel_error(got, want, n);
-  CHECK_MSG(err <= tol, "%s: relative error %.3g > %.3g", name, err, tol);
+  test_check_error(name, "fp32, CPU vs PyTorch", test_rel_error(got, want, n), tol);
 }
 
 // A copy of a golden tensor (the tests modify inputs for finite differences).

@@ -78,6 +78,12 @@ int test_run_child(void (*fn)(void *), void *ctx, char *msg, size_t msg_bytes);
 
 // Relative L2 error ||a - b|| / max(||b||, tiny) in double.
 double test_rel_error(const float *a, const float *b, int64_t n);
+// Checks err <= tol (a failure names what and dtype) and, when the
+// environment names a file in TEST_ERROR_TABLE, appends a row to it:
+// program, case, what, dtype, err, tol, tab-separated. Every GPU-against-CPU
+// comparison goes through here, so tests/gpu_error_table.sh can print the
+// measured error of every op and dtype beside its tolerance.
+void test_check_error(const char *what, const char *dtype, double err, double tol);
 // A fresh temporary directory (removed at exit); returns its path.
 const char *test_tmpdir(void);
 // Whether a usable GPU is present (CUDA build and a device).

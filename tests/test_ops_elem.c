@@ -429,9 +429,7 @@ static void affine_u8_cuda_matches_cpu(void) {
     // that last bit can move the rounding by one unit of the narrow type
     // (2^-11 / 2^-8 relative).
     double tol = dt == DT_F32 ? 1e-6 : dt == DT_F16 ? 1e-3 : 8e-3;
-    double err = test_rel_error(got, want, n);
-    CHECK_MSG(err < tol, "affine_u8 to %s: relative error %.2e (tolerance %.0e)", dtype_name(dt),
-              err, tol);
+    test_check_error("affine_u8 y", dtype_name(dt), test_rel_error(got, want, n), tol);
     free(cpu_out), free(gpu_out);
   }
   device_free(DEVICE_CUDA, dx), device_free(DEVICE_CUDA, dy);

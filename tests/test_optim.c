@@ -3,6 +3,7 @@
 // LAMB trust ratios), gradient clipping and accumulation helpers, bad
 // hyperparameters, and the fused CUDA kernels against the CPU reference.
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -312,9 +313,10 @@ static void cuda_case(OptKind kind) {
   // Same formulas (optim_math.h); the GPU differs by FMA contraction and the
   // order of the norm sums: 1e-5 relative leaves room for both over 3 steps.
   for (int t = 0; t < a.count; t++) {
-    double err = test_rel_error(back + a.offsets[t], a.params + a.offsets[t], a.numels[t]);
-    CHECK_MSG(err < 1e-5, "%s tensor %s: relative error %g", optim_kind_name(kind),
-              a.specs[t].name, err);
+    char what[128];
+    snprintf(what, sizeof what, "%s step, tensor %s", optim_kind_name(kind), a.specs[t].name);
+    test_check_error(what, "fp32", test_rel_error(back + a.offsets[t], a.params + a.offsets[t],
+                                                  a.numels[t]), 1e-5);
   }
   free(back);
   optim_free(&oa);
@@ -354,7 +356,7 @@ static void cuda_clip_matches_cpu(void) {
              1e-5 * optim_last_grad_norm(&oa));
   float *back = malloc(bytes);
   device_copy(DEVICE_CPU, back, DEVICE_CUDA, b.grads, bytes);
-  CHECK(test_rel_error(back, a.grads, a.total_numel) < 1e-5);
+  test_check_error("clip by global norm", "fp32", test_rel_error(back, a.grads, a.total_numel), 1e-5);
   free(back);
   optim_free(&oa);
   optim_free(&ob);

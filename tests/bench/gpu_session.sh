@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Everything that needs a GPU, for a machine that has one, in three parts
 # (each fits one 10-minute call; PART all runs them in turn):
-#   tests  every test (the CUDA op, runtime and trainer tests run instead of skipping)
+#   tests  every test (the CUDA op, runtime and trainer tests run instead of
+#          skipping), and op_errors.md: every GPU-vs-CPU comparison's measured
+#          error beside its tolerance (tests/error_table.py)
 #   bench  every benchmark (tables and tests/bench/results/ files; bench_ncf
 #          includes NCF's medium time to target beside PyTorch)
 #   ttt    the medium ResNet run to its target, beside PyTorch
@@ -18,7 +20,12 @@ date -u | tee -a "$out/gpu.txt"
 
 if [[ $part == all || $part == tests ]]; then
   echo "== tests"
-  bash tests/run_tests.sh "$build" 2>&1 | tee "$out/tests.txt" | tail -n 40
+  rm -f "$out/errors.tsv"
+  TEST_ERROR_TABLE=$(realpath "$out")/errors.tsv bash tests/run_tests.sh "$build" 2>&1 |
+    tee "$out/tests.txt" | tail -n 40
+  # Every GPU-vs-CPU comparison's measured error beside its tolerance.
+  python3 tests/error_table.py "$out/errors.tsv" --out "$out/op_errors.md" >/dev/null
+  grep -E '^[0-9]+ comparisons' "$out/op_errors.md"
 fi
 
 if [[ $part == all || $part == bench ]]; then
