@@ -5,7 +5,10 @@
 #          skipping), and op_errors.md: every GPU-vs-CPU comparison's measured
 #          error beside its tolerance (tests/error_table.py)
 #   bench  every benchmark (tables and tests/bench/results/ files; bench_ncf
-#          includes NCF's medium time to target beside PyTorch)
+#          includes NCF's medium time to target beside PyTorch); bench:A,B
+#          runs only those (e.g. bench:conv,gemm,optim,loader,decode, then
+#          bench:resnet, then bench:ncf, when all of them would pass the
+#          10-minute limit of one call)
 #   ttt    the medium ResNet run to its target, beside PyTorch
 # Usage: tests/bench/gpu_session.sh BUILD_DIR LIB_DIR OUT_DIR [PART]
 #   LIB_DIR: liblmdb.so.0 and libturbojpeg.so.0 when the machine lacks them
@@ -28,9 +31,11 @@ if [[ $part == all || $part == tests ]]; then
   grep -E '^[0-9]+ comparisons' "$out/op_errors.md"
 fi
 
-if [[ $part == all || $part == bench ]]; then
+if [[ $part == all || $part == bench || $part == bench:* ]]; then
   echo "== benchmarks"
-  bash tests/bench/run_all.sh "$build" 2>&1 | tee "$out/bench.txt"
+  only=""
+  [[ $part == bench:* ]] && only=${part#bench:}
+  bash tests/bench/run_all.sh "$build" "$only" 2>&1 | tee "$out/bench.txt"
   cp tests/bench/results/* "$out/" 2>/dev/null
 fi
 
