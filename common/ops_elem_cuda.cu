@@ -104,12 +104,13 @@ __global__ void elem_permute_kernel(const E *x, E *y, int64_t n, PermuteGeometry
   }
 }
 
-// One thread per byte; the channel is the position along the last axis.
+// One thread per byte (grid-stride: ops_blocks caps the grid); the channel is
+// the position along the last axis.
 template <typename T>
 static __global__ void elem_affine_u8_kernel(const uint8_t *x, T *y, int64_t n, int channels,
                                              ChannelAffine a) {
-  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) {
+  int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
     int c = (int)(i % channels);
     y[i] = ops_from_f32<T>((float)x[i] * a.scale[c] + a.shift[c]);
   }
