@@ -79,7 +79,8 @@ static __global__ void xent_loss_kernel(const T *logits, const L *labels, int64_
   if (row_loss_out) row_loss_out[row] = loss;
 }
 
-// One block per row: dlogits = grad_scale (p - target) / kept rows.
+// One block per row: dlogits = grad_scale (p - target) / kept rows; exact
+// zeros on an ignored row (its logits may be inf or NaN, and 0 * NaN is NaN).
 template <typename T, typename L>
 static __global__ void xent_grad_kernel(const T *logits, const L *labels, int64_t cols,
                                         float smoothing, int64_t ignore_index,
@@ -92,7 +93,8 @@ static __global__ void xent_grad_kernel(const T *logits, const L *labels, int64_
   const T *x = logits + row * cols;
   T *d = dlogits + row * cols;
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
-    d[j] = ops_from_f32<T>(norm * (expf(ops_f32(x[j]) - lse) - (j == label ? on : off)));
+    d[j] = ops_from_f32<T>(
+        kept ? norm * (expf(ops_f32(x[j]) - lse) - (j == label ? on : off)) : 0.0f);
 }
 
 extern "C" void op_softmax_xent_cuda(const Device *dev, const Tensor *logits,
