@@ -30,9 +30,12 @@ extern "C" void device_open_cuda(Device *dev, int index) {
   dev->sm_minor = prop.minor;
   dev->sm_count = prop.multiProcessorCount;
   dev->memory_bytes = prop.totalGlobalMem;
-  CHECK_CUDA(cudaStreamCreateWithFlags(&dev->stream, cudaStreamNonBlocking));
-  CHECK_CUDA(cudaStreamCreateWithFlags(&dev->copy_stream, cudaStreamNonBlocking));
-  CHECK_CUDA(cudaStreamCreateWithFlags(&dev->comm_stream, cudaStreamNonBlocking));
+  // Blocking streams: device_copy and device_zero run on the legacy default
+  // stream, which then waits for the work queued here and is waited for by
+  // what comes after (with non-blocking streams they would race with it).
+  CHECK_CUDA(cudaStreamCreateWithFlags(&dev->stream, cudaStreamDefault));
+  CHECK_CUDA(cudaStreamCreateWithFlags(&dev->copy_stream, cudaStreamDefault));
+  CHECK_CUDA(cudaStreamCreateWithFlags(&dev->comm_stream, cudaStreamDefault));
   CHECK_CUBLAS(cublasCreate(&dev->cublas));
   CHECK_CUBLAS(cublasSetStream(dev->cublas, dev->stream));
   CHECK_CUBLAS(cublasLtCreate(&dev->cublaslt));

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "device.h"
+#include "rng.h"
 #include "test.h"
 #include "timer.h"
 
@@ -71,6 +72,33 @@ static void gpu_open_copy_time(void) {
   device_close(&dev);
 }
 
+// device_copy and device_zero are ordered with the work on dev->stream, with
+// no device_sync between: a fill on the stream is seen by the copy right
+// after it, and a zeroing before a fill does not land after it.
+static void gpu_copy_ordered_with_stream(void) {
+  if (!test_have_gpu()) test_skip("no GPU");
+#if HAVE_CUDA
+  enum { N = 1 << 24 };
+  Device dev;
+  device_open(&dev, DEVICE_CUDA, 0);
+  float *want = malloc(N * sizeof(float)), *back = malloc(N * sizeof(float));
+  float *d = device_alloc(DEVICE_CUDA, N * sizeof(float));
+  rng_fill_uniform_cpu(want, N, 7, 3, 0, 0.0f, 1.0f);
+  rng_fill_uniform_cuda(d, N, 7, 3, 0, 0.0f, 1.0f, dev.stream);
+  device_copy(DEVICE_CPU, back, DEVICE_CUDA, d, N * sizeof(float));
+  CHECK_MSG(memcmp(want, back, N * sizeof(float)) == 0, "the copy overtook the fill");
+  device_zero(DEVICE_CUDA, d, N * sizeof(float));
+  rng_fill_uniform_cuda(d, N / 2, 7, 3, 0, 0.0f, 1.0f, dev.stream);
+  device_copy(DEVICE_CPU, back, DEVICE_CUDA, d, N * sizeof(float));
+  CHECK_MSG(memcmp(want, back, N / 2 * sizeof(float)) == 0, "the zeroing landed after the fill");
+  CHECK(back[N / 2] == 0 && back[N - 1] == 0);
+  device_free(DEVICE_CUDA, d);
+  free(want);
+  free(back);
+  device_close(&dev);
+#endif
+}
+
 static void progress_line(void) {
   Progress p;
   progress_start(&p, "train", 1000);
@@ -96,6 +124,7 @@ int main(void) {
   TEST_RUN(parse_errors_name_the_flag);
   TEST_RUN(cpu_memory);
   TEST_RUN(gpu_open_copy_time);
+  TEST_RUN(gpu_copy_ordered_with_stream);
   TEST_RUN(progress_line);
   TEST_RUN(clocks);
   return test_finish();
