@@ -6,7 +6,10 @@ static __global__ void rng_uniform_kernel(float *out, int64_t n, uint64_t seed,
                                           uint64_t stream, uint64_t offset, float lo,
                                           float hi) {
   int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = lo + (hi - lo) * rng_uniform(seed, stream, offset + (uint64_t)i);
+  // Rounded multiply, then add: an FMA (nvcc contracts by default) would
+  // round once and differ from the CPU's lo + (hi - lo) u in the last bit.
+  if (i < n)
+    out[i] = __fadd_rn(lo, __fmul_rn(hi - lo, rng_uniform(seed, stream, offset + (uint64_t)i)));
 }
 
 static __global__ void rng_normal_kernel(float *out, int64_t n, uint64_t seed,

@@ -106,8 +106,9 @@ static void gpu_matches_cpu(void) {
   device_open(&dev, DEVICE_CUDA, 0);
   float *cpu = malloc(N * sizeof(float)), *gpu = malloc(N * sizeof(float));
   float *d = device_alloc(DEVICE_CUDA, N * sizeof(float));
-  rng_fill_uniform_cpu(cpu, N, 1234, 5, 77, 0.0f, 1.0f);
-  rng_fill_uniform_cuda(d, N, 1234, 5, 77, 0.0f, 1.0f, dev.stream);
+  // A range whose width is not a power of two: lo + (hi - lo) u rounds twice.
+  rng_fill_uniform_cpu(cpu, N, 1234, 5, 77, -1.5f, 2.25f);
+  rng_fill_uniform_cuda(d, N, 1234, 5, 77, -1.5f, 2.25f, dev.stream);
   device_sync(&dev);
   device_copy(DEVICE_CPU, gpu, DEVICE_CUDA, d, N * sizeof(float));
   CHECK_MSG(memcmp(cpu, gpu, N * sizeof(float)) == 0, "uniform streams differ");
