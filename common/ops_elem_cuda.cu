@@ -235,11 +235,25 @@ __device__ __forceinline__ __nv_bfloat16 elem_cast_store<__nv_bfloat16>(float v)
   return __float2bfloat16_rn(v);
 }
 
+// The widening keeps a NaN's sign and payload as tensor.h's f16_to_f32 and
+// bf16_to_f32 do; the hardware conversions (cvt.f32.f16, and cvt.f32.bf16 on
+// sm_90) need not, and a NaN's bits reach the output through the store above.
+__device__ __forceinline__ float elem_cast_load(float v) { return v; }
+__device__ __forceinline__ float elem_cast_load(__nv_bfloat16 v) {
+  return __uint_as_float((uint32_t)__bfloat16_as_ushort(v) << 16);
+}
+__device__ __forceinline__ float elem_cast_load(__half v) {
+  uint32_t h = __half_as_ushort(v);
+  if ((h & 0x7c00u) == 0x7c00u && (h & 0x3ffu))
+    return __uint_as_float(((h & 0x8000u) << 16) | 0x7f800000u | ((h & 0x3ffu) << 13));
+  return __half2float(v);
+}
+
 template <typename TI, typename TO>
 __global__ void elem_cast_kernel(const TI *x, TO *y, int64_t n) {
   int64_t stride = (int64_t)gridDim.x * blockDim.x;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-    y[i] = elem_cast_store<TO>(ops_f32(x[i]));
+    y[i] = elem_cast_store<TO>(elem_cast_load(x[i]));
 }
 
 extern "C" void op_cast_cuda(const Device *dev, const Tensor *x, const Tensor *y) {
