@@ -466,7 +466,13 @@ void op_batchnorm_bwd_cuda(const Device *dev, const BatchNorm *bn, const Tensor 
   bn_require("op_batchnorm_bwd", x, dz);
   OP_REQUIRE("op_batchnorm_bwd", dgamma->dtype == DT_F32 && tensor_numel(dgamma) == c);
   OP_REQUIRE("op_batchnorm_bwd", dbeta->dtype == DT_F32 && tensor_numel(dbeta) == c);
-  if (m == 0) return;
+  if (m == 0) {  // no rows: sums of nothing, 0 as on the CPU
+    if (!accumulate) {
+      CHECK_CUDA(cudaMemsetAsync(dgamma->data, 0, tensor_bytes(dgamma), dev->stream));
+      CHECK_CUDA(cudaMemsetAsync(dbeta->data, 0, tensor_bytes(dbeta), dev->stream));
+    }
+    return;
+  }
   BnSplit s = bn_split(dev, m, c);
   float *part_a = (float *)dev->workspace, *part_b = part_a + s.parts * c;
   float *coef = part_b + s.parts * c;  // (2, C)
