@@ -307,6 +307,7 @@ extern "C" void op_attention_fwd_cuda(const Device *dev, const Tensor *q, const 
                                       const Tensor *probs, const Tensor *out) {
   AttnShape s = op_attention_shape(q, k, v, probs, out);
   op_attention_mask_check(&s, key_len, causal);
+  if (s.b == 0) return;  // ops_gemm_raw takes batch >= 1
   // probs holds the scores q k^T / sqrt(Dh) first (scaled in the GEMM, so
   // fp16 scores stay in range), then the masked softmax replaces them.
   float scale = 1.0f / sqrtf((float)s.dh);
@@ -330,6 +331,7 @@ extern "C" void op_attention_bwd_cuda(const Device *dev, const Tensor *q, const 
   OP_REQUIRE("op_attention_bwd", tensor_same_shape(scratch, probs));
   OP_REQUIRE("op_attention_bwd", tensor_same_shape(dq, q) && tensor_same_shape(dk, k) &&
                                      tensor_same_shape(dv, v));
+  if (s.b == 0) return;  // ops_gemm_raw takes batch >= 1
   DType dt = q->dtype;
   for (int64_t h = 0; h < s.h; h++) {  // dP = dO V^T, dV = P^T dO
     head_gemm(dev, dt, s.b, false, head_view(dout, h), true, head_view(v, h),
