@@ -504,6 +504,7 @@ static void conv_cuda_case(const Device *dev, DType dt, double tol) {
     op_conv2d_fwd(dev, &x.t, &w.t, &b.t, &y.t, &s->p, NULL, 0);
     op_conv2d_bwd_data(dev, &dy.t, &w.t, &dx.t, &s->p, NULL, 0);
     op_conv2d_bwd_filter(dev, &x.t, &dy.t, &dw.t, &s->p, true, NULL, 0);
+    device_sync(dev);  // downloads do not wait for dev->stream (non-blocking)
     char what[64];
     snprintf(what, sizeof what, "shape %zu y", i);
     check_gpu(what, &y, tol);
@@ -568,6 +569,7 @@ static void batchnorm_cuda_matches_cpu(void) {
         op_batchnorm_bwd(&kCpu, &hbn, &hx, &hy, &hdy, fused, &hdx, fused ? &hdz : NULL, &hdg, &hdb, true);
         op_batchnorm_bwd(&dev, &gbn, &x.t, &y.t, &dy.t, fused, &dx.t, fused ? &dz.t : NULL, &p[6].t,
                          &p[7].t, true);
+        device_sync(&dev);  // downloads do not wait for dev->stream (non-blocking)
         check_gpu("y", &y, tol_rounded(dt));
         check_gpu("y_infer", &yi, tol_rounded(dt));
         check_gpu("dx", &dx, tol_rounded(dt));
@@ -622,6 +624,7 @@ static void pooling_and_relu_cuda_match_cpu(void) {
       op_maxpool_bwd(&dev, &x.t, &y.t, &dy.t, &dx.t, p);
       op_avgpool_fwd(&dev, &x.t, &ya.t, p);
       op_avgpool_bwd(&dev, &dy.t, &dxa.t, p);
+      device_sync(&dev);  // downloads do not wait for dev->stream (non-blocking)
       check_gpu("maxpool y", &y, 0);
       check_gpu("maxpool dx", &dx, tol_rounded(dt));  // sums of up to 4 dy, rounded once
       check_gpu("avgpool y", &ya, tol_rounded(dt));
@@ -643,6 +646,7 @@ static void pooling_and_relu_cuda_match_cpu(void) {
     op_global_avgpool_bwd(&dev, &dy.t, &dx.t);
     op_relu_fwd(&dev, &x.t, &r.t);
     op_relu_bwd(&dev, &r.t, &dyr.t, &dr.t);
+    device_sync(&dev);
     check_gpu("global avgpool y", &y, tol_rounded(dt));
     check_gpu("global avgpool dx", &dx, tol_rounded(dt));
     check_gpu("relu y", &r, 0);
