@@ -281,6 +281,34 @@ static void linear_cuda_matches_cpu(void) {
   device_close(&gpu);
 }
 
+// NCF's last layer: bf16 / fp16 x and w, an fp32 y (and so an fp32 dy that
+// the trainer casts back to x's dtype before the backward). Only the inputs
+// are rounded and the CPU sees the same values: fp32 tolerance.
+static void linear_fp32_out_cuda_matches_cpu(void) {
+  Device gpu;
+  open_gpu_or_skip(&gpu);
+  const int64_t m = 1029, in = 65, out = 1;  // one output column, as NCF's logit
+  for (int d = 1; d < N_FLOAT_DTYPES; d++) {
+    DType dt = kFloatDtypes[d];
+    float *x = random_array(m * in, 1, -1, 1, dt), *w = random_array(out * in, 2, -1, 1, dt);
+    float *b = random_array(out, 3, -1, 1, DT_F32), *y = malloc(m * out * sizeof(float));
+    void *gx = upload(x, m * in, dt), *gw = upload(w, out * in, dt), *gb = upload(b, out, DT_F32);
+    void *gy = device_alloc(DEVICE_CUDA, m * out * sizeof(float));
+    Tensor hx = TENSOR(x, DT_F32, DEVICE_CPU, m, in), hw = TENSOR(w, DT_F32, DEVICE_CPU, out, in);
+    Tensor hb = TENSOR(b, DT_F32, DEVICE_CPU, out), hy = TENSOR(y, DT_F32, DEVICE_CPU, m, out);
+    Tensor tx = TENSOR(gx, dt, DEVICE_CUDA, m, in), tw = TENSOR(gw, dt, DEVICE_CUDA, out, in);
+    Tensor tb = TENSOR(gb, DT_F32, DEVICE_CUDA, out), ty = TENSOR(gy, DT_F32, DEVICE_CUDA, m, out);
+    op_linear_fwd(&cpu, &hx, &hw, &hb, &hy);
+    op_linear_fwd(&gpu, &tx, &tw, &tb, &ty);
+    device_sync(&gpu);
+    check_close("linear y (fp32 out)", DT_F32, gy, y, m * out, 1e-5);
+    void *bufs[] = {gx, gw, gb, gy};
+    for (int i = 0; i < 4; i++) device_free(DEVICE_CUDA, bufs[i]);
+    free(x), free(w), free(b), free(y);
+  }
+  device_close(&gpu);
+}
+
 static void embedding_cuda_matches_cpu(void) {
   Device gpu;
   open_gpu_or_skip(&gpu);
@@ -335,6 +363,7 @@ int main(void) {
   TEST_RUN(bad_input_dies);
   TEST_RUN(gemm_cuda_matches_cpu);
   TEST_RUN(linear_cuda_matches_cpu);
+  TEST_RUN(linear_fp32_out_cuda_matches_cpu);
   TEST_RUN(embedding_cuda_matches_cpu);
   return test_finish();
 }
