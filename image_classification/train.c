@@ -274,7 +274,9 @@ static bool train_to_target(Trainer *t) {
   Loader *train = open_loader(t, true, t->first_epoch);
   Progress progress;
   progress_start(&progress, "train", max_epochs * t->steps_per_epoch);
-  int64_t step = t->opt.step;
+  // Not opt.step: under fp16 that omits the skipped steps, and the schedule
+  // counts every step of the uninterrupted run.
+  int64_t step = (t->first_epoch - 1) * t->steps_per_epoch;
   bool reached = false;
   int64_t block_first = t->first_epoch;
   for (int64_t epoch = t->first_epoch; epoch <= max_epochs && !reached; epoch++) {
