@@ -483,8 +483,9 @@ static const ConvShape kGpuConvShapes[] = {
     {2, 9, 9, 16, 32, 1, 1, {2, 2, 0, 0, 1, 1}},   {2, 12, 11, 8, 8, 3, 3, {1, 1, 2, 2, 2, 2}},
 };
 
-// Forward, dgrad and wgrad (the latter accumulating onto a random start) of
-// every kGpuConvShapes entry in dtype dt on dev, against the CPU.
+// Forward, dgrad and wgrad (accumulating onto a random start, and
+// overwriting one) of every kGpuConvShapes entry in dtype dt on dev, against
+// the CPU.
 static void conv_cuda_case(const Device *dev, DType dt, double tol) {
   for (size_t i = 0; i < sizeof kGpuConvShapes / sizeof kGpuConvShapes[0]; i++) {
     const ConvShape *s = &kGpuConvShapes[i];
@@ -494,16 +495,19 @@ static void conv_cuda_case(const Device *dev, DType dt, double tol) {
     GpuT x = gpu_random(dt, 100 + i, -1, 1, 4, xs), w = gpu_random(dt, 200 + i, -1, 1, 4, ws);
     GpuT b = gpu_random(dt, 300 + i, -1, 1, 1, ws), dy = gpu_random(dt, 400 + i, -1, 1, 4, ys);
     GpuT y = gpu_zeros(dt, 4, ys), dx = gpu_zeros(dt, 4, xs), dw = gpu_random(dt, 500 + i, -1, 1, 4, ws);
+    GpuT dw0 = gpu_random(dt, 600 + i, -1, 1, 4, ws);  // overwritten, as the bf16 ResNet does
     Tensor hx = host_view(&x), hw = host_view(&w), hb = host_view(&b), hdy = host_view(&dy);
-    Tensor hy = host_view(&y), hdx = host_view(&dx), hdw = host_view(&dw);
+    Tensor hy = host_view(&y), hdx = host_view(&dx), hdw = host_view(&dw), hdw0 = host_view(&dw0);
     size_t scratch_bytes = op_conv2d_scratch_bytes(&hx, &hw, &s->p);
     void *scratch = malloc(scratch_bytes + 1);
     op_conv2d_fwd(&kCpu, &hx, &hw, &hb, &hy, &s->p, scratch, scratch_bytes);
     op_conv2d_bwd_data(&kCpu, &hdy, &hw, &hdx, &s->p, scratch, scratch_bytes);
     op_conv2d_bwd_filter(&kCpu, &hx, &hdy, &hdw, &s->p, true, scratch, scratch_bytes);
+    op_conv2d_bwd_filter(&kCpu, &hx, &hdy, &hdw0, &s->p, false, scratch, scratch_bytes);
     op_conv2d_fwd(dev, &x.t, &w.t, &b.t, &y.t, &s->p, NULL, 0);
     op_conv2d_bwd_data(dev, &dy.t, &w.t, &dx.t, &s->p, NULL, 0);
     op_conv2d_bwd_filter(dev, &x.t, &dy.t, &dw.t, &s->p, true, NULL, 0);
+    op_conv2d_bwd_filter(dev, &x.t, &dy.t, &dw0.t, &s->p, false, NULL, 0);
     device_sync(dev);  // downloads do not wait for dev->stream (non-blocking)
     char what[64];
     snprintf(what, sizeof what, "shape %zu y", i);
@@ -512,8 +516,11 @@ static void conv_cuda_case(const Device *dev, DType dt, double tol) {
     check_gpu(what, &dx, tol);
     snprintf(what, sizeof what, "shape %zu dw", i);
     check_gpu(what, &dw, tol);
+    snprintf(what, sizeof what, "shape %zu dw overwritten", i);
+    check_gpu(what, &dw0, tol);
     free(scratch);
     gpu_free(&x), gpu_free(&w), gpu_free(&b), gpu_free(&dy), gpu_free(&y), gpu_free(&dx), gpu_free(&dw);
+    gpu_free(&dw0);
   }
 }
 
@@ -543,7 +550,8 @@ static void conv_tf32_cuda_matches_cpu(void) {
 static void batchnorm_cuda_matches_cpu(void) {
   Device dev;
   open_gpu_or_skip(&dev);
-  int64_t shapes[][4] = {{4, 9, 7, 6}, {8, 14, 14, 64}, {3, 5, 5, 13}};
+  // {5, 13, 11, 40}: 715 rows in 3 uneven parts, a half-used channel block.
+  int64_t shapes[][4] = {{4, 9, 7, 6}, {8, 14, 14, 64}, {3, 5, 5, 13}, {5, 13, 11, 40}};
   for (int di = 0; di < N_FLOAT_DTYPES; di++) {
     DType dt = kFloatDtypes[di];
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
@@ -552,6 +560,10 @@ static void batchnorm_cuda_matches_cpu(void) {
         GpuT x = gpu_random(dt, 500 + i, -1, 3, 4, xs), z = gpu_random(dt, 600 + i, -1, 1, 4, xs);
         GpuT dy = gpu_random(dt, 700 + i, -1, 1, 4, xs), y = gpu_zeros(dt, 4, xs);
         GpuT dx = gpu_zeros(dt, 4, xs), dz = gpu_zeros(dt, 4, xs), yi = gpu_zeros(dt, 4, xs);
+        // For the backward in place (dx overwriting dy): dy's values again,
+        // fresh dgamma and dbeta (not checked).
+        GpuT dyi = gpu_random(dt, 700 + i, -1, 1, 4, xs), dzi = gpu_zeros(dt, 4, xs);
+        GpuT dgi = gpu_zeros(DT_F32, 1, &c), dbi = gpu_zeros(DT_F32, 1, &c);
         GpuT p[8];  // gamma beta rmean rvar smean sinvstd dgamma dbeta, fp32
         for (int j = 0; j < 8; j++) p[j] = gpu_random(DT_F32, 800 + 10 * i + j, 0.5f, 1.5f, 1, &c);
         BatchNorm gbn = {p[0].t, p[1].t, p[2].t, p[3].t, p[4].t, p[5].t, 0.1f, 1e-5f};
@@ -569,7 +581,12 @@ static void batchnorm_cuda_matches_cpu(void) {
         op_batchnorm_bwd(&kCpu, &hbn, &hx, &hy, &hdy, fused, &hdx, fused ? &hdz : NULL, &hdg, &hdb, true);
         op_batchnorm_bwd(&dev, &gbn, &x.t, &y.t, &dy.t, fused, &dx.t, fused ? &dz.t : NULL, &p[6].t,
                          &p[7].t, true);
+        op_batchnorm_bwd(&dev, &gbn, &x.t, &y.t, &dyi.t, fused, &dyi.t, fused ? &dzi.t : NULL,
+                         &dgi.t, &dbi.t, false);
+        memcpy(dyi.host, hdx.data, (size_t)tensor_numel(&hdx) * sizeof(float));
         device_sync(&dev);  // downloads do not wait for dev->stream (non-blocking)
+        check_gpu("dx in place of dy", &dyi, tol_rounded(dt));
+        gpu_free(&dyi), gpu_free(&dgi), gpu_free(&dbi), gpu_free(&dzi);
         check_gpu("y", &y, tol_rounded(dt));
         check_gpu("y_infer", &yi, tol_rounded(dt));
         check_gpu("dx", &dx, tol_rounded(dt));
