@@ -45,8 +45,20 @@ __device__ float from_half(__half x) { return __half2float(x); }
 __device__ float from_bf16(__nv_bfloat16 x) { return __bfloat162float(x); }
 __device__ float from_f32(float x) { return x; }
 
-__device__ __half to_half(float x) { return __float2half_rn(x); }
-__device__ __nv_bfloat16 to_bf16(float x) { return __float2bfloat16_rn(x); }
+// A NaN keeps tensor.h's encoding (its sign; for bf16 also its payload); the
+// hardware conversions return a canonical NaN.
+__device__ __half to_half(float x) {
+  uint32_t u = __float_as_uint(x);
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    return __ushort_as_half((unsigned short)(((u >> 16) & 0x8000u) | 0x7e00u));
+  return __float2half_rn(x);
+}
+__device__ __nv_bfloat16 to_bf16(float x) {
+  uint32_t u = __float_as_uint(x);
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    return __ushort_as_bfloat16((unsigned short)((u >> 16) | 0x40u));
+  return __float2bfloat16_rn(x);
+}
 
 }  // namespace
 

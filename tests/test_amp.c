@@ -267,6 +267,18 @@ static void cuda_matches_cpu(void) {
                   i, x[i], hg[i], h[i]);
         break;
       }
+    // NaNs keep their CPU encodings: the sign, and in bf16 the payload.
+    const uint32_t nan_bits[3] = {0x7fc00000u, 0xff800001u, 0x7fa5a5a5u};
+    float nans[3];
+    uint16_t hn[3], hgn[3];
+    memcpy(nans, nan_bits, sizeof nans);
+    device_copy(DEVICE_CUDA, d, DEVICE_CPU, nans, sizeof nans);
+    amp_cast(&cpu, nans, hn, types[k], 3);
+    amp_cast(&gpu, d, dh, types[k], 3);
+    device_sync(&gpu);
+    device_copy(DEVICE_CPU, hgn, DEVICE_CUDA, dh, sizeof hgn);
+    CHECK_MSG(memcmp(hn, hgn, sizeof hn) == 0, "%s NaN casts: GPU %04x %04x %04x, CPU %04x %04x %04x",
+              dtype_name(types[k]), hgn[0], hgn[1], hgn[2], hn[0], hn[1], hn[2]);
   }
   // Accumulation: the same IEEE fp32 additions on both sides, bit for bit.
   for (int k = 0; k < 2; k++) {
