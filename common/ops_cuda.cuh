@@ -112,6 +112,11 @@ void ops_gemm_raw(const Device *dev, const OpsGemm *g);
 
 // out[j] (+)= sum_g partials[g, j] over groups in order g = 0, 1, ...
 //   partials: (groups, cols) fp32 in dev->workspace; out: (cols) fp32.
+// out (cols) (+)= scale * the column sums of x (rows, cols) in dtype, in a
+// fixed order: row parts over the GPU, then ops_colsum_finalize. For
+// sum/mean reductions and bias gradients.
+void ops_colsum(const Device *dev, const char *op, const void *x, DType dtype, int64_t rows,
+                int64_t cols, float scale, float *out, bool accumulate);
 void ops_colsum_finalize(const Device *dev, const float *partials, int groups,
                          int64_t cols, float *out, bool accumulate);
 // Workspace for `count` floats of partial sums, checked against its size.

@@ -47,7 +47,12 @@ GemmShape op_gemm_shape(const Tensor *a, bool trans_a, const Tensor *b, bool tra
   OP_REQUIRE("op_gemm", s.batch_a == 0 || s.batch_a == s.batch);
   OP_REQUIRE("op_gemm", s.batch_b == 0 || s.batch_b == s.batch);
   OP_REQUIRE("op_gemm", a->dtype == b->dtype);
-  if (s.batch == 0) s.batch = 1;
+  // A 3-D operand of batch 0 reads as "shared" above: an empty batch is no
+  // product at all (batch 0), not one product over empty buffers.
+  bool empty = (a->ndim == 3 && s.batch_a == 0) || (b->ndim == 3 && s.batch_b == 0) ||
+               (c->ndim == 3 && s.batch == 0);
+  OP_REQUIRE("op_gemm", !empty || c->ndim == 3);
+  if (!empty && s.batch == 0) s.batch = 1;
   return s;
 }
 

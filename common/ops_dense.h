@@ -96,7 +96,8 @@ int64_t op_rows(const Tensor *t);
 Tensor op_as_matrix(const Tensor *t);
 
 // A checked GEMM call: sizes, leading dimensions of the row-major a and b,
-// and batch counts (batch_a/batch_b 0 for a shared 2-D operand; batch >= 1).
+// and batch counts (batch_a/batch_b 0 for a shared 2-D operand; batch >= 1,
+// or 0 when a 3-D operand has an empty batch: nothing to compute).
 typedef struct GemmShape {
   int64_t m, n, k, lda, ldb, batch, batch_a, batch_b;
 } GemmShape;

@@ -13,6 +13,7 @@ extern "C" void op_gemm_cuda(const Device *dev, const Tensor *a, bool trans_a,
                              const Tensor *b, bool trans_b, const Tensor *c, float alpha,
                              float beta) {
   GemmShape s = op_gemm_shape(a, trans_a, b, trans_b, c);
+  if (s.batch == 0) return;
   OpsGemm g = {trans_a,  trans_b,  s.m,
                s.n,      s.k,      s.batch,
                a->data,  s.lda,    s.batch_a ? s.m * s.k : 0,
@@ -52,30 +53,6 @@ extern "C" void op_linear_fwd_cuda(const Device *dev, const Tensor *x, const Ten
   });
 }
 
-// partials[g, j] = sum of dy[r, j] over rows r = g, g + G, g + 2G, ...
-template <typename T>
-static __global__ void colsum_partial_kernel(const T *dy, int64_t rows, int64_t cols,
-                                             float *partials) {
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-    float sum = 0.0f;
-    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x)
-      sum += ops_f32(dy[r * cols + j]);
-    partials[blockIdx.x * cols + j] = sum;
-  }
-}
-
-// out (cols) (+)= column sums of m (rows, cols), in a fixed order.
-static void colsum(const Device *dev, const Tensor *m, float *out, bool accumulate) {
-  int64_t rows = m->shape[0], cols = m->shape[1];
-  float *partials = ops_workspace_floats(dev, OPS_REDUCE_GROUPS * cols, "bias gradient");
-  OPS_FLOAT_DISPATCH("op_linear_bwd", m->dtype, {
-    colsum_partial_kernel<<<OPS_REDUCE_GROUPS, OPS_THREADS, 0, dev->stream>>>(
-        (const scalar_t *)m->data, rows, cols, partials);
-  });
-  CHECK_LAUNCH();
-  ops_colsum_finalize(dev, partials, OPS_REDUCE_GROUPS, cols, out, accumulate);
-}
-
 extern "C" void op_linear_bwd_cuda(const Device *dev, const Tensor *x, const Tensor *w,
                                    const Tensor *dy, const Tensor *dx, const Tensor *dw,
                                    const Tensor *db, bool accumulate) {
@@ -89,7 +66,8 @@ extern "C" void op_linear_bwd_cuda(const Device *dev, const Tensor *x, const Ten
   op_gemm_cuda(dev, &dy2, true, &x2, false, dw, 1.0f, accumulate ? 1.0f : 0.0f);
   if (!db) return;
   OP_REQUIRE("op_linear_bwd", db->dtype == DT_F32);
-  colsum(dev, &dy2, (float *)db->data, accumulate);
+  ops_colsum(dev, "op_linear_bwd", dy2.data, dy2.dtype, dy2.shape[0], dy2.shape[1], 1.0f,
+             (float *)db->data, accumulate);
 }
 
 template <typename I>

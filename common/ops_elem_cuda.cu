@@ -174,12 +174,9 @@ __global__ void elem_colsum_kernel(const T *x, float *out, int64_t rows, int64_t
   if (threadIdx.y == 0 && c < cols) out[(int64_t)blockIdx.y * cols + c] = scale * lane_sums[threadIdx.x];
 }
 
-static void elem_reduce_cuda(const Device *dev, const char *op, const Tensor *x, int lead_axes,
-                             const Tensor *y, bool mean) {
-  int64_t rows, cols;
-  elem_reduce_geometry(op, x, lead_axes, y, &rows, &cols);
+void ops_colsum(const Device *dev, const char *op, const void *x, DType dtype, int64_t rows,
+                int64_t cols, float scale, float *out, bool accumulate) {
   if (cols == 0) return;
-  float scale = mean ? 1.0f / (float)rows : 1.0f;  // an empty mean is NaN, as on the CPU
   unsigned cw = 1;
   while (cw < 32 && cw < cols) cw *= 2;
   dim3 block(cw, 256 / cw);
@@ -194,16 +191,26 @@ static void elem_reduce_cuda(const Device *dev, const char *op, const Tensor *x,
   parts = parts < 65535 ? parts : 65535;
   if (parts < 1) parts = 1;
   int64_t rows_per_part = (rows + parts - 1) / parts;
-  float *dst = parts == 1 ? (float *)y->data : ops_workspace_floats(dev, parts * cols, op);
+  // One part that overwrites goes straight to out; otherwise the parts are
+  // added (to out's old values when accumulating) in a fixed order.
+  bool direct = parts == 1 && !accumulate;
+  float *dst = direct ? out : ops_workspace_floats(dev, parts * cols, op);
   size_t shmem = 256 * sizeof(float);
-  OPS_FLOAT_DISPATCH(op, x->dtype, {
+  OPS_FLOAT_DISPATCH(op, dtype, {
     typedef scalar_t T;
     elem_colsum_kernel<T><<<dim3((unsigned)col_blocks, (unsigned)parts), block, shmem,
-                            dev->stream>>>((const T *)x->data, dst, rows, cols, rows_per_part,
-                                           scale);
+                            dev->stream>>>((const T *)x, dst, rows, cols, rows_per_part, scale);
   });
   CHECK_LAUNCH();
-  if (parts > 1) ops_colsum_finalize(dev, dst, (int)parts, cols, (float *)y->data, false);
+  if (!direct) ops_colsum_finalize(dev, dst, (int)parts, cols, out, accumulate);
+}
+
+static void elem_reduce_cuda(const Device *dev, const char *op, const Tensor *x, int lead_axes,
+                             const Tensor *y, bool mean) {
+  int64_t rows, cols;
+  elem_reduce_geometry(op, x, lead_axes, y, &rows, &cols);
+  float scale = mean ? 1.0f / (float)rows : 1.0f;  // an empty mean is NaN, as on the CPU
+  ops_colsum(dev, op, x->data, x->dtype, rows, cols, scale, (float *)y->data, false);
 }
 
 extern "C" void op_sum_cuda(const Device *dev, const Tensor *x, int lead_axes, const Tensor *y) {

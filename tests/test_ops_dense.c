@@ -38,6 +38,23 @@ static void gemm_matches_torch(void) {
   golden_free(g);
 }
 
+// An empty batch (3-D operands with batch 0) is no product: the output
+// buffer is not touched, and a 2-D output cannot stand for an empty batch.
+static void gemm_empty_batch_is_nothing(void) {
+  float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {1, 1, 1, 1, 1, 1}, c[4] = {7, 7, 7, 7};
+  Tensor ta = TENSOR(a, DT_F32, DEVICE_CPU, 0, 2, 3), tb = TENSOR(b, DT_F32, DEVICE_CPU, 3, 2);
+  Tensor tc = TENSOR(c, DT_F32, DEVICE_CPU, 0, 2, 2);
+  GemmShape s = op_gemm_shape(&ta, false, &tb, false, &tc);
+  CHECK_EQ_INT(s.batch, 0);
+  op_gemm(&cpu, &ta, false, &tb, false, &tc, 1.0f, 0.0f);
+  CHECK(c[0] == 7 && c[3] == 7);
+  // 2-D operands: one product.
+  Tensor a2 = TENSOR(a, DT_F32, DEVICE_CPU, 2, 3), c2 = TENSOR(c, DT_F32, DEVICE_CPU, 2, 2);
+  CHECK_EQ_INT(op_gemm_shape(&a2, false, &tb, false, &c2).batch, 1);
+  op_gemm(&cpu, &a2, false, &tb, false, &c2, 1.0f, 0.0f);
+  CHECK(c[0] == 6 && c[1] == 6 && c[2] == 15 && c[3] == 15);
+}
+
 static void linear_matches_torch(void) {
   GoldenFile *g = golden_load("dense.gld");
   int64_t n;
@@ -357,6 +374,7 @@ static void embedding_cuda_matches_cpu(void) {
 
 int main(void) {
   TEST_RUN(gemm_matches_torch);
+  TEST_RUN(gemm_empty_batch_is_nothing);
   TEST_RUN(linear_matches_torch);
   TEST_RUN(embedding_matches_torch);
   TEST_RUN(linear_gradcheck);
