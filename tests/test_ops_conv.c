@@ -508,7 +508,7 @@ static void conv_cuda_case(const Device *dev, DType dt, double tol) {
     op_conv2d_bwd_data(dev, &dy.t, &w.t, &dx.t, &s->p, NULL, 0);
     op_conv2d_bwd_filter(dev, &x.t, &dy.t, &dw.t, &s->p, true, NULL, 0);
     op_conv2d_bwd_filter(dev, &x.t, &dy.t, &dw0.t, &s->p, false, NULL, 0);
-    device_sync(dev);  // downloads do not wait for dev->stream (non-blocking)
+    device_sync(dev);
     char what[64];
     snprintf(what, sizeof what, "shape %zu y", i);
     check_gpu(what, &y, tol);
@@ -584,7 +584,7 @@ static void batchnorm_cuda_matches_cpu(void) {
         op_batchnorm_bwd(&dev, &gbn, &x.t, &y.t, &dyi.t, fused, &dyi.t, fused ? &dzi.t : NULL,
                          &dgi.t, &dbi.t, false);
         memcpy(dyi.host, hdx.data, (size_t)tensor_numel(&hdx) * sizeof(float));
-        device_sync(&dev);  // downloads do not wait for dev->stream (non-blocking)
+        device_sync(&dev);
         check_gpu("dx in place of dy", &dyi, tol_rounded(dt));
         gpu_free(&dyi), gpu_free(&dgi), gpu_free(&dbi), gpu_free(&dzi);
         check_gpu("y", &y, tol_rounded(dt));
@@ -641,7 +641,7 @@ static void pooling_and_relu_cuda_match_cpu(void) {
       op_maxpool_bwd(&dev, &x.t, &y.t, &dy.t, &dx.t, p);
       op_avgpool_fwd(&dev, &x.t, &ya.t, p);
       op_avgpool_bwd(&dev, &dy.t, &dxa.t, p);
-      device_sync(&dev);  // downloads do not wait for dev->stream (non-blocking)
+      device_sync(&dev);
       check_gpu("maxpool y", &y, 0);
       check_gpu("maxpool dx", &dx, tol_rounded(dt));  // sums of up to 4 dy, rounded once
       check_gpu("avgpool y", &ya, tol_rounded(dt));
