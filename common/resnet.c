@@ -503,7 +503,8 @@ void resnet_backward(Resnet *net, const Device *dev, const Tensor *dlogits, Grad
     if (dlogits->dtype != net->cfg.dtype)
       DIE("resnet_backward: the output gradient is %s, the network computes in %s",
           dtype_name(dlogits->dtype), dtype_name(net->cfg.dtype));
-    device_copy(net->device, dtop.data, dlogits->device, dlogits->data, tensor_bytes(dlogits));
+    // On dev->stream: device_copy's cudaMemcpy is not ordered with it.
+    op_cast(dev, dlogits, &dtop);
   }
   for (int k = net->n_blocks - 1; k >= 0; k--) block_bwd(net, dev, &net->blocks[k]);
   // grad[0]: the gradient of the stem's output (after pooling).
