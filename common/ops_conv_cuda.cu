@@ -1,7 +1,8 @@
-// ops_conv_cuda.cu: the CUDA side of ops_conv.h. Convolution and pooling go
-// through cuDNN (NHWC descriptors); batch norm, ReLU and global average
-// pooling are own kernels, which fuse the residual add and the ReLU for every
-// dtype and give bit-reproducible statistics. Everything runs on dev->stream.
+// ops_conv_cuda.cu: the CUDA side of ops_conv.h. Convolution goes through
+// cuDNN (NHWC descriptors); batch norm, ReLU and pooling are own kernels,
+// which fuse the residual add and the ReLU for every dtype, give
+// bit-reproducible statistics and follow the CPU's pooling rules exactly.
+// Everything runs on dev->stream.
 #include <string.h>
 
 #include "ops_conv.h"
@@ -520,76 +521,151 @@ void op_relu_bwd_cuda(const Device *dev, const Tensor *y, const Tensor *dy, cons
   ops_binary_launch(dev, "op_relu_bwd", y->dtype, y->data, dy->data, dx->data, n, ConvReluBwd());
 }
 
-// ---------------------------------------------------------------- pooling (cuDNN)
+// ---------------------------------------------------------------- pooling
+// Own NHWC kernels rather than cuDNN's pooling: they follow the CPU's rules
+// exactly in every dtype (max: NaN never wins, the gradient goes to the
+// first position holding the maximum; average: padding counts as zero), and
+// the backward gathers instead of scattering, so it needs no atomics and adds
+// each input's terms in the CPU's order. One thread per element; the
+// channel is the fastest index, so a warp reads contiguous memory.
 
-// Descriptors of one pooling call, made and dropped per call (they are cheap
-// host objects; no GPU work or sync).
-typedef struct PoolDescs {
-  cudnnPoolingDescriptor_t pool;
-  cudnnTensorDescriptor_t x, y;
-} PoolDescs;
+typedef struct PoolShape {
+  int64_t n, h, w, c, p, q;
+  int window_h, window_w, stride_h, stride_w, pad_h, pad_w;
+} PoolShape;
 
-static PoolDescs pool_descs(const ConvGeometry *g, const PoolParams *p, DType dt,
-                            cudnnPoolingMode_t mode) {
-  PoolDescs d;
-  CHECK_CUDNN(cudnnCreatePoolingDescriptor(&d.pool));
-  CHECK_CUDNN(cudnnSetPooling2dDescriptor(d.pool, mode, CUDNN_NOT_PROPAGATE_NAN, p->window_h,
-                                          p->window_w, p->pad_h, p->pad_w, p->stride_h,
-                                          p->stride_w));
-  CHECK_CUDNN(cudnnCreateTensorDescriptor(&d.x));
-  CHECK_CUDNN(cudnnCreateTensorDescriptor(&d.y));
-  conv_set_nhwc(d.x, dt, g->n, g->h, g->w, g->c);
-  conv_set_nhwc(d.y, dt, g->n, g->p, g->q, g->c);
-  return d;
+static PoolShape pool_shape(const ConvGeometry *g, const PoolParams *pp) {
+  PoolShape s = {g->n, g->h, g->w, g->c, g->p, g->q, pp->window_h, pp->window_w,
+                 pp->stride_h, pp->stride_w, pp->pad_h, pp->pad_w};
+  return s;
 }
 
-static void pool_descs_free(PoolDescs *d) {
-  CHECK_CUDNN(cudnnDestroyTensorDescriptor(d->x));
-  CHECK_CUDNN(cudnnDestroyTensorDescriptor(d->y));
-  CHECK_CUDNN(cudnnDestroyPoolingDescriptor(d->pool));
+// The input rows [*h0, *h1) and columns [*w0, *w1) of output (oh, ow)'s window.
+static __device__ void pool_window_dev(const PoolShape &s, int64_t oh, int64_t ow, int64_t *h0,
+                                       int64_t *h1, int64_t *w0, int64_t *w1) {
+  int64_t hs = oh * s.stride_h - s.pad_h, ws = ow * s.stride_w - s.pad_w;
+  *h0 = hs < 0 ? 0 : hs;
+  *w0 = ws < 0 ? 0 : ws;
+  *h1 = hs + s.window_h < s.h ? hs + s.window_h : s.h;
+  *w1 = ws + s.window_w < s.w ? ws + s.window_w : s.w;
 }
 
-static void pool_fwd_cuda(const Device *dev, const char *op, cudnnPoolingMode_t mode,
-                          const Tensor *x, const Tensor *y, const PoolParams *p) {
-  ConvGeometry g = pool_geometry(op, x, y, p);
-  PoolDescs d = pool_descs(&g, p, x->dtype, mode);
-  CHECK_CUDNN(cudnnPoolingForward(dev->cudnn, d.pool, &kOne, d.x, x->data, &kZero, d.y, y->data));
-  pool_descs_free(&d);
+// The outputs whose windows hold input row i along one axis: [*o0, *o1).
+static __device__ void pool_covering(int64_t i, int stride, int pad, int window, int64_t out,
+                                     int64_t *o0, int64_t *o1) {
+  int64_t lo = i + pad - window + 1;  // o * stride >= lo
+  *o0 = lo <= 0 ? 0 : (lo + stride - 1) / stride;
+  int64_t hi = (i + pad) / stride + 1;  // o * stride <= i + pad
+  *o1 = hi < out ? hi : out;
 }
 
-// cuDNN's backward takes x and y for both modes; the average mode reads
-// neither.
-static void pool_bwd_cuda(const Device *dev, const char *op, cudnnPoolingMode_t mode,
-                          const Tensor *x, const Tensor *y, const Tensor *dy, const Tensor *dx,
+template <typename T, bool kMax>
+__global__ void pool_fwd_kernel(const T *x, T *y, PoolShape s) {
+  int64_t total = s.n * s.p * s.q * s.c;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t c = i % s.c, ow = i / s.c % s.q, oh = i / (s.c * s.q) % s.p, n = i / (s.c * s.q * s.p);
+    int64_t h0, h1, w0, w1;
+    pool_window_dev(s, oh, ow, &h0, &h1, &w0, &w1);
+    float acc = kMax ? -INFINITY : 0.0f;
+    for (int64_t ih = h0; ih < h1; ih++)
+      for (int64_t iw = w0; iw < w1; iw++) {
+        float v = ops_f32(x[((n * s.h + ih) * s.w + iw) * s.c + c]);
+        acc = kMax ? (v > acc ? v : acc) : __fadd_rn(acc, v);
+      }
+    if (!kMax) acc = __fmul_rn(acc, 1.0f / (float)(s.window_h * s.window_w));
+    y[i] = ops_from_f32<T>(acc);
+  }
+}
+
+// dx at each input: the sum over the outputs covering it (in row-major
+// output order) of dy, where max pooling counts an output only when this
+// input is the first in its window holding the output's value.
+template <typename T, bool kMax>
+__global__ void pool_bwd_kernel(const T *x, const T *y, const T *dy, T *dx, PoolShape s) {
+  int64_t total = s.n * s.h * s.w * s.c;
+  float inv_area = 1.0f / (float)(s.window_h * s.window_w);
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t c = i % s.c, iw = i / s.c % s.w, ih = i / (s.c * s.w) % s.h, n = i / (s.c * s.w * s.h);
+    int64_t oh0, oh1, ow0, ow1;
+    pool_covering(ih, s.stride_h, s.pad_h, s.window_h, s.p, &oh0, &oh1);
+    pool_covering(iw, s.stride_w, s.pad_w, s.window_w, s.q, &ow0, &ow1);
+    float acc = 0.0f;
+    for (int64_t oh = oh0; oh < oh1; oh++)
+      for (int64_t ow = ow0; ow < ow1; ow++) {
+        int64_t o = ((n * s.p + oh) * s.q + ow) * s.c + c;
+        if (kMax) {
+          int64_t h0, h1, w0, w1, hit = -1;
+          pool_window_dev(s, oh, ow, &h0, &h1, &w0, &w1);
+          float top = ops_f32(y[o]);
+          for (int64_t jh = h0; jh < h1 && hit < 0; jh++)
+            for (int64_t jw = w0; jw < w1 && hit < 0; jw++) {
+              int64_t j = ((n * s.h + jh) * s.w + jw) * s.c + c;
+              if (ops_f32(x[j]) == top) hit = j;
+            }
+          if (hit == i) acc = __fadd_rn(acc, ops_f32(dy[o]));
+        } else {
+          acc = __fadd_rn(acc, __fmul_rn(ops_f32(dy[o]), inv_area));
+        }
+      }
+    dx[i] = ops_from_f32<T>(acc);
+  }
+}
+
+template <bool kMax>
+static void pool_fwd_cuda(const Device *dev, const char *op, const Tensor *x, const Tensor *y,
                           const PoolParams *p) {
+  ConvGeometry g = pool_geometry(op, x, y, p);
+  PoolShape s = pool_shape(&g, p);
+  int64_t total = tensor_numel(y);
+  if (total == 0) return;
+  OPS_FLOAT_DISPATCH(op, x->dtype, {
+    pool_fwd_kernel<scalar_t, kMax><<<ops_blocks(total, OPS_THREADS), OPS_THREADS, 0,
+                                      dev->stream>>>((const scalar_t *)x->data,
+                                                     (scalar_t *)y->data, s);
+  });
+  CHECK_LAUNCH();
+}
+
+// x and y are read by max pooling only (NULL for the average).
+template <bool kMax>
+static void pool_bwd_cuda(const Device *dev, const char *op, const Tensor *x, const Tensor *y,
+                          const Tensor *dy, const Tensor *dx, const PoolParams *p) {
   ConvGeometry g = pool_geometry(op, dx, dy, p);
   OP_REQUIRE(op, dy->dtype == dx->dtype);
-  PoolDescs d = pool_descs(&g, p, dx->dtype, mode);
-  CHECK_CUDNN(cudnnPoolingBackward(dev->cudnn, d.pool, &kOne, d.y, y->data, d.y, dy->data, d.x,
-                                   x->data, &kZero, d.x, dx->data));
-  pool_descs_free(&d);
+  OP_REQUIRE(op, !kMax || (x->dtype == dx->dtype && y->dtype == dx->dtype));
+  PoolShape s = pool_shape(&g, p);
+  int64_t total = tensor_numel(dx);
+  if (total == 0) return;
+  OPS_FLOAT_DISPATCH(op, dx->dtype, {
+    pool_bwd_kernel<scalar_t, kMax><<<ops_blocks(total, OPS_THREADS), OPS_THREADS, 0,
+                                      dev->stream>>>(
+        kMax ? (const scalar_t *)x->data : NULL, kMax ? (const scalar_t *)y->data : NULL,
+        (const scalar_t *)dy->data, (scalar_t *)dx->data, s);
+  });
+  CHECK_LAUNCH();
 }
 
 void op_maxpool_fwd_cuda(const Device *dev, const Tensor *x, const Tensor *y,
                          const PoolParams *p) {
-  pool_fwd_cuda(dev, "op_maxpool_fwd", CUDNN_POOLING_MAX_DETERMINISTIC, x, y, p);
+  pool_fwd_cuda<true>(dev, "op_maxpool_fwd", x, y, p);
 }
 
 void op_maxpool_bwd_cuda(const Device *dev, const Tensor *x, const Tensor *y, const Tensor *dy,
                          const Tensor *dx, const PoolParams *p) {
   OP_REQUIRE("op_maxpool_bwd", tensor_same_shape(dy, y) && tensor_same_shape(dx, x));
-  pool_bwd_cuda(dev, "op_maxpool_bwd", CUDNN_POOLING_MAX_DETERMINISTIC, x, y, dy, dx, p);
+  pool_bwd_cuda<true>(dev, "op_maxpool_bwd", x, y, dy, dx, p);
 }
 
 void op_avgpool_fwd_cuda(const Device *dev, const Tensor *x, const Tensor *y,
                          const PoolParams *p) {
-  pool_fwd_cuda(dev, "op_avgpool_fwd", CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING, x, y, p);
+  pool_fwd_cuda<false>(dev, "op_avgpool_fwd", x, y, p);
 }
 
 void op_avgpool_bwd_cuda(const Device *dev, const Tensor *dy, const Tensor *dx,
                          const PoolParams *p) {
-  pool_bwd_cuda(dev, "op_avgpool_bwd", CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING, dx, dy, dy,
-                dx, p);
+  pool_bwd_cuda<false>(dev, "op_avgpool_bwd", NULL, NULL, dy, dx, p);
 }
 
 // ---------------------------------------------------------------- global average pool
