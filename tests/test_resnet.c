@@ -140,6 +140,51 @@ static void bottleneck_imagenet_stem_backward(void) {
   check_gradients(tiny_config(RESNET_BOTTLENECK, true, "1,1", 16), 2, 0.03);
 }
 
+// A backbone (num_classes 0, SSD's use) backward from the gradient of its
+// output: the classifier network of the same seed (the same parameters, fc
+// last) backward from dlogits, with that gradient worked out by hand through
+// fc and the global average pool, must give the same parameter gradients.
+static void backbone_backward_matches_classifier(void) {
+  ResnetConfig cfg = tiny_config(RESNET_BASIC, false, "1,1", 8), bone_cfg = cfg;
+  bone_cfg.num_classes = 0;
+  const int64_t n = 2;
+  Device dev;
+  device_open(&dev, DEVICE_CPU, 0);
+  Resnet a, b;
+  resnet_init(&a, &cfg, n, 0, DEVICE_CPU, 3);
+  resnet_init(&b, &bone_cfg, n, 0, DEVICE_CPU, 3);
+  REQUIRE(b.params.count == a.params.count - 2);
+  float x[2 * 8 * 8 * 3], w[2 * 5];
+  test_fill_uniform(x, 2 * 8 * 8 * 3, 5, -1, 1);
+  test_fill_uniform(w, 2 * 5, 6, -1, 1);
+  Tensor tx = TENSOR(x, DT_F32, DEVICE_CPU, n, 8, 8, 3);
+  resnet_forward(&a, &dev, &tx, true);
+  const Tensor *out = resnet_forward(&b, &dev, &tx, true);
+  int64_t c = b.out_channels, area = out->shape[1] * out->shape[2];
+  REQUIRE(out->ndim == 4 && out->shape[3] == c);
+  const float *fc = paramset_param(&a.params, a.fc_w).data;  // (5, c)
+  float *dout = calloc((size_t)tensor_numel(out), sizeof(float));
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < c; j++) {
+      float d = 0;
+      for (int k = 0; k < 5; k++) d += w[i * 5 + k] * fc[k * c + j];
+      for (int64_t p = 0; p < area; p++) dout[(i * area + p) * c + j] = d / (float)area;
+    }
+  Tensor dlogits = TENSOR(w, DT_F32, DEVICE_CPU, n, 5), tdout = *out;
+  tdout.data = dout;
+  resnet_backward(&a, &dev, &dlogits, (GradHook){0});
+  resnet_backward(&b, &dev, &tdout, (GradHook){0});
+  for (int i = 0; i < b.params.count; i++) {
+    double err = test_rel_error(b.params.grads + b.params.offsets[i],
+                                a.params.grads + a.params.offsets[i], b.params.numels[i]);
+    CHECK_MSG(err < 1e-4, "%s: relative error %.3g", b.specs[i].name, err);
+  }
+  free(dout);
+  resnet_free(&a);
+  resnet_free(&b);
+  device_close(&dev);
+}
+
 static void running_statistics_and_eval(void) {
   ResnetConfig cfg = tiny_config(RESNET_BASIC, false, "1", 8);
   Device dev;
@@ -268,6 +313,7 @@ int main(void) {
   TEST_RUN(parameter_counts);
   TEST_RUN(basic_blocks_backward);
   TEST_RUN(bottleneck_imagenet_stem_backward);
+  TEST_RUN(backbone_backward_matches_classifier);
   TEST_RUN(running_statistics_and_eval);
   TEST_RUN(precision_misuse_dies);
   TEST_RUN(gpu_matches_cpu);
