@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../recommendation/ncf_data.h"
+#include "../recommendation/ncf_metric.h"
 #include "../recommendation/ncf_model.h"
 #include "test.h"
 
@@ -252,6 +253,79 @@ static void batches_follow_the_sampling_rules(void) {
   CHECK(memcmp(u2, u + 20, sizeof u2) == 0 && memcmp(it2, it + 20, sizeof it2) == 0);
 }
 
+// A host array's copy on the device.
+static void *upload(const void *src, size_t bytes) {
+  void *dst = device_alloc(DEVICE_CUDA, bytes);
+  device_copy(DEVICE_CUDA, dst, DEVICE_CPU, src, bytes);
+  return dst;
+}
+
+// The CUDA batch builders and metric against the CPU ones: the same batches
+// bit for bit; the same hits and users, NDCG to rounding.
+static void gpu_batches_and_metric_match_cpu(void) {
+  if (!test_have_gpu()) test_skip("no GPU");
+  Device gpu;
+  device_open(&gpu, DEVICE_CUDA, 0);
+  const int64_t offsets[4] = {0, 2, 10, 13};
+  const int32_t items[13] = {1, 4, 0, 1, 2, 3, 5, 6, 8, 9, 0, 5, 9};
+  const int32_t users[13] = {0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2};
+  NcfTrainView v = {offsets, items, users, 13, 10, 4, 21}, dv = v;
+  dv.offsets = upload(offsets, sizeof offsets);
+  dv.items = upload(items, sizeof items);
+  dv.users = upload(users, sizeof users);
+  // Samples [7, 57) of epoch 2.
+  int32_t u[50], it[50], gu[50], git[50];
+  float lab[50], glab[50];
+  ncf_train_batch(&CPU, &v, 2, 7, 50, u, it, lab);
+  int32_t *du = device_alloc(DEVICE_CUDA, sizeof gu), *dit = device_alloc(DEVICE_CUDA, sizeof git);
+  float *dlab = device_alloc(DEVICE_CUDA, sizeof glab);
+  ncf_train_batch(&gpu, &dv, 2, 7, 50, du, dit, dlab);
+  device_sync(&gpu);
+  device_copy(DEVICE_CPU, gu, DEVICE_CUDA, du, sizeof gu);
+  device_copy(DEVICE_CPU, git, DEVICE_CUDA, dit, sizeof git);
+  device_copy(DEVICE_CPU, glab, DEVICE_CUDA, dlab, sizeof glab);
+  CHECK(memcmp(u, gu, sizeof u) == 0 && memcmp(it, git, sizeof it) == 0);
+  CHECK(memcmp(lab, glab, sizeof lab) == 0);
+
+  // Eval candidates of users [1, 3) of 3, 4 test negatives each.
+  const int32_t test_items[3] = {7, 4, 1}, test_negs[12] = {2, 3, 3, 8, 4, 7, 7, 9, 2, 3, 4, 6};
+  int32_t *dti = upload(test_items, sizeof test_items), *dtn = upload(test_negs, sizeof test_negs);
+  int32_t eu[10], ei[10], geu[10], gei[10];
+  ncf_eval_batch(&CPU, test_items, test_negs, 4, 1, 2, eu, ei);
+  ncf_eval_batch(&gpu, dti, dtn, 4, 1, 2, du, dit);
+  device_sync(&gpu);
+  device_copy(DEVICE_CPU, geu, DEVICE_CUDA, du, sizeof geu);
+  device_copy(DEVICE_CPU, gei, DEVICE_CUDA, dit, sizeof gei);
+  CHECK(memcmp(eu, geu, sizeof eu) == 0 && memcmp(ei, gei, sizeof ei) == 0);
+
+  // The metric over 300 users of 70 negatives (more than a warp's 32 lanes),
+  // scores on a coarse grid so that ties are common, repeated negatives.
+  enum { U = 300, N = 70 };
+  float *scores = malloc((size_t)U * (1 + N) * sizeof(float));
+  int32_t *negs = malloc((size_t)U * N * sizeof(int32_t));
+  Rng r = rng_make(5, 0);
+  for (int64_t i = 0; i < (int64_t)U * (1 + N); i++) scores[i] = (float)rng_next_below(&r, 40) / 8;
+  for (int64_t i = 0; i < U; i++) {
+    int32_t item = 0;
+    for (int64_t j = 0; j < N; j++) negs[i * N + j] = item += (int32_t)rng_next_below(&r, 3);
+  }
+  float *dscores = upload(scores, (size_t)U * (1 + N) * sizeof(float));
+  int32_t *dnegs = upload(negs, (size_t)U * N * sizeof(int32_t));
+  double *acc = device_alloc(DEVICE_CUDA, 2 * sizeof(double));
+  NcfMetricSums cpu = {0}, dev = {0};
+  ncf_metric_add(&CPU, scores, negs, U, N, 10, NULL, &cpu);
+  ncf_metric_add(&gpu, dscores, dnegs, U, N, 10, acc, &dev);
+  CHECK(cpu.hits > 0 && cpu.hits < U);
+  CHECK(dev.hits == cpu.hits && dev.users == cpu.users);
+  CHECK_NEAR(dev.ndcg, cpu.ndcg, 1e-9);
+  free(scores);
+  free(negs);
+  void *owned[] = {(void *)dv.offsets, (void *)dv.items, (void *)dv.users, du, dit, dlab,
+                   dti, dtn, dscores, dnegs, acc};
+  for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++) device_free(DEVICE_CUDA, owned[i]);
+  device_close(&gpu);
+}
+
 int main(void) {
   TEST_RUN(backward_matches_finite_differences);
   TEST_RUN(gradients_announced_last_first);
@@ -263,5 +337,6 @@ int main(void) {
   TEST_RUN(gpu_fp16_matches_cpu_fp32);
   TEST_RUN(epoch_order_is_a_permutation);
   TEST_RUN(batches_follow_the_sampling_rules);
+  TEST_RUN(gpu_batches_and_metric_match_cpu);
   return test_finish();
 }
