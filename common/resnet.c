@@ -432,7 +432,7 @@ static void conv_bn_bwd(Resnet *net, const Device *dev, ResnetConvBn *u, int gy,
   bind_bn(net, u);
   op_batchnorm_bwd(dev, &u->bn, &u->conv_out, &u->y, &dy, u->relu, &dconv, gz >= 0 ? &dz : NULL,
                    &dgamma, &dbeta, true);
-    announce(net, u->gamma);
+  announce(net, u->gamma);
   announce(net, u->beta);
   // Low precision: the filter gradient in the compute dtype, overwritten
   // (each weight has one convolution), then added into the fp32 gradient.
@@ -503,7 +503,7 @@ void resnet_backward(Resnet *net, const Device *dev, const Tensor *dlogits, Grad
     if (dlogits->dtype != net->cfg.dtype)
       DIE("resnet_backward: the output gradient is %s, the network computes in %s",
           dtype_name(dlogits->dtype), dtype_name(net->cfg.dtype));
-    // On dev->stream: device_copy's cudaMemcpy is not ordered with it.
+    // A same-dtype cast: a copy on dev->stream.
     op_cast(dev, dlogits, &dtop);
   }
   for (int k = net->n_blocks - 1; k >= 0; k--) block_bwd(net, dev, &net->blocks[k]);

@@ -124,7 +124,7 @@ static void ncf_rank_slice(const NcfRun *r, int64_t n, int64_t step, int64_t *fi
 // The loss of this rank's latest batch (on CUDA: waits for it).
 static double ncf_loss(const NcfRun *r) {
   float loss;
-  device_sync(r->dev);  // device_copy does not wait for dev->stream (non-blocking)
+  device_sync(r->dev);
   device_copy(DEVICE_CPU, &loss, r->dev->kind, r->model.a.loss.data, sizeof loss);
   return loss;
 }
