@@ -1,6 +1,6 @@
 // bench_optim: one fused optimizer step (optim_step on the GPU) of each kind
-// over the parameter table of BERT-large (about 335M fp32 parameters in 393
-// tensors), in GB/s of the traffic a step must make, beside the device's
+// over the parameter table of BERT-large (about 335M fp32 parameters in 297
+// tensors: Q, K and V fused into one QKV tensor per layer), in GB/s of the traffic a step must make, beside the device's
 // measured copy bandwidth. tests/bench/bench_optim.py runs this program and
 // PyTorch's fused optimizers on the same tensors (see tests/bench/README.md).
 //
