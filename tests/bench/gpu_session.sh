@@ -10,8 +10,14 @@
 #          bench:resnet, then bench:ncf, when all of them would pass the
 #          10-minute limit of one call)
 #   ttt    the medium ResNet run to its target, beside PyTorch
+#   setup  only the unpacking and checks every part starts with
 # Usage: tests/bench/gpu_session.sh BUILD_DIR LIB_DIR OUT_DIR [PART]
-#   LIB_DIR: liblmdb.so.0 and libturbojpeg.so.0 when the machine lacks them
+#   LIB_DIR: what tests/bench/prepare_carry.sh put there - the programs
+#   (build.tar.xz, unpacked into BUILD_DIR, over what a warm machine kept), the
+#   libraries it lacks (libs.tar.xz, unpacked onto LD_LIBRARY_PATH; loose .so
+#   files in LIB_DIR are on it too), the mlperf-logging wheel
+#   (installed into /tmp for this run) and the Fashion-MNIST files (linked
+#   to /usr/share/datasets/fashion-mnist)
 set -uo pipefail
 build=${1:-build} libs=${2:-.carry} out=${3:-gpu-session} part=${4:-all}
 cd "$(dirname "$0")/../.."
@@ -20,6 +26,35 @@ export LD_LIBRARY_PATH=$PWD/$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PROGRESS_INTERVAL_S=30 PYTHONUNBUFFERED=1
 nvidia-smi -L | tee "$out/gpu.txt"
 date -u | tee -a "$out/gpu.txt"
+# What tests/bench/prepare_carry.sh put in LIB_DIR: the programs, the
+# Fashion-MNIST files where the converters look for them, and wheels.
+if [[ -f $libs/build.tar.xz ]]; then
+  mkdir -p "$build" && tar -C "$build" -xJf "$libs/build.tar.xz"
+fi
+if [[ -f $libs/libs.tar.xz ]]; then
+  mkdir -p "$libs/lib" && tar -C "$libs/lib" -xJf "$libs/libs.tar.xz"
+  export LD_LIBRARY_PATH=$PWD/$libs/lib:$LD_LIBRARY_PATH
+fi
+fmnist=/usr/share/datasets/fashion-mnist
+if [[ -d $libs/fashion-mnist && ! -d $fmnist ]]; then
+  mkdir -p "$(dirname "$fmnist")" && ln -s "$PWD/$libs/fashion-mnist" "$fmnist" ||
+    echo "warning: could not link $fmnist: the image data sets cannot be made"
+fi
+if compgen -G "$libs/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/gpu_session_site "$libs"/*.whl &&
+    export PYTHONPATH=/tmp/gpu_session_site${PYTHONPATH:+:$PYTHONPATH}
+fi
+python3 -c 'import mlperf_logging' 2>/dev/null ||
+  echo "warning: no mlperf_logging here: the compliance checks will fail (tests/bench/prepare_carry.sh)"
+# A library the binaries need and this machine lacks ends the session at once.
+missing=$(ldd "$build"/bin/* "$build"/tests/test_* "$build"/bench/* 2>/dev/null | grep 'not found' | sort -u)
+if [[ -n $missing ]]; then
+  echo "gpu_session: libraries not found here (carry them in $libs):"
+  echo "$missing"
+  exit 1
+fi
+echo "carried libraries in use: $(ldd "$build/bin/resnet" | grep -o "$libs/lib/[^ ]*" | xargs -rn1 basename | tr '\n' ' ')"
 
 if [[ $part == all || $part == tests ]]; then
   echo "== tests"
