@@ -9,7 +9,8 @@
 #          runs only those (e.g. bench:conv,gemm,optim,loader,decode, then
 #          bench:resnet, then bench:ncf, when all of them would pass the
 #          10-minute limit of one call)
-#   ttt    the medium ResNet run to its target, beside PyTorch
+#   ttt    the medium ResNet run to its target, beside PyTorch (ttt:ours and
+#          ttt:torch run one side each, when both would not fit one call)
 #   setup  only the unpacking and checks every part starts with
 # Usage: tests/bench/gpu_session.sh BUILD_DIR LIB_DIR OUT_DIR [PART]
 #   LIB_DIR: what tests/bench/prepare_carry.sh put there - the programs
@@ -74,13 +75,19 @@ if [[ $part == all || $part == bench || $part == bench:* ]]; then
   cp tests/bench/results/* "$out/" 2>/dev/null
 fi
 
-if [[ $part == all || $part == ttt ]]; then
+if [[ $part == all || $part == ttt || $part == ttt:* ]]; then
   echo "== resnet medium: time to train, beside PyTorch"
   data=data/resnet/medium
-  bash image_classification/prepare_data.sh medium "$data" "$build" >"$out/prepare_resnet.txt" 2>&1
-  "$build/bin/resnet" --config=image_classification/configs/medium.conf --data_dir="$data" \
-    --device=cuda --log_file="$out/resnet_medium.log" 2>&1 | grep -v ':::MLLOG' |
-    tee "$out/resnet_medium.txt" | tail -n 5
-  python3 image_classification/pytorch_reference.py --config=image_classification/configs/medium.conf \
-    --raw="$data/raw" --device=cuda 2>&1 | tee "$out/resnet_medium_pytorch.txt" | tail -n 3
+  bash image_classification/prepare_data.sh medium "$data" "$build" >"$out/prepare_resnet.txt" 2>&1 ||
+    { tail -n 3 "$out/prepare_resnet.txt"; exit 1; }
+  if [[ $part != ttt:torch ]]; then
+    "$build/bin/resnet" --config=image_classification/configs/medium.conf --data_dir="$data" \
+      --device=cuda --log_file="$out/resnet_medium.log" 2>&1 | grep -v ':::MLLOG' |
+      tee "$out/resnet_medium.txt" | tail -n 5
+    python3 logs/result.py --target 0.93 "$out/resnet_medium.log" 2>&1 | tail -n 3
+  fi
+  if [[ $part != ttt:ours ]]; then
+    python3 image_classification/pytorch_reference.py --config=image_classification/configs/medium.conf \
+      --raw="$data/raw" --device=cuda 2>&1 | tee "$out/resnet_medium_pytorch.txt" | tail -n 3
+  fi
 fi
