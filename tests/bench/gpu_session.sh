@@ -16,7 +16,8 @@
 #   LIB_DIR: what tests/bench/prepare_carry.sh put there - the programs
 #   (build.tar.xz, unpacked into BUILD_DIR, over what a warm machine kept), the
 #   libraries it lacks (libs.tar.xz, unpacked onto LD_LIBRARY_PATH; loose .so
-#   files in LIB_DIR are on it too), the mlperf-logging wheel
+#   files in LIB_DIR are on it too), tools in LIB_DIR/bin (on PATH), the
+#   mlperf-logging wheel
 #   (installed into /tmp for this run) and the Fashion-MNIST files (linked
 #   to /usr/share/datasets/fashion-mnist)
 set -uo pipefail
@@ -32,6 +33,7 @@ date -u | tee -a "$out/gpu.txt"
 if [[ -f $libs/build.tar.xz ]]; then
   mkdir -p "$build" && tar -C "$build" -xJf "$libs/build.tar.xz"
 fi
+[[ -d $libs/bin ]] && export PATH=$PWD/$libs/bin:$PATH
 if [[ -f $libs/libs.tar.xz ]]; then
   mkdir -p "$libs/lib" && tar -C "$libs/lib" -xJf "$libs/libs.tar.xz"
   export LD_LIBRARY_PATH=$PWD/$libs/lib:$LD_LIBRARY_PATH

@@ -9,6 +9,7 @@
 #                       them), OpenBLAS with libgfortran, libpng, zlib - all
 #                       but glibc, the C++ runtime, CUDA's and Open MPI's
 #                       (those must be the machine's own); ~5 MB packed
+#   bin/mdb_stat        lmdb-utils' tool, which a converter test counts entries with
 #   mlperf_logging-*.whl              the compliance checker (logs/result.py;
 #                                     its dependencies are on that machine)
 #   fashion-mnist/      Debian's dataset-fashion-mnist IDX files (30 MB): the
@@ -36,6 +37,8 @@ ldd "$build"/bin/* "$build"/tests/test_* "$build"/bench/* 2>/dev/null | awk '/=>
   while read -r lib; do cp -L "$lib" "$libs/"; done
 tar -C "$libs" -cJf "$dir/libs.tar.xz" .
 rm -f "$dir"/lib*.so.*  # loose copies of an older layout
+mkdir -p "$dir/bin"
+cp "$(command -v mdb_stat)" "$dir/bin/"
 version=$(python3 -c 'import importlib.metadata as m; print(m.version("mlperf-logging"))')
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
   --implementation cp --platform manylinux2014_x86_64 -d "$dir" "mlperf-logging==$version"
