@@ -14,22 +14,24 @@
 #pragma once
 #include "check.h"
 #include "device.h"
+#include "profile.h"
 #include "tensor.h"
 
+// Every dispatched call is a span of the profile while one runs (profile.h).
 #if HAVE_CUDA
-#define OP_DISPATCH(dev, fn, ...)          \
-  do {                                     \
-    if ((dev)->kind == DEVICE_CUDA)        \
-      fn##_cuda((dev), __VA_ARGS__);       \
-    else                                   \
-      fn##_cpu((dev), __VA_ARGS__);        \
-  } while (0)
+#define OP_DISPATCH(dev, fn, ...)                  \
+  PROFILE_REGION(dev, #fn, {                       \
+    if ((dev)->kind == DEVICE_CUDA)                \
+      fn##_cuda((dev), __VA_ARGS__);               \
+    else                                           \
+      fn##_cpu((dev), __VA_ARGS__);                \
+  })
 #else
 #define OP_DISPATCH(dev, fn, ...)                                        \
-  do {                                                                   \
+  PROFILE_REGION(dev, #fn, {                                             \
     if ((dev)->kind == DEVICE_CUDA) DIE(#fn ": this build has no CUDA"); \
     fn##_cpu((dev), __VA_ARGS__);                                        \
-  } while (0)
+  })
 #endif
 
 // A broken precondition of an op (a shape mismatch) is a programming error in

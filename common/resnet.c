@@ -395,7 +395,9 @@ const Tensor *resnet_forward(Resnet *net, const Device *dev, const Tensor *x, bo
     DIE("resnet_forward: input is %s, the network computes in %s", dtype_name(x->dtype),
         dtype_name(net->cfg.dtype));
   if (low_precision(net))
-    amp_cast(dev, net->params.params, net->lowp_weights, net->cfg.dtype, net->params.total_numel);
+    PROFILE_REGION(dev, "amp weight cast", {
+      amp_cast(dev, net->params.params, net->lowp_weights, net->cfg.dtype, net->params.total_numel);
+    });
   const Tensor *h = conv_bn_fwd(net, dev, &net->stem, x, NULL, train);
   if (net->cfg.imagenet_stem) {
     net->stem_pooled = batch_view(&net->stem_pooled, n);
@@ -443,7 +445,10 @@ static void conv_bn_bwd(Resnet *net, const Device *dev, ResnetConvBn *u, int gy,
   op_conv2d_bwd_filter(dev, &u->x, &dconv, &dw, &u->conv, !lowp, net->scratch, net->scratch_bytes);
   if (lowp) {
     const ParamSet *ps = &net->params;
-    amp_accumulate_grads(dev, dw.data, net->cfg.dtype, ps->grads + ps->offsets[u->w], ps->numels[u->w]);
+    PROFILE_REGION(dev, "amp filter gradient add", {
+      amp_accumulate_grads(dev, dw.data, net->cfg.dtype, ps->grads + ps->offsets[u->w],
+                           ps->numels[u->w]);
+    });
   }
   announce(net, u->w);
   if (gx >= 0) {

@@ -22,6 +22,7 @@
 #include "ops_elem.h"
 #include "ops_loss.h"
 #include "optim.h"
+#include "profile.h"
 #include "resnet.h"
 #include "rng.h"
 #include "schedule.h"
@@ -44,6 +45,8 @@ static const ConfigKey kKeys[] = {
     {"synthetic_steps", CFG_INT, "100", "timed steps of a synthetic run (after 10 warm-up)"},
     {"bench_steps", CFG_INT, "0",
      "throughput with the real loader: time this many training steps (after 10 warm-up), no eval"},
+    {"profile_steps", CFG_INT, "0",
+     "after a synthetic run: this many more steps timed op by op, printed as a table"},
     // Optimisation.
     {"batch_size", CFG_INT, "256", "global batch (all ranks together)"},
     {"optimizer", CFG_STRING, "lars", "lars or sgd"},
@@ -217,9 +220,13 @@ static void train_step(Trainer *t, const Tensor *images, const Tensor *labels, i
   op_softmax_xent(dev, logits, labels, t->label_smoothing, -1, amp_loss_scale(&t->scaler), &t->loss,
                   NULL, &dlogits);
   resnet_backward(&t->net, dev, &dlogits, dist_grad_hook(&t->dist));
-  dist_grad_wait(&t->dist);
-  amp_unscale(&t->scaler, dev, ps->grads, ps->total_numel, 1.0f);
-  if (amp_update(&t->scaler, dev)) optim_step(&t->opt, dev, ps, (float)schedule_lr(&t->sched, step));
+  PROFILE_REGION(dev, "gradient all-reduce wait", dist_grad_wait(&t->dist));
+  PROFILE_REGION(dev, "amp unscale and check", {
+    amp_unscale(&t->scaler, dev, ps->grads, ps->total_numel, 1.0f);
+  });
+  if (amp_update(&t->scaler, dev))
+    PROFILE_REGION(dev, "optimizer step",
+                   optim_step(&t->opt, dev, ps, (float)schedule_lr(&t->sched, step)));
 }
 
 static float read_loss(const Trainer *t) {
@@ -382,6 +389,18 @@ static void synthetic_run(Trainer *t) {
   if (t->dist.rank == 0)
     printf("synthetic: %lld steps of %lld images: %.1f images/s (loss %.4f)\n", (long long)steps,
            (long long)t->global_batch, (double)(steps * t->global_batch) / seconds, read_loss(t));
+  int64_t profiled = config_int(&t->cfg, "profile_steps");
+  if (profiled > 0) {
+    profile_start(dev);
+    start = time_now_s();
+    for (int64_t s = 0; s < profiled; s++) {
+      PROFILE_REGION(dev, "training step", train_step(t, &x, &y, 10 + steps + s));
+      profile_collect(dev);
+    }
+    seconds = time_now_s() - start;
+    profile_stop();
+    if (t->dist.rank == 0) profile_report(stdout, profiled, seconds);
+  }
   device_free(dev->kind, x_dev);
   device_free(dev->kind, y_dev);
   free(x_host);

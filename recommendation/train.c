@@ -19,6 +19,7 @@
 #include "ncf_metric.h"
 #include "ncf_model.h"
 #include "optim.h"
+#include "profile.h"
 #include "schedule.h"
 #include "timer.h"
 #include "trainer.h"
@@ -42,6 +43,8 @@ static const ConfigKey NCF_KEYS[] = {
     {"eval_users", CFG_INT, "1024", "users scored per eval forward pass"},
     {"bench_steps", CFG_INT, "0",
      "throughput only: time this many training steps (after 5 warm-up), no eval or target"},
+    {"profile_steps", CFG_INT, "0",
+     "after a bench_steps run: this many more steps timed op by op, printed as a table"},
 };
 
 typedef struct NcfRun {
@@ -140,9 +143,12 @@ static void ncf_train_step(NcfRun *r, int64_t epoch, int64_t step) {
                   a->labels.data);
   ncf_model_forward(&r->model, r->dev, rows);
   ncf_model_backward(&r->model, r->dev, rows, amp_loss_scale(&r->scaler), dist_grad_hook(&r->dist));
-  dist_grad_wait(&r->dist);
-  amp_unscale(&r->scaler, r->dev, ps->grads, ps->total_numel, 1.0f);
-  if (amp_update(&r->scaler, r->dev)) optim_step(&r->opt, r->dev, ps, r->lr);
+  PROFILE_REGION(r->dev, "gradient all-reduce wait", dist_grad_wait(&r->dist));
+  PROFILE_REGION(r->dev, "amp unscale and check", {
+    amp_unscale(&r->scaler, r->dev, ps->grads, ps->total_numel, 1.0f);
+  });
+  if (amp_update(&r->scaler, r->dev))
+    PROFILE_REGION(r->dev, "optimizer step", optim_step(&r->opt, r->dev, ps, r->lr));
 }
 
 // One epoch of training; returns the loss of this rank's last batch.
@@ -176,6 +182,18 @@ static void ncf_bench(NcfRun *r, int64_t steps) {
     printf("ncf: bench: %lld steps of %lld samples: %.3f ms/step, %.0f samples/s (loss %.4f)\n",
            (long long)steps, (long long)r->batch, 1e3 * seconds / (double)steps,
            (double)(steps * r->batch) / seconds, ncf_loss(r));
+  int64_t profiled = config_int(r->run.cfg, "profile_steps");
+  if (profiled > 0) {
+    profile_start(r->dev);
+    t0 = time_now_s();
+    for (int64_t s = 0; s < profiled; s++) {
+      PROFILE_REGION(r->dev, "training step", ncf_train_step(r, 1, (NCF_BENCH_WARMUP + steps + s) % full));
+      profile_collect(r->dev);
+    }
+    seconds = time_now_s() - t0;
+    profile_stop();
+    if (r->run.rank == 0) profile_report(stdout, profiled, seconds);
+  }
 }
 
 // HR@10 and NDCG@10 over all users: each rank scores its slice of them,

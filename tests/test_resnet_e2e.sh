@@ -102,6 +102,18 @@ printf 'not a checkpoint\n' >"$tmp/junk.ckpt"
 expect_error resnet_resume_from_junk "junk.ckpt: not a checkpoint of this suite" --config=$conf \
   --data_dir="$tmp/data" --resume --checkpoint="$tmp/junk.ckpt"
 
+# The op profile after a synthetic run: the small net's 9 convolutions a
+# step, and a training-step row taking the whole step.
+"$build/bin/resnet" --config=$conf --device=cpu --synthetic --synthetic_steps=1 --profile_steps=2 \
+  --log_file="$tmp/prof.log" >"$tmp/prof.out" 2>&1
+if grep -q '^profile: 2 steps' "$tmp/prof.out" &&
+  grep -Eq '^  op_conv2d_fwd +9\.0 ' "$tmp/prof.out" &&
+  grep -Eq '^  training step +1\.0 +[0-9.]+ +100\.0%' "$tmp/prof.out"; then
+  echo "PASS resnet_profile_table"
+else
+  echo "FAIL resnet_profile_table: $(grep -A4 '^profile' "$tmp/prof.out" | tr '\n' '|')"
+fi
+
 # 4. Two ranks: each a half batch and half of every eval; one epoch.
 mpi=(mpirun --allow-run-as-root --oversubscribe -np 2)
 if ! command -v mpirun >/dev/null; then

@@ -51,12 +51,15 @@ def run_trainer(args, extra):
     return proc.stdout
 
 
-def ours_throughput(args, precision):
-    out = run_trainer(args, [f"--bench_steps={args.iters}", f"--precision={precision}"])
+def ours_throughput(args, precision, profile=False):
+    """ms per step of our trainer, and with profile the op-by-op table of 10
+    more steps ("" without)."""
+    extra = ["--profile_steps=10"] if profile else []
+    out = run_trainer(args, [f"--bench_steps={args.iters}", f"--precision={precision}"] + extra)
     m = re.search(r"ncf: bench: .*: ([0-9.]+) ms/step, ([0-9.]+) samples/s", out)
     if not m:
         sys.exit("bench_ncf: no 'ncf: bench:' line in the trainer's output:\n" + out[-2000:])
-    return float(m.group(1))
+    return float(m.group(1)), benchlib.profile_block(out)
 
 
 def torch_throughput(torch, args, conf, data, amp):
@@ -86,8 +89,10 @@ def throughput_rows(torch, args, conf):
     batch = int(conf["batch_size"])
     modes = MODES if args.device == "cuda" else (("fp32", "off", "PyTorch NeuMF, fp32"),)
     rows = []
-    for prec, amp, name in modes:
-        ours_ms = ours_throughput(args, prec)
+    for k, (prec, amp, name) in enumerate(modes):
+        ours_ms, profile = ours_throughput(args, prec, profile=k == 0)
+        if profile:
+            args.profile = f"Where our {prec} step goes (`ncf --profile_steps`):\n\n```\n{profile}\n```"
         rows.append(dict(run=f"mlsuite ncf, {prec} (sampling in the step)", ms=ours_ms, ours_ms=ours_ms))
         step_ms, epoch_ms, samples = torch_throughput(torch, args, conf, data, amp)
         rows.append(dict(run=name, ms=step_ms, ours_ms=ours_ms))
@@ -141,6 +146,8 @@ def table(args, conf, device, torch_version, thr, ttt):
                   "|---|---:|---:|---:|"]
         lines += [f"| {r['run']} | {r['ms']:.2f} | {r['samples_per_s'] / 1e6:.2f}M | "
                   f"{r['ms'] / r['ours_ms']:.2f} |" for r in thr]
+        if getattr(args, "profile", ""):
+            lines += ["", args.profile]
     if ttt:
         lines += ["", f"Time to HR@10 {float(conf['target_accuracy']):.3f} (run_start to "
                   "run_stop: data load, training, every epoch's eval):", "",

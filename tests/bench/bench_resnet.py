@@ -40,9 +40,10 @@ def photo_dirs():
         os.path.join(r, "sklearn", "datasets", "images") for r in roots]
 
 
-def run_ours(args, precision, data_dir=None):
+def run_ours(args, precision, data_dir=None, profile=False):
     """images/s of our trainer: synthetic, or with data_dir its real loader
-    (and the share of the time it waited for the loader)."""
+    (and the share of the time it waited for the loader); with profile, also
+    the op-by-op table of 10 more synthetic steps."""
     conf = os.path.join(ROOT, "image_classification", "configs", "full_1gpu.conf")
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [os.path.join(args.build, "bin", "resnet"), f"--config={conf}",
@@ -54,13 +55,16 @@ def run_ours(args, precision, data_dir=None):
                     f"--loader_threads={args.loader_threads}"]
         else:
             cmd += ["--synthetic", f"--synthetic_steps={args.steps}"]
+            if profile:
+                cmd += ["--profile_steps=10"]
         proc = subprocess.run(cmd, capture_output=True, text=True)
     pattern = (r"real data: .*: ([0-9.]+) images/s; trainer waited for the loader ([0-9.]+)%"
                if data_dir else r"synthetic: .*: ([0-9.]+) images/s")
     m = re.search(pattern, proc.stdout)
     if proc.returncode != 0 or not m:
         raise SystemExit("bench_resnet: our trainer failed:\n" + proc.stdout[-2000:] + proc.stderr[-2000:])
-    return float(m.group(1)), (float(m.group(2)) / 100 if data_dir else None)
+    second = float(m.group(2)) / 100 if data_dir else benchlib.profile_block(proc.stdout)
+    return float(m.group(1)), second
 
 
 def make_jpegs(args, out):
@@ -171,8 +175,11 @@ def main():
                                    missing="PyTorch with torchvision is not installed")
     precisions = ["tf32", "bf16", "fp16"] if args.device == "cuda" else ["fp32"]
     rows = []
+    profile_prec = "bf16" if args.device == "cuda" else precisions[0]
+    profile = ""
     for prec in precisions:
-        ours, _ = run_ours(args, prec)
+        ours, prof = run_ours(args, prec, profile=prec == profile_prec)
+        profile = prof or profile
         eager = torch_images_per_s(torch, args, prec)
         compiled = torch_images_per_s(torch, args, prec, compile_it=True) if prec == "bf16" else None
         rows.append({"precision": prec, "ours": ours, "torch_eager": eager, "torch_compile": compiled})
@@ -199,13 +206,16 @@ def main():
               "| ours | ours waited for input | torchvision eager + DataLoader | ours / torch |",
               "|---|---|---|---|",
               f"| {ours_real:.1f} | {100 * waited:.0f}% | {torch_real:.1f} | {ours_real / torch_real:.2f} |"]
+    if profile:
+        lines += ["", f"Where our {profile_prec} synthetic step goes (`resnet --profile_steps`; "
+                  "each step synchronised, so a little slower than above):", "", "```", profile, "```"]
     table = "\n".join(lines)
     print(table)
     if args.device == "cuda":
         benchlib.write_results("resnet", date, gpu,
                                {"date": date, "gpu": gpu, "batch": args.batch,
                                 "image_size": args.image_size, "steps": args.steps, "rows": rows,
-                                "real_input": real},
+                                "real_input": real, "profile": profile},
                                table + "\n")
 
 

@@ -94,6 +94,21 @@ def time_ms(torch, fn, warmup, iters, device="cuda"):
     return start.elapsed_time(stop) / iters
 
 
+def profile_block(text):
+    """The op-by-op table a trainer prints for --profile_steps (profile.h):
+    the "profile:" line and its indented rows, or "" when there is none."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("profile:"):
+            block = [line]
+            for row in lines[i + 1:]:
+                if not row.startswith("  "):
+                    break
+                block.append(row)
+            return "\n".join(block)
+    return ""
+
+
 def utc_stamp(seconds=False):
     """Today's UTC date (2026-11-22), or the moment (20261122T114500Z)."""
     now = datetime.datetime.now(datetime.timezone.utc)

@@ -1,0 +1,99 @@
+// The op profile (profile.h): dispatched ops and marked regions are counted
+// per name with their calls and times, only while profiling is on; regions
+// include the ops inside them; the report gives per-step figures.
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops_elem.h"
+#include "profile.h"
+#include "test.h"
+#include "timer.h"
+
+static const Device kCpu = {.kind = DEVICE_CPU};
+
+static const ProfileRow *find(const ProfileRow *rows, int n, const char *name) {
+  for (int i = 0; i < n; i++)
+    if (strcmp(rows[i].name, name) == 0) return &rows[i];
+  return NULL;
+}
+
+// A busy wait of about s seconds: a region with a known minimum duration.
+static void spin(double s) {
+  double t0 = time_now_s();
+  while (time_now_s() - t0 < s) {
+  }
+}
+
+static void counts_calls_and_time(void) {
+  enum { N = 1 << 16 };
+  static float a[N], b[N], y[N];
+  Tensor ta = TENSOR(a, DT_F32, DEVICE_CPU, N), tb = TENSOR(b, DT_F32, DEVICE_CPU, N),
+         ty = TENSOR(y, DT_F32, DEVICE_CPU, N);
+  op_add(&kCpu, &ta, &tb, &ty);  // before the profile: not counted
+  profile_start(&kCpu);
+  for (int step = 0; step < 2; step++) {
+    PROFILE_REGION(&kCpu, "step region", {
+      op_add(&kCpu, &ta, &tb, &ty);
+      op_add(&kCpu, &ta, &tb, &ty);
+      op_scale(&kCpu, &ta, 2.0f, &ty);
+      spin(0.002);
+    });
+    profile_collect(&kCpu);
+  }
+  profile_stop();
+  op_add(&kCpu, &ta, &tb, &ty);  // after: not counted
+  ProfileRow rows[8];
+  int n = profile_rows(rows, 8);
+  CHECK_EQ_INT(n, 3);
+  const ProfileRow *add = find(rows, n, "op_add"), *scale = find(rows, n, "op_scale"),
+                   *region = find(rows, n, "step region");
+  REQUIRE(add && scale && region);
+  CHECK_EQ_INT(add->calls, 4);
+  CHECK_EQ_INT(scale->calls, 2);
+  CHECK_EQ_INT(region->calls, 2);
+  // The region holds the ops and two 2 ms waits: inclusive and largest.
+  CHECK(region->ms >= 4.0);
+  CHECK(region->ms >= add->ms + scale->ms);
+  CHECK(strcmp(rows[0].name, "step region") == 0);
+  for (int i = 1; i < n; i++) CHECK(rows[i - 1].ms >= rows[i].ms);
+}
+
+static void report_per_step(void) {
+  profile_start(&kCpu);
+  for (int step = 0; step < 4; step++) {
+    PROFILE_REGION(&kCpu, "wait", spin(0.001));
+    profile_collect(&kCpu);
+  }
+  profile_stop();
+  char *text = NULL;
+  size_t bytes = 0;
+  FILE *f = open_memstream(&text, &bytes);
+  profile_report(f, 4, 0.008);  // 2 ms a step
+  fclose(f);
+  CHECK_CONTAINS(text, "profile: 4 steps, 2.000 ms a step");
+  // One call a step, about 1 ms of the 2.
+  CHECK_CONTAINS(text, "  wait                                1.0");
+  ProfileRow row;
+  REQUIRE(profile_rows(&row, 1) == 1);
+  CHECK(row.ms >= 4.0 && row.ms < 40.0);
+  free(text);
+}
+
+// An end with no begin, and a begin never ended, are not counted.
+static void unmatched_spans_ignored(void) {
+  profile_start(&kCpu);
+  profile_end(&kCpu, "never begun");
+  profile_begin(&kCpu, "never ended");
+  profile_collect(&kCpu);
+  profile_stop();
+  ProfileRow rows[4];
+  int n = profile_rows(rows, 4);
+  for (int i = 0; i < n; i++) CHECK_EQ_INT(rows[i].calls, 0);
+}
+
+int main(void) {
+  TEST_RUN(counts_calls_and_time);
+  TEST_RUN(report_per_step);
+  TEST_RUN(unmatched_spans_ignored);
+  return test_finish();
+}
