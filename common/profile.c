@@ -44,7 +44,9 @@ void profile_start(const Device *dev) {
 
 void profile_stop(void) { g_profile_on = false; }
 
+#if HAVE_CUDA
 static bool is_cuda(const Device *dev) { return dev->kind == DEVICE_CUDA; }
+#endif
 
 static int span_capacity(const Device *dev) {
 #if HAVE_CUDA
