@@ -49,6 +49,8 @@ static const ConfigKey kKeys[] = {
      "after a synthetic run: this many more steps timed op by op, printed as a table"},
     // Optimisation.
     {"batch_size", CFG_INT, "256", "global batch (all ranks together)"},
+    {"grad_accumulation", CFG_INT, "1",
+     "micro-batches per step and rank: gradients summed over them (less memory; BN span shrinks)"},
     {"optimizer", CFG_STRING, "lars", "lars or sgd"},
     {"base_lr", CFG_FLOAT, "10.5", "peak learning rate"},
     {"end_lr", CFG_FLOAT, "0.0001", "learning rate at the end of the polynomial decay"},
@@ -78,6 +80,7 @@ typedef struct Trainer {
   Optimizer opt;
   Schedule sched;
   int64_t global_batch, local_batch;
+  int64_t micro_batches, micro_batch;  // local_batch = micro_batches * micro_batch
   int64_t train_samples, eval_samples;
   int64_t steps_per_epoch;
   float label_smoothing;
@@ -158,7 +161,8 @@ static Loader *open_loader(Trainer *t, bool train, int64_t start_epoch) {
   char dir[1100];
   split_dir(t, train ? "train" : "val", dir, sizeof dir);
   ClassifyLoaderConfig lc = {
-      .lmdb_dir = dir, .augment = augment_config(t, train), .batch_size = t->local_batch,
+      .lmdb_dir = dir, .augment = augment_config(t, train),
+      .batch_size = train ? t->local_batch : t->micro_batch,  // eval fits the network's buffers
       .threads = (int)config_int(&t->cfg, "loader_threads"), .ring_batches = 4,
       .rank = t->dist.rank, .world = t->dist.size, .start_epoch = start_epoch, .dev = &t->run.dev,
   };
@@ -206,20 +210,36 @@ static void setup_optimizer(Trainer *t) {
   schedule_log(&t->sched, (OptKind)kind, &t->run.log);
 }
 
-// One step on a batch already on the device: forward, loss, backward,
-// all-reduce, update. Returns nothing; the loss stays on the device. Under
-// fp16 the loss gradient is scaled, the averaged gradients unscaled and
-// checked, and a step whose gradients overflowed is skipped (amp.h).
+// Rows [first, first + count) of a batch tensor (the leading axis).
+static Tensor batch_rows(const Tensor *t, int64_t first, int64_t count) {
+  Tensor v = *t;
+  v.data = (uint8_t *)t->data + (size_t)first * (tensor_bytes(t) / (size_t)t->shape[0]);
+  v.shape[0] = count;
+  return v;
+}
+
+// One step on a batch already on the device: forward, loss, backward (per
+// micro-batch, the gradients summing), all-reduce, update. Returns nothing;
+// the loss (of the last micro-batch) stays on the device. Each micro-batch's
+// loss gradient is scaled by 1/micro_batches, so the sum is the batch mean;
+// the all-reduce starts during the last backward. Under fp16 the loss
+// gradient is scaled too, the averaged gradients unscaled and checked, and a
+// step whose gradients overflowed is skipped (amp.h).
 static void train_step(Trainer *t, const Tensor *images, const Tensor *labels, int64_t step) {
   const Device *dev = &t->run.dev;
   ParamSet *ps = &t->net.params;
+  int64_t n = images->shape[0], k = t->micro_batches;
+  if (n % k) DIE("train_step: a batch of %lld does not split into %lld micro-batches", (long long)n, (long long)k);
   optim_grads_zero(dev, ps);
-  const Tensor *logits = resnet_forward(&t->net, dev, images, true);
-  Tensor dlogits = t->dlogits;
-  dlogits.shape[0] = images->shape[0];
-  op_softmax_xent(dev, logits, labels, t->label_smoothing, -1, amp_loss_scale(&t->scaler), &t->loss,
-                  NULL, &dlogits);
-  resnet_backward(&t->net, dev, &dlogits, dist_grad_hook(&t->dist));
+  for (int64_t m = 0; m < k; m++) {
+    Tensor x = batch_rows(images, m * (n / k), n / k), y = batch_rows(labels, m * (n / k), n / k);
+    const Tensor *logits = resnet_forward(&t->net, dev, &x, true);
+    Tensor dlogits = t->dlogits;
+    dlogits.shape[0] = n / k;
+    op_softmax_xent(dev, logits, &y, t->label_smoothing, -1,
+                    amp_loss_scale(&t->scaler) / (float)k, &t->loss, NULL, &dlogits);
+    resnet_backward(&t->net, dev, &dlogits, m == k - 1 ? dist_grad_hook(&t->dist) : (GradHook){0});
+  }
   PROFILE_REGION(dev, "gradient all-reduce wait", dist_grad_wait(&t->dist));
   PROFILE_REGION(dev, "amp unscale and check", {
     amp_unscale(&t->scaler, dev, ps->grads, ps->total_numel, 1.0f);
@@ -426,6 +446,11 @@ int main(int argc, char **argv) {
     die_input("batch_size", "%lld does not split evenly over %d ranks", (long long)t.global_batch,
               t.dist.size);
   t.local_batch = t.global_batch / t.dist.size;
+  t.micro_batches = config_int(cfg, "grad_accumulation");
+  if (t.micro_batches < 1 || t.local_batch % t.micro_batches)
+    die_input("grad_accumulation", "%lld does not split the %lld images per rank evenly",
+              (long long)t.micro_batches, (long long)t.local_batch);
+  t.micro_batch = t.local_batch / t.micro_batches;
   t.label_smoothing = (float)config_float(cfg, "label_smoothing");
   t.amp = amp_config_get(cfg, t.run.dev.kind);
   amp_apply_math(&t.run.dev, t.amp.precision);
@@ -447,16 +472,16 @@ int main(int argc, char **argv) {
   int opt_kind = optim_kind_parse(config_string(cfg, "optimizer"));
   if (opt_kind != OPT_LARS && opt_kind != OPT_SGD)
     die_input("optimizer", "'%s' is neither lars nor sgd", config_string(cfg, "optimizer"));
-  resnet_init(&t.net, &model, t.local_batch, optim_state_count((OptKind)opt_kind), t.run.dev.kind,
+  resnet_init(&t.net, &model, t.micro_batch, optim_state_count((OptKind)opt_kind), t.run.dev.kind,
               (uint64_t)config_int(cfg, "seed"));
   dist_attach(&t.dist, &t.run.dev, &t.net.params, (size_t)25 << 20);
   dist_broadcast_params(&t.dist);
   int64_t classes = model.num_classes;
   t.loss = TENSOR(device_alloc(t.run.dev.kind, sizeof(float)), DT_F32, t.run.dev.kind, 1);
-  t.dlogits = TENSOR(device_alloc(t.run.dev.kind, (size_t)(t.local_batch * classes) * sizeof(float)),
-                     DT_F32, t.run.dev.kind, t.local_batch, classes);
-  t.logits_host = TENSOR(xmalloc((size_t)(t.local_batch * classes) * sizeof(float)), DT_F32,
-                         DEVICE_CPU, t.local_batch, classes);
+  t.dlogits = TENSOR(device_alloc(t.run.dev.kind, (size_t)(t.micro_batch * classes) * sizeof(float)),
+                     DT_F32, t.run.dev.kind, t.micro_batch, classes);
+  t.logits_host = TENSOR(xmalloc((size_t)(t.micro_batch * classes) * sizeof(float)), DT_F32,
+                         DEVICE_CPU, t.micro_batch, classes);
   int64_t side = model.image_size;
   t.images = TENSOR(device_alloc(t.run.dev.kind,
                                  (size_t)(t.local_batch * side * side * 3) * dtype_size(model.dtype)),
@@ -464,16 +489,17 @@ int main(int argc, char **argv) {
   t.affine = input_affine(&t);
 
   MLLOG_POINT(log, "global_batch_size", mlv_int(t.global_batch));
-  MLLOG_POINT(log, "gradient_accumulation_steps", mlv_int(1));
-  MLLOG_POINT(log, "model_bn_span", mlv_int(t.local_batch));
+  MLLOG_POINT(log, "gradient_accumulation_steps", mlv_int(t.micro_batches));
+  MLLOG_POINT(log, "model_bn_span", mlv_int(t.micro_batch));
   MLLOG_POINT(log, "train_samples", mlv_int(t.train_samples));
   MLLOG_POINT(log, "eval_samples", mlv_int(t.eval_samples));
   setup_optimizer(&t);
   maybe_resume(&t);
   if (t.dist.rank == 0)
-    fprintf(stderr, "resnet: %lld parameters, %s, %d rank(s), %lld images per rank per step, %lld steps per epoch\n",
+    fprintf(stderr, "resnet: %lld parameters, %s, %d rank(s), %lld images per rank per step in %lld micro-batch(es), %lld steps per epoch\n",
             (long long)paramset_count_params(&t.net.params), amp_precision_name(t.amp.precision),
-            t.dist.size, (long long)t.local_batch, (long long)t.steps_per_epoch);
+            t.dist.size, (long long)t.local_batch, (long long)t.micro_batches,
+            (long long)t.steps_per_epoch);
 
   trainer_start(&t.run);
   bool reached = false;

@@ -96,11 +96,27 @@ expect_error resnet_bad_optimizer "error: optimizer: 'adam' is neither lars nor 
 expect_error resnet_unknown_key "unknown key 'depth'" --config=$conf --data_dir="$tmp/data" --depth=50
 expect_error resnet_resume_without_checkpoint "error: resume: needs --checkpoint=PATH" --config=$conf \
   --data_dir="$tmp/data" --resume
+expect_error resnet_uneven_accumulation "error: grad_accumulation: 3 does not split the 128 images per rank evenly" \
+  --config=$conf --data_dir="$tmp/data" --grad_accumulation=3
 expect_error resnet_lowp_on_cpu "error: precision: 'bf16' needs a GPU" --config=$conf \
   --data_dir="$tmp/data" --precision=bf16
 printf 'not a checkpoint\n' >"$tmp/junk.ckpt"
 expect_error resnet_resume_from_junk "junk.ckpt: not a checkpoint of this suite" --config=$conf \
   --data_dir="$tmp/data" --resume --checkpoint="$tmp/junk.ckpt"
+
+# Gradient accumulation: 2 micro-batches of 64 a step (BN span 64, as the
+# 2-rank run below), one epoch; the log says so and complies.
+"$build/bin/resnet" --config=$conf --data_dir="$tmp/data" --device=cpu --log_file="$tmp/accum.log" \
+  --grad_accumulation=2 --max_epochs=1 --target_accuracy=0.6 >"$tmp/accum.out" 2>&1
+rc=$?
+if [[ $rc == 0 ]] && grep -q 'resnet: target reached' "$tmp/accum.out" &&
+  grep -q '"gradient_accumulation_steps", "value": 2' "$tmp/accum.log" &&
+  grep -q '"model_bn_span", "value": 64' "$tmp/accum.log" &&
+  python3 logs/result.py --target 0.6 --require-success "$tmp/accum.log" >/dev/null 2>&1; then
+  echo "PASS resnet_grad_accumulation ($(grep '^epoch' "$tmp/accum.out" | cut -d, -f1))"
+else
+  echo "FAIL resnet_grad_accumulation: exit $rc; $(grep -E '^error|^epoch' "$tmp/accum.out" | head -n 2 | tr '\n' ' ')"
+fi
 
 # The op profile after a synthetic run: the small net's 9 convolutions a
 # step, and a training-step row taking the whole step.
