@@ -181,18 +181,7 @@ void amp_accumulate_grads(const Device *dev, const void *src, DType dtype, float
 void amp_accumulate_grads_cpu(const Device *dev, const void *src, DType dtype, float *grads,
                               int64_t n) {
   (void)dev;
-  const uint16_t *half = src;
-  switch (dtype) {
-    case DT_F16:
-      for (int64_t i = 0; i < n; i++) grads[i] += f16_to_f32(half[i]);
-      break;
-    case DT_BF16:
-      for (int64_t i = 0; i < n; i++) grads[i] += bf16_to_f32(half[i]);
-      break;
-    default:
-      for (int64_t i = 0; i < n; i++) grads[i] += ((const float *)src)[i];
-      break;
-  }
+  for (int64_t i = 0; i < n; i++) grads[i] += dtype_load_f32(src, dtype, i);
 }
 
 Tensor amp_weight_view(const ParamSet *ps, void *lowp, DType dtype, int i) {

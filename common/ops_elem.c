@@ -246,30 +246,13 @@ void op_mean_cpu(const Device *dev, const Tensor *x, int lead_axes, const Tensor
 
 // ---------------------------------------------------------------- CPU: casts
 
-static float elem_load_f32(const void *p, DType dt, int64_t i) {
-  switch (dt) {
-    case DT_F16: return f16_to_f32(((const uint16_t *)p)[i]);
-    case DT_BF16: return bf16_to_f32(((const uint16_t *)p)[i]);
-    default: return ((const float *)p)[i];
-  }
-}
-
-// p[i] = v in dtype dt (fp32, or fp16 / bf16 rounded to nearest even).
-static void elem_store_f32(void *p, DType dt, int64_t i, float v) {
-  switch (dt) {
-    case DT_F16: ((uint16_t *)p)[i] = f32_to_f16(v); break;
-    case DT_BF16: ((uint16_t *)p)[i] = f32_to_bf16(v); break;
-    default: ((float *)p)[i] = v; break;
-  }
-}
-
 void op_affine_u8_cpu(const Device *dev, const Tensor *x, const ChannelAffine *a,
                       const Tensor *y) {
   (void)dev;
   int64_t channels = elem_affine_u8_channels(x, y), n = tensor_numel(x);
   const uint8_t *in = x->data;
   for (int64_t i = 0; i < n; i++)
-    elem_store_f32(y->data, y->dtype, i, (float)in[i] * a->scale[i % channels] + a->shift[i % channels]);
+    dtype_store_f32(y->data, y->dtype, i, (float)in[i] * a->scale[i % channels] + a->shift[i % channels]);
 }
 
 void op_cast_cpu(const Device *dev, const Tensor *x, const Tensor *y) {
@@ -278,7 +261,7 @@ void op_cast_cpu(const Device *dev, const Tensor *x, const Tensor *y) {
   OP_REQUIRE("op_cast", tensor_numel(y) == n);
   OP_REQUIRE("op_cast", x->dtype == DT_F32 || x->dtype == DT_F16 || x->dtype == DT_BF16);
   OP_REQUIRE("op_cast", y->dtype == DT_F32 || y->dtype == DT_F16 || y->dtype == DT_BF16);
-  for (int64_t i = 0; i < n; i++) elem_store_f32(y->data, y->dtype, i, elem_load_f32(x->data, x->dtype, i));
+  for (int64_t i = 0; i < n; i++) dtype_store_f32(y->data, y->dtype, i, dtype_load_f32(x->data, x->dtype, i));
 }
 
 // ---------------------------------------------------------------- CPU: top-k

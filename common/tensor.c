@@ -80,6 +80,22 @@ float f16_to_f32(uint16_t h) {
   return bits_f32(sign | ((exp + 112) << 23) | (mant << 13));
 }
 
+float dtype_load_f32(const void *p, DType dt, int64_t i) {
+  switch (dt) {
+    case DT_F16: return f16_to_f32(((const uint16_t *)p)[i]);
+    case DT_BF16: return bf16_to_f32(((const uint16_t *)p)[i]);
+    default: return ((const float *)p)[i];
+  }
+}
+
+void dtype_store_f32(void *p, DType dt, int64_t i, float v) {
+  switch (dt) {
+    case DT_F16: ((uint16_t *)p)[i] = f32_to_f16(v); break;
+    case DT_BF16: ((uint16_t *)p)[i] = f32_to_bf16(v); break;
+    default: ((float *)p)[i] = v; break;
+  }
+}
+
 Tensor tensor_make(void *data, DType dtype, DeviceKind device, int ndim,
                    const int64_t *shape) {
   if (ndim < 0 || ndim > TENSOR_MAX_DIMS) DIE("tensor_make: %d dims (max %d)", ndim, TENSOR_MAX_DIMS);

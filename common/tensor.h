@@ -25,6 +25,10 @@ uint16_t f32_to_f16(float x);
 float f16_to_f32(uint16_t h);
 uint16_t f32_to_bf16(float x);
 float bf16_to_f32(uint16_t b);
+// Element i of a float buffer of dtype dt (fp32, fp16 or bf16) read as fp32,
+// and written from fp32 with the rounding above.
+float dtype_load_f32(const void *p, DType dt, int64_t i);
+void dtype_store_f32(void *p, DType dt, int64_t i, float v);
 
 #define TENSOR_MAX_DIMS 6
 
