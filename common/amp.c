@@ -69,6 +69,18 @@ void amp_apply_math(const Device *dev, Precision p) {
   op_gemm_set_tf32(dev, p == PREC_TF32);
 }
 
+void amp_setup(const Config *c, const Device *dev, AmpConfig *cfg, LossScaler *s) {
+  *cfg = amp_config_get(c, dev->kind);
+  amp_apply_math(dev, cfg->precision);
+  amp_scaler_init(s, cfg, dev->kind);
+}
+
+void amp_report(const LossScaler *s, FILE *out, const char *who) {
+  if (s->dynamic)
+    fprintf(out, "%s: amp: %lld step(s) skipped for gradient overflow; final loss scale %g\n", who,
+            (long long)s->skipped_steps, s->scale);
+}
+
 void amp_scaler_init(LossScaler *s, const AmpConfig *cfg, DeviceKind device) {
   memset(s, 0, sizeof *s);
   s->cfg = *cfg;

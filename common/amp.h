@@ -14,6 +14,7 @@
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "config.h"
 #include "device.h"
@@ -67,6 +68,10 @@ typedef struct LossScaler {
 
 void amp_scaler_init(LossScaler *s, const AmpConfig *cfg, DeviceKind device);
 void amp_scaler_free(LossScaler *s);
+// What a trainer does with its precision keys: reads and checks them
+// (amp_config_get), sets the math mode (amp_apply_math) and initialises the
+// loss scaler on dev's kind.
+void amp_setup(const Config *c, const Device *dev, AmpConfig *cfg, LossScaler *s);
 // Multiply the loss gradient by this before backward.
 float amp_loss_scale(const LossScaler *s);
 
@@ -83,6 +88,10 @@ void amp_unscale_cuda(const Device *dev, float *grads, int64_t n, float factor, 
 // scale grows). Reads the 4-byte flag from the device: the one host sync of
 // an fp16 step. Not dynamic: always true, no sync.
 bool amp_update(LossScaler *s, const Device *dev);
+
+// fp16: one line on out - "<who>: amp: N step(s) skipped for gradient
+// overflow; final loss scale S"; nothing for other precisions.
+void amp_report(const LossScaler *s, FILE *out, const char *who);
 
 // dst[0..n) = src in dtype (fp16 or bf16, round to nearest even; fp32 copies):
 // the low-precision weights for compute, cast from the fp32 master copy.

@@ -151,3 +151,17 @@ void profile_report(FILE *out, int64_t steps, double wall_s) {
     fprintf(out, "  %-28s %10.1f %12.3f %7.1f%%\n", "(each under 0.5%)",
             (double)small_calls / (double)steps, small_ms, 100.0 * small_ms / step_ms);
 }
+
+void profile_run(const Device *dev, int64_t steps, void (*step)(void *ctx, int64_t i), void *ctx,
+                 FILE *out) {
+  if (steps <= 0) return;
+  profile_start(dev);
+  double start = time_now_s();
+  for (int64_t i = 0; i < steps; i++) {
+    PROFILE_REGION(dev, "training step", step(ctx, i));
+    profile_collect(dev);
+  }
+  double seconds = time_now_s() - start;
+  profile_stop();
+  if (out) profile_report(out, steps, seconds);
+}

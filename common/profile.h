@@ -39,6 +39,12 @@ typedef struct ProfileRow {
 } ProfileRow;
 // The totals so far, largest first; returns the count (at most max).
 int profile_rows(ProfileRow *rows, int max);
+// Profiles `steps` calls of step(ctx, i), i = 0.., each a "training step"
+// region followed by profile_collect, and writes profile_report to out
+// (NULL: no report, e.g. on ranks other than 0). Leaves profiling off;
+// steps <= 0 does nothing.
+void profile_run(const Device *dev, int64_t steps, void (*step)(void *ctx, int64_t i), void *ctx,
+                 FILE *out);
 // A table of the totals per step: name, calls per step, ms per step, share of
 // wall_s (the steps' wall time). Rows below 0.5% are summed into one line.
 void profile_report(FILE *out, int64_t steps, double wall_s);

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "check.h"
+#include "profile.h"
 #include "timer.h"
 
 const ConfigKey trainer_keys[] = {
@@ -94,4 +95,13 @@ void trainer_finish(TrainerRun *run, bool reached_target) {
 void trainer_close(TrainerRun *run) {
   mllog_close(&run->log);
   device_close(&run->dev);
+}
+
+bool trainer_update(const Device *dev, Dist *dist, LossScaler *s, Optimizer *opt, ParamSet *ps,
+                    float lr) {
+  PROFILE_REGION(dev, "gradient all-reduce wait", dist_grad_wait(dist));
+  PROFILE_REGION(dev, "amp unscale and check", amp_unscale(s, dev, ps->grads, ps->total_numel, 1.0f));
+  if (!amp_update(s, dev)) return false;
+  PROFILE_REGION(dev, "optimizer step", optim_step(opt, dev, ps, lr));
+  return true;
 }

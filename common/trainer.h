@@ -14,9 +14,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "amp.h"
 #include "config.h"
 #include "device.h"
+#include "dist.h"
 #include "mllog.h"
+#include "optim.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -53,6 +56,13 @@ void trainer_start(TrainerRun *run);
 void trainer_finish(TrainerRun *run, bool reached_target);
 // Closes the log and the device.
 void trainer_close(TrainerRun *run);
+
+// The end of a training step, after the backward: waits for the gradient
+// all-reduce, unscales and checks the gradients (fp16: amp.h), and steps the
+// optimizer with lr unless they overflowed; each part is a profile region.
+// Returns whether the optimizer stepped.
+bool trainer_update(const Device *dev, Dist *dist, LossScaler *s, Optimizer *opt, ParamSet *ps,
+                    float lr);
 
 #ifdef __cplusplus
 }

@@ -240,13 +240,7 @@ static void train_step(Trainer *t, const Tensor *images, const Tensor *labels, i
                     amp_loss_scale(&t->scaler) / (float)k, &t->loss, NULL, &dlogits);
     resnet_backward(&t->net, dev, &dlogits, m == k - 1 ? dist_grad_hook(&t->dist) : (GradHook){0});
   }
-  PROFILE_REGION(dev, "gradient all-reduce wait", dist_grad_wait(&t->dist));
-  PROFILE_REGION(dev, "amp unscale and check", {
-    amp_unscale(&t->scaler, dev, ps->grads, ps->total_numel, 1.0f);
-  });
-  if (amp_update(&t->scaler, dev))
-    PROFILE_REGION(dev, "optimizer step",
-                   optim_step(&t->opt, dev, ps, (float)schedule_lr(&t->sched, step)));
+  trainer_update(dev, &t->dist, &t->scaler, &t->opt, ps, (float)schedule_lr(&t->sched, step));
 }
 
 static float read_loss(const Trainer *t) {
@@ -342,9 +336,7 @@ static bool train_to_target(Trainer *t) {
   if (t->dist.rank == 0)
     fprintf(stderr, "loader: trainer waited %.1f s over %lld batches (%lld stalls)\n", st.wait_s,
             (long long)st.batches, (long long)st.stalls);
-  if (t->dist.rank == 0 && t->scaler.dynamic)
-    fprintf(stderr, "amp: %lld step(s) skipped for gradient overflow; final loss scale %g\n",
-            (long long)t->scaler.skipped_steps, t->scaler.scale);
+  if (t->dist.rank == 0) amp_report(&t->scaler, stderr, "resnet");
   loader_close(train);
   return reached;
 }
@@ -380,6 +372,18 @@ static void bench_run(Trainer *t, int64_t steps) {
   loader_close(train);
 }
 
+// A step of the synthetic run, for profile_run.
+typedef struct SyntheticStep {
+  Trainer *t;
+  const Tensor *x, *y;
+  int64_t first;  // schedule step of i = 0
+} SyntheticStep;
+
+static void synthetic_step(void *ctx, int64_t i) {
+  SyntheticStep *s = ctx;
+  train_step(s->t, s->x, s->y, s->first + i);
+}
+
 // Throughput on random data already on the device; no eval, no target.
 static void synthetic_run(Trainer *t) {
   const Device *dev = &t->run.dev;
@@ -409,18 +413,9 @@ static void synthetic_run(Trainer *t) {
   if (t->dist.rank == 0)
     printf("synthetic: %lld steps of %lld images: %.1f images/s (loss %.4f)\n", (long long)steps,
            (long long)t->global_batch, (double)(steps * t->global_batch) / seconds, read_loss(t));
-  int64_t profiled = config_int(&t->cfg, "profile_steps");
-  if (profiled > 0) {
-    profile_start(dev);
-    start = time_now_s();
-    for (int64_t s = 0; s < profiled; s++) {
-      PROFILE_REGION(dev, "training step", train_step(t, &x, &y, 10 + steps + s));
-      profile_collect(dev);
-    }
-    seconds = time_now_s() - start;
-    profile_stop();
-    if (t->dist.rank == 0) profile_report(stdout, profiled, seconds);
-  }
+  SyntheticStep more = {t, &x, &y, 10 + steps};
+  profile_run(dev, config_int(&t->cfg, "profile_steps"), synthetic_step, &more,
+              t->dist.rank == 0 ? stdout : NULL);
   device_free(dev->kind, x_dev);
   device_free(dev->kind, y_dev);
   free(x_host);
@@ -452,9 +447,7 @@ int main(int argc, char **argv) {
               (long long)t.micro_batches, (long long)t.local_batch);
   t.micro_batch = t.local_batch / t.micro_batches;
   t.label_smoothing = (float)config_float(cfg, "label_smoothing");
-  t.amp = amp_config_get(cfg, t.run.dev.kind);
-  amp_apply_math(&t.run.dev, t.amp.precision);
-  amp_scaler_init(&t.scaler, &t.amp, t.run.dev.kind);
+  amp_setup(cfg, &t.run.dev, &t.amp, &t.scaler);
 
   if (synthetic) {
     t.train_samples = t.eval_samples = t.global_batch;

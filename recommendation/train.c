@@ -136,19 +136,13 @@ static double ncf_loss(const NcfRun *r) {
 // Adam (skipped when fp16 gradients overflowed: amp.h).
 static void ncf_train_step(NcfRun *r, int64_t epoch, int64_t step) {
   const NcfActs *a = &r->model.a;
-  ParamSet *ps = &r->model.ps;
   int64_t first, rows;
   ncf_rank_slice(r, ncf_epoch_samples(&r->data.train), step, &first, &rows);
   ncf_train_batch(r->dev, &r->data.train, epoch, first, rows, a->users.data, a->items.data,
                   a->labels.data);
   ncf_model_forward(&r->model, r->dev, rows);
   ncf_model_backward(&r->model, r->dev, rows, amp_loss_scale(&r->scaler), dist_grad_hook(&r->dist));
-  PROFILE_REGION(r->dev, "gradient all-reduce wait", dist_grad_wait(&r->dist));
-  PROFILE_REGION(r->dev, "amp unscale and check", {
-    amp_unscale(&r->scaler, r->dev, ps->grads, ps->total_numel, 1.0f);
-  });
-  if (amp_update(&r->scaler, r->dev))
-    PROFILE_REGION(r->dev, "optimizer step", optim_step(&r->opt, r->dev, ps, r->lr));
+  trainer_update(r->dev, &r->dist, &r->scaler, &r->opt, &r->model.ps, r->lr);
 }
 
 // One epoch of training; returns the loss of this rank's last batch.
@@ -167,6 +161,18 @@ static double ncf_train_epoch(NcfRun *r, int64_t epoch) {
   return ncf_loss(r);
 }
 
+// Step i of a bench run's profile: epoch 1's full batches from `first` on,
+// wrapping around.
+typedef struct NcfBenchStep {
+  NcfRun *r;
+  int64_t first, full;
+} NcfBenchStep;
+
+static void ncf_bench_step(void *ctx, int64_t i) {
+  NcfBenchStep *s = ctx;
+  ncf_train_step(s->r, 1, (s->first + i) % s->full);
+}
+
 // Throughput only: `steps` timed training steps of epoch 1's full batches
 // (wrapping around the epoch) after NCF_BENCH_WARMUP untimed ones; no eval.
 static void ncf_bench(NcfRun *r, int64_t steps) {
@@ -182,18 +188,9 @@ static void ncf_bench(NcfRun *r, int64_t steps) {
     printf("ncf: bench: %lld steps of %lld samples: %.3f ms/step, %.0f samples/s (loss %.4f)\n",
            (long long)steps, (long long)r->batch, 1e3 * seconds / (double)steps,
            (double)(steps * r->batch) / seconds, ncf_loss(r));
-  int64_t profiled = config_int(r->run.cfg, "profile_steps");
-  if (profiled > 0) {
-    profile_start(r->dev);
-    t0 = time_now_s();
-    for (int64_t s = 0; s < profiled; s++) {
-      PROFILE_REGION(r->dev, "training step", ncf_train_step(r, 1, (NCF_BENCH_WARMUP + steps + s) % full));
-      profile_collect(r->dev);
-    }
-    seconds = time_now_s() - t0;
-    profile_stop();
-    if (r->run.rank == 0) profile_report(stdout, profiled, seconds);
-  }
+  NcfBenchStep more = {r, NCF_BENCH_WARMUP + steps, full};
+  profile_run(r->dev, config_int(r->run.cfg, "profile_steps"), ncf_bench_step, &more,
+              r->run.rank == 0 ? stdout : NULL);
 }
 
 // HR@10 and NDCG@10 over all users: each rank scores its slice of them,
@@ -255,9 +252,7 @@ int main(int argc, char **argv) {
   dist_init(&r.dist, &argc, &argv);
   trainer_begin(&r.run, "ncf", &cfg, argc, argv, r.dist.rank, dist_device_index(&r.dist));
   r.dev = &r.run.dev;
-  r.amp = amp_config_get(&cfg, r.dev->kind);
-  amp_apply_math(r.dev, r.amp.precision);
-  amp_scaler_init(&r.scaler, &r.amp, r.dev->kind);
+  amp_setup(&cfg, r.dev, &r.amp, &r.scaler);
   r.batch = ncf_positive_key(&cfg, "batch_size");
   if (r.batch < r.dist.size)
     die_input("batch_size", "%lld is smaller than the %d ranks", (long long)r.batch, r.dist.size);
@@ -278,9 +273,7 @@ int main(int argc, char **argv) {
   trainer_finish(&r.run, success);
 
   if (r.eval_acc) device_free(r.dev->kind, r.eval_acc);
-  if (r.run.rank == 0 && r.scaler.dynamic)
-    printf("ncf: amp: %lld step(s) skipped for gradient overflow; final loss scale %g\n",
-           (long long)r.scaler.skipped_steps, r.scaler.scale);
+  if (r.run.rank == 0) amp_report(&r.scaler, stdout, "ncf");
   amp_scaler_free(&r.scaler);
   optim_free(&r.opt);
   ncf_model_free(&r.model);

@@ -91,9 +91,41 @@ static void unmatched_spans_ignored(void) {
   for (int i = 0; i < n; i++) CHECK_EQ_INT(rows[i].calls, 0);
 }
 
+static void count_step(void *ctx, int64_t i) {
+  int64_t *seen = ctx;
+  seen[i]++;
+}
+
+// profile_run: each step once, in order, each a "training step" span; no
+// steps, nothing at all (not even a report).
+static void run_profiles_each_step(void) {
+  int64_t seen[3] = {0, 0, 0};
+  char *text = NULL;
+  size_t bytes = 0;
+  FILE *f = open_memstream(&text, &bytes);
+  profile_run(&kCpu, 3, count_step, seen, f);
+  fclose(f);
+  CHECK(seen[0] == 1 && seen[1] == 1 && seen[2] == 1);
+  CHECK(!g_profile_on);
+  ProfileRow row;
+  REQUIRE(profile_rows(&row, 1) == 1);
+  CHECK(strcmp(row.name, "training step") == 0);
+  CHECK_EQ_INT(row.calls, 3);
+  CHECK_CONTAINS(text, "profile: 3 steps");
+  free(text);
+  text = NULL;
+  f = open_memstream(&text, &bytes);
+  profile_run(&kCpu, 0, count_step, seen, f);
+  fclose(f);
+  CHECK(seen[0] == 1);
+  CHECK_EQ_INT((int64_t)bytes, 0);
+  free(text);
+}
+
 int main(void) {
   TEST_RUN(counts_calls_and_time);
   TEST_RUN(report_per_step);
   TEST_RUN(unmatched_spans_ignored);
+  TEST_RUN(run_profiles_each_step);
   return test_finish();
 }
