@@ -11,13 +11,7 @@ build=${1:-build} seconds=${2:-10}
 cd "$(dirname "$0")/../.."
 list=$(mktemp)
 trap 'rm -f "$list"' EXIT
-opencv=/usr/share/doc/opencv-doc/examples/data
-sklearn=$(find /usr/lib/python3/dist-packages/sklearn /usr/local/lib/python3*/dist-packages/sklearn \
-  "$(python3 -c 'import site; print(site.getsitepackages()[0])' 2>/dev/null)/sklearn" \
-  -path '*datasets/images' -type d 2>/dev/null | head -n 1 || true)
-for dir in "$opencv" "$sklearn"; do
-  [[ -n $dir && -d $dir ]] && find "$dir" -maxdepth 1 -name '*.jpg' | sort >>"$list"
-done
+bash tests/bench/sample_photos.sh >"$list"
 if [[ ! -s $list ]]; then
   echo "SKIP bench_decode: no sample photos (apt-get install opencv-doc python3-sklearn)"
   exit 0

@@ -11,12 +11,7 @@ build=${1:-build} threads=${2:-$(nproc)} batches=${3:-40}
 cd "$(dirname "$0")/../.."
 list=$(mktemp)
 trap 'rm -f "$list"' EXIT
-site=$(python3 -c 'import site; print(site.getsitepackages()[0])' 2>/dev/null || true)
-for dir in /usr/share/doc/opencv-doc/examples/data /usr/lib/python3/dist-packages/sklearn/datasets/images \
-  "$site/sklearn/datasets/images"; do
-  [[ -d $dir ]] && find "$dir" -maxdepth 1 -name '*.jpg' >>"$list"
-done
-sort -u -o "$list" "$list"
+bash tests/bench/sample_photos.sh >"$list"
 res=$("$build/bench/bench_loader" --threads="$threads" --batches="$batches" --list="$list")
 echo "$res"
 field() { awk -v k="$1" '$1 == k {$1 = ""; sub(/^ /, ""); print}' <<<"$res"; }

@@ -31,13 +31,6 @@ import benchlib
 from benchlib import ROOT
 
 
-def photo_dirs():
-    """Where sample photos live: Debian's opencv-doc and scikit-learn (Debian's
-    or pip's), as bench_decode.sh looks for them."""
-    import site
-    roots = ["/usr/lib/python3/dist-packages"] + site.getsitepackages()
-    return ["/usr/share/doc/opencv-doc/examples/data"] + [
-        os.path.join(r, "sklearn", "datasets", "images") for r in roots]
 
 
 def run_ours(args, precision, data_dir=None, profile=False):
@@ -69,11 +62,10 @@ def run_ours(args, precision, data_dir=None, profile=False):
 
 def make_jpegs(args, out):
     """--images JPEGs into out/lmdb (ours) and out/raw/train (ImageFolder)."""
-    photos = sorted({os.path.join(d, f) for d in photo_dirs() if os.path.isdir(d)
-                     for f in os.listdir(d) if f.endswith(".jpg")})
     listing = os.path.join(out, "photos.txt")
     with open(listing, "w") as f:
-        f.write("".join(p + "\n" for p in photos))
+        subprocess.run(["bash", os.path.join(ROOT, "tests", "bench", "sample_photos.sh")], stdout=f,
+                       check=True)
     cmd = [os.path.join(args.build, "bench", "bench_loader"), f"--images={args.images}",
            f"--list={listing}", f"--out={out}"]
     proc = subprocess.run(cmd, capture_output=True, text=True)
