@@ -196,9 +196,10 @@ void amp_accumulate_grads_cpu(const Device *dev, const void *src, DType dtype, f
   for (int64_t i = 0; i < n; i++) grads[i] += dtype_load_f32(src, dtype, i);
 }
 
-Tensor amp_weight_view(const ParamSet *ps, void *lowp, DType dtype, int i) {
+Tensor amp_weight_view(const ParamSet *ps, void *lowp, DType dtype, int first, int i) {
+  if (i < first) DIE("amp_weight_view: tensor %d is not in a copy from tensor %d on", i, first);
   Tensor t = paramset_param(ps, i);
-  t.data = (uint8_t *)lowp + (size_t)ps->offsets[i] * dtype_size(dtype);
+  t.data = (uint8_t *)lowp + (size_t)(ps->offsets[i] - ps->offsets[first]) * dtype_size(dtype);
   t.dtype = dtype;
   return t;
 }

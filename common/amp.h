@@ -108,9 +108,10 @@ void amp_accumulate_grads_cpu(const Device *dev, const void *src, DType dtype, f
 void amp_accumulate_grads_cuda(const Device *dev, const void *src, DType dtype, float *grads,
                                int64_t n);
 
-// Tensor i of a low-precision weight copy laid out like ps->params (a flat
-// buffer of ps->total_numel elements of dtype, filled by amp_cast).
-Tensor amp_weight_view(const ParamSet *ps, void *lowp, DType dtype, int i);
+// Tensor i of a low-precision weight copy of ps's tensors first, first + 1,
+// ... laid out as they are in ps->params from offsets[first] on (a flat
+// buffer of dtype filled by amp_cast; first 0: the whole ParamSet).
+Tensor amp_weight_view(const ParamSet *ps, void *lowp, DType dtype, int first, int i);
 
 #if HAVE_CUDA
 // Reads the device flag into the host and clears it (on dev->stream).

@@ -352,7 +352,7 @@ static bool low_precision(const Resnet *net) { return net->cfg.dtype != DT_F32; 
 // Weight i as the convolutions and the classifier read it: the fp32
 // parameter, or its low-precision copy.
 static Tensor weight(const Resnet *net, int i) {
-  if (low_precision(net)) return amp_weight_view(&net->params, net->lowp_weights, net->cfg.dtype, i);
+  if (low_precision(net)) return amp_weight_view(&net->params, net->lowp_weights, net->cfg.dtype, 0, i);
   return paramset_param(&net->params, i);
 }
 
@@ -440,7 +440,7 @@ static void conv_bn_bwd(Resnet *net, const Device *dev, ResnetConvBn *u, int gy,
   // (each weight has one convolution), then added into the fp32 gradient.
   Tensor w = weight(net, u->w);
   bool lowp = low_precision(net);
-  Tensor dw = lowp ? amp_weight_view(&net->params, net->lowp_grads, net->cfg.dtype, u->w)
+  Tensor dw = lowp ? amp_weight_view(&net->params, net->lowp_grads, net->cfg.dtype, 0, u->w)
                    : paramset_grad(&net->params, u->w);
   op_conv2d_bwd_filter(dev, &u->x, &dconv, &dw, &u->conv, !lowp, net->scratch, net->scratch_bytes);
   if (lowp) {

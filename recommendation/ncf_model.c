@@ -176,13 +176,8 @@ static bool ncf_lowp(const NcfModel *m) { return m->shape.dtype != DT_F32; }
 
 // Linear weight i as the layers read it: fp32, or its low-precision copy.
 static Tensor ncf_weight(const NcfModel *m, int i) {
-  Tensor w = paramset_param(&m->ps, i);
-  if (ncf_lowp(m)) {
-    int64_t at = m->ps.offsets[i] - m->ps.offsets[NCF_FIRST_LINEAR];
-    w.data = (uint8_t *)m->lowp_weights + (size_t)at * dtype_size(m->shape.dtype);
-    w.dtype = m->shape.dtype;
-  }
-  return w;
+  if (ncf_lowp(m)) return amp_weight_view(&m->ps, m->lowp_weights, m->shape.dtype, NCF_FIRST_LINEAR, i);
+  return paramset_param(&m->ps, i);
 }
 
 void ncf_model_forward(NcfModel *m, const Device *dev, int64_t rows) {

@@ -195,7 +195,8 @@ static void cast_known_values(void) {
   CHECK_EQ_INT(b[2], 0x4974);  // 1e6 = 0x49742400 rounds down
 }
 
-// The low-precision copy of a whole ParamSet, and its per-tensor views.
+// The low-precision copy of a whole ParamSet or of its tail, and their
+// per-tensor views.
 static void weight_copy_views(void) {
   static const ParamSpec specs[] = {{"a", 1, {3}, 0}, {"b", 2, {2, 2}, 0}};
   Device dev;
@@ -205,11 +206,18 @@ static void weight_copy_views(void) {
   for (int i = 0; i < 4; i++) ps.params[ps.offsets[1] + i] = 0.5f * (float)(i + 1);
   uint16_t *lowp = malloc((size_t)ps.total_numel * 2);
   amp_cast(&dev, ps.params, lowp, DT_BF16, ps.total_numel);
-  Tensor b = amp_weight_view(&ps, lowp, DT_BF16, 1);
+  Tensor b = amp_weight_view(&ps, lowp, DT_BF16, 0, 1);
   CHECK_EQ_INT(b.dtype, DT_BF16);
   CHECK_EQ_INT(b.ndim, 2);
   CHECK_EQ_INT(b.shape[1], 2);
   CHECK(bf16_to_f32(((uint16_t *)b.data)[3]) == 2.0f);
+  // A copy of tensor 1 on only (the layout NCF uses for its linear layers).
+  uint16_t *tail = malloc((size_t)(ps.total_numel - ps.offsets[1]) * 2);
+  amp_cast(&dev, ps.params + ps.offsets[1], tail, DT_BF16, ps.total_numel - ps.offsets[1]);
+  Tensor bt = amp_weight_view(&ps, tail, DT_BF16, 1, 1);
+  CHECK(bt.data == (void *)tail);
+  CHECK(bf16_to_f32(((uint16_t *)bt.data)[3]) == 2.0f);
+  free(tail);
   free(lowp);
   paramset_free(&ps);
 }
