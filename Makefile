@@ -4,6 +4,7 @@
 #   make test                      every test; last line "N passed, N failed, N skipped"
 #   make run [BENCH=..] [SCALE=..] [DEVICE=..]   prepare data, train to target, log
 #   make bench                     the benchmarks this machine can run
+#   make test-emu                  the CUDA code on the CPU emulator (tests/emu)
 
 .DEFAULT_GOAL := all
 SHELL := /bin/bash
@@ -18,10 +19,19 @@ PKGS := lmdb libturbojpeg libpng libcjson openblas zlib
 PKG_OK := $(shell pkg-config --exists $(PKGS) 2>/dev/null && echo 1)
 PYTHON ?= python3
 
-ifneq ($(filter-out deps clean test run bench,$(or $(MAKECMDGOALS),all)),)
+ifneq ($(filter-out deps clean test test-emu run bench,$(or $(MAKECMDGOALS),all)),)
 ifneq ($(PKG_OK),1)
 $(error missing libraries (pkg-config: $(PKGS)); run 'make deps' as root first)
 endif
+endif
+
+# EMU=1: the .cu files compiled as C++ against the CPU emulation of CUDA in
+# tests/emu (no GPU, no CUDA libraries linked); EMU_ASAN=1 adds AddressSanitizer.
+EMU ?= 0
+ifeq ($(EMU),1)
+CUDA := 1
+NVCC := $(PYTHON) tests/emu/emucc.py
+BUILD ?= build-emu
 endif
 
 ifeq ($(CUDA),1)
@@ -38,7 +48,16 @@ LDLIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -pthread
 NVCCFLAGS := -O2 -std=c++17 -Icommon -MMD -MP -Xcompiler -Wall,-Wextra \
   -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
 
-ifeq ($(CUDA),1)
+ifeq ($(EMU),1)
+CFLAGS += -DHAVE_CUDA=1 -I$(CUDA_HOME)/include
+NVCCFLAGS := -O1 -g -std=c++17 -Icommon -MMD -MP -Wall -Wextra -DHAVE_CUDA=1 -I$(CUDA_HOME)/include
+LDLIBS += -lstdc++
+ifeq ($(EMU_ASAN),1)
+CFLAGS += -fsanitize=address -fno-omit-frame-pointer
+NVCCFLAGS += -fsanitize=address -fno-omit-frame-pointer
+LDLIBS += -fsanitize=address
+endif
+else ifeq ($(CUDA),1)
 CFLAGS += -DHAVE_CUDA=1 -I$(CUDA_HOME)/include
 NVCCFLAGS += -DHAVE_CUDA=1
 LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 \
@@ -56,6 +75,10 @@ endif
 # ---------------------------------------------------------------- sources
 # The shared runtime: every .c (and .cu with CUDA) under common/.
 COMMON_SRC := $(wildcard common/*.c) $(if $(filter 1,$(CUDA)),$(wildcard common/*.cu))
+# The emulator's stand-ins for the CUDA libraries go into the same archive.
+ifeq ($(EMU),1)
+COMMON_SRC += $(wildcard tests/emu/emu_*.cpp)
+endif
 COMMON_OBJ := $(COMMON_SRC:%=$(BUILD)/obj/%.o)
 LIBCOMMON := $(BUILD)/libcommon.a
 
@@ -78,13 +101,18 @@ TOOL_BINS := $(patsubst datasets/%.c,$(BUILD)/bin/%,$(wildcard datasets/*.c))
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 HARNESS_OBJ := $(BUILD)/obj/tests/harness.c.o
 
+# The emulator's own test (EMU=1 only): its library stand-ins against plain loops.
+ifeq ($(EMU),1)
+TEST_BINS += $(BUILD)/tests/test_emu_libs
+endif
+
 # Benchmarks: every tests/bench/bench_*.c is one program.
 BENCH_BINS := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(wildcard tests/bench/bench_*.c))
 
 ALL_OBJ := $(COMMON_OBJ) $(HARNESS_OBJ)
 
 # ---------------------------------------------------------------- rules
-.PHONY: all deps test run bench clean probe
+.PHONY: all deps test test-emu run bench clean probe
 all: probe $(LIBCOMMON) $(TRAINER_BINS) $(TOOL_BINS) $(TEST_BINS) $(BENCH_BINS)
 
 probe:
@@ -97,7 +125,7 @@ Q := $(if $(filter 1,$(V)),,@)
 # (or MPI=0, or a new library) rebuilds instead of mixing old objects in.
 FLAGS_STAMP := $(BUILD)/flags.txt
 FLAGS_NOW := $(CC) $(CFLAGS) | $(NVCC) $(NVCCFLAGS) | $(LDLIBS)
-ifneq ($(filter-out deps clean test run bench,$(or $(MAKECMDGOALS),all)),)
+ifneq ($(filter-out deps clean test test-emu run bench,$(or $(MAKECMDGOALS),all)),)
 $(shell mkdir -p $(BUILD); [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" = '$(FLAGS_NOW)' ] || echo '$(FLAGS_NOW)' >$(FLAGS_STAMP))
 endif
 
@@ -110,6 +138,11 @@ $(BUILD)/obj/%.cu.o: %.cu $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  NVCC  $<")
 	$(Q)$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.cpp.o: %.cpp $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CXX   $<")
+	$(Q)$(CXX) $(filter-out -std=c++17,$(NVCCFLAGS)) -std=c++17 -I$(CUDA_HOME)/include -c $< -o $@
 
 $(LIBCOMMON): $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
@@ -147,6 +180,11 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.c.o $(HARNESS_OBJ) $(TASK_LIBS) $(LIBCOMM
 	@$(if $(Q),echo "  LD    $@")
 	$(Q)$(CC) $^ -o $@ $(LDLIBS)
 
+$(BUILD)/tests/test_emu_libs: $(BUILD)/obj/tests/emu/test_emu_libs.cpp.o $(BUILD)/obj/tests/emu/emu_libs.cpp.o
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD    $@")
+	$(Q)$(CXX) $^ -o $@ $(filter -fsanitize=address,$(LDLIBS))
+
 $(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.c.o $(LIBCOMMON)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD    $@")
@@ -164,6 +202,11 @@ deps:
 
 test:
 	@bash common/scripts/deps.sh && $(MAKE) --no-print-directory -j$$(nproc) all && bash tests/run_tests.sh $(BUILD)
+
+# The C test programs against the emulated GPU, in their own build folder.
+test-emu:
+	@bash common/scripts/deps.sh && $(MAKE) --no-print-directory -j$$(nproc) EMU=1 BUILD=build-emu all && \
+	  EMU=1 bash tests/run_tests.sh build-emu
 
 BENCH ?= resnet
 DEVICE ?= auto

@@ -4,6 +4,9 @@
 # A program that exits non-zero without a FAIL line (a crash) counts as one
 # failure. The last line is "N passed, N failed, N skipped".
 # Usage: tests/run_tests.sh BUILD_DIR [FILTER]
+# With EMU=1 (make test-emu) only the C test programs run, built against the
+# CPU emulation of CUDA (tests/emu/README.md): their CUDA cases then check
+# the CUDA code's logic, not a GPU.
 set -uo pipefail
 build=${1:-build}
 filter=${2:-${TEST_FILTER:-}}
@@ -11,7 +14,11 @@ cd "$(dirname "$0")/.."
 
 progs=()
 for t in "$build"/tests/test_*; do [[ -x $t ]] && progs+=("$t"); done
-for t in tests/test_*.py tests/test_*.sh; do [[ -f $t ]] && progs+=("$t"); done
+if [[ ${EMU:-0} == 1 ]]; then
+  echo "CUDA cases run on the CPU emulation of CUDA (tests/emu), not on a GPU"
+else
+  for t in tests/test_*.py tests/test_*.sh; do [[ -f $t ]] && progs+=("$t"); done
+fi
 
 passed=0 failed=0 skipped=0
 failed_names=()

@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""emucc.py: the compiler `make EMU=1` uses in place of nvcc.
+
+Takes nvcc-style arguments (-c FILE.cu -o OBJ plus -I/-D/-O/-M flags),
+rewrites the .cu file's kernel launches and dynamic shared memory into the
+calls of tests/emu/emu.h, and compiles the result as C++ with the host
+compiler. The rewrite keeps every line where it was (a #line directive names
+the original file), so errors and debuggers point into the .cu file.
+"""
+import os
+import re
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+IDENT = re.compile(r"[A-Za-z0-9_:]")
+
+
+def callee_start(text, end):
+    """Start of the kernel expression ending just before text[end]:
+    an identifier (with ::), optionally followed by <template arguments>."""
+    i = end
+    while i > 0 and text[i - 1].isspace():
+        i -= 1
+    if i > 0 and text[i - 1] == ">":
+        depth = 0
+        while i > 0:
+            i -= 1
+            if text[i] == ">":
+                depth += 1
+            elif text[i] == "<":
+                depth -= 1
+                if depth == 0:
+                    break
+        while i > 0 and text[i - 1].isspace():
+            i -= 1
+    while i > 0 and IDENT.match(text[i - 1]):
+        i -= 1
+    return i
+
+
+def matching_paren(text, open_at):
+    depth = 0
+    for i in range(open_at, len(text)):
+        if text[i] == "(":
+            depth += 1
+        elif text[i] == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+    raise SyntaxError("unbalanced parentheses after a kernel launch")
+
+
+def rewrite_launches(text, path):
+    out, pos = [], 0
+    while True:
+        at = text.find("<<<", pos)
+        if at < 0:
+            out.append(text[pos:])
+            return "".join(out)
+        start = callee_start(text, at)
+        callee = text[start:at]
+        name = re.sub(r"\s+", "", callee)
+        if not name:
+            raise SyntaxError(f"{path}: a launch without a kernel name")
+        close = text.find(">>>", at)
+        config = text[at + 3:close]
+        paren = close + 3
+        while text[paren].isspace():
+            paren += 1
+        if text[paren] != "(":
+            raise SyntaxError(f"{path}: no argument list after a launch of {name}")
+        end = matching_paren(text, paren)
+        args = text[paren:end + 1]
+        # Newlines of the original stay inside the replacement.
+        out.append(text[pos:start])
+        out.append(f'emu::launch("{name}", [=]() {{ {callee}{args}; }}, {config})')
+        pos = end + 1
+
+
+SHARED = re.compile(r"extern\s+__shared__\s+([A-Za-z_][\w: <>]*?)\s+(\w+)\s*\[\s*\]\s*;")
+
+
+def rewrite(text, path):
+    text = SHARED.sub(lambda m: f"{m.group(1)} *{m.group(2)} = ({m.group(1)} *)emu::dynamic_shared();",
+                      text)
+    return rewrite_launches(text, path)
+
+
+def write_rewritten(path, source, text):
+    """Writes atomically: parallel compiles rewrite the same headers."""
+    part = f"{path}.{os.getpid()}"
+    with open(part, "w") as f:
+        f.write(f'#line 1 "{source}"\n' + text)
+    os.replace(part, path)
+
+
+def main(argv):
+    args, source, out = [], None, None
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "-o":
+            out = argv[i + 1]
+            i += 2
+            continue
+        if a.endswith(".cu"):
+            source = a
+        elif a.startswith("-gencode") or a.startswith("-arch"):
+            i += 2 if a in ("-gencode", "-arch") else 1
+            continue
+        elif a == "-Xcompiler":
+            args += argv[i + 1].split(",")
+            i += 2
+            continue
+        else:
+            args.append(a)
+        i += 1
+    if not source or not out:
+        sys.exit("emucc.py: needs -c FILE.cu -o OBJ")
+    with open(source) as f:
+        text = f.read()
+    try:
+        rewritten = rewrite(text, source)
+    except SyntaxError as e:
+        sys.exit(f"emucc.py: {source}: {e}")
+    tmp = out + ".emu.cpp"
+    write_rewritten(tmp, source, rewritten)
+    # The .cuh headers beside the source may launch kernels too: rewritten
+    # copies go beside the rewritten source, where #include "x.cuh" looks
+    # first.
+    src_dir = os.path.dirname(source) or "."
+    for name in sorted(os.listdir(src_dir)):
+        if name.endswith(".cuh"):
+            header = os.path.join(src_dir, name)
+            with open(header) as f:
+                write_rewritten(os.path.join(os.path.dirname(out), name), header,
+                                rewrite(f.read(), header))
+    cxx = os.environ.get("CXX", "g++")
+    cmd = [cxx, "-x", "c++", "-include", os.path.join(HERE, "emu.h"), "-I", HERE,
+           "-iquote", os.path.dirname(source) or ".", "-ffp-contract=off", "-Wno-unknown-pragmas"] + args + ["-c", tmp, "-o", out]
+    if "-MMD" in args:
+        cmd += ["-MT", out, "-MF", out[:-2] + ".d"]
+    sys.exit(subprocess.call(cmd))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
