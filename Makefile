@@ -206,7 +206,7 @@ test:
 # The C test programs against the emulated GPU, in their own build folder.
 test-emu:
 	@bash common/scripts/deps.sh && $(MAKE) --no-print-directory -j$$(nproc) EMU=1 BUILD=build-emu all && \
-	  EMU=1 bash tests/run_tests.sh build-emu
+	  EMU=1 ASAN_OPTIONS=$${ASAN_OPTIONS:-detect_leaks=0} bash tests/run_tests.sh build-emu
 
 BENCH ?= resnet
 DEVICE ?= auto

@@ -92,6 +92,7 @@ ConvGeometry conv_geometry(const char *op, const Tensor *x, const Tensor *w, con
   g.p = conv_out_extent(g.h, g.r, p->stride_h, p->pad_h, p->dil_h);
   g.q = conv_out_extent(g.w, g.s, p->stride_w, p->pad_w, p->dil_w);
   OP_REQUIRE(op, w->shape[3] == g.c && g.p >= 1 && g.q >= 1);
+  OP_REQUIRE(op, g.c >= 1 && g.k >= 1);  // a batch may be empty, channels not
   OP_REQUIRE(op, y->shape[0] == g.n && y->shape[1] == g.p && y->shape[2] == g.q &&
                      y->shape[3] == g.k);
   return g;
@@ -155,6 +156,7 @@ size_t op_conv2d_scratch_bytes(const Tensor *x, const Tensor *w, const ConvParam
 // memory-bound).
 static int64_t conv_chunk_images(const char *op, const ConvGeometry *g, const ConvParams *p,
                                  size_t scratch_bytes) {
+  if (g->n == 0) return 1;  // no images: no matrix, no scratch needed
   if (conv_is_pointwise(g, p)) return g->n;
   size_t per_image = conv_col_image_bytes(g);
   int64_t fit = (int64_t)(scratch_bytes / per_image);
@@ -266,6 +268,7 @@ void op_conv2d_bwd_filter_cpu(const Device *dev, const Tensor *x, const Tensor *
   (void)dev;
   ConvGeometry g = conv_geometry("op_conv2d_bwd_filter", x, dw, dy, p);
   OP_REQUIRE("op_conv2d_bwd_filter", x->dtype == DT_F32);
+  if (g.n == 0 && !accumulate) memset(dw->data, 0, tensor_bytes(dw));  // an empty sum
   int64_t chunk = conv_chunk_images("op_conv2d_bwd_filter", &g, p, scratch_bytes);
   int64_t rsc = g.r * g.s * g.c, pq = g.p * g.q;
   for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {

@@ -120,6 +120,7 @@ static const Perf *conv_pick(const char *op, const Perf *perf, int count, size_t
 static ConvPlan *conv_prepare(const char *op, const Device *dev, const Tensor *x,
                               const Tensor *w, const Tensor *y, const ConvParams *p) {
   ConvGeometry g = conv_geometry(op, x, w, y, p);
+  if (g.n == 0) return NULL;  // an empty batch: nothing to compute (cuDNN refuses n = 0)
   ConvPlan *plan = conv_plan(dev, &g, p, x->dtype);
   CHECK_CUDNN(cudnnSetConvolutionMathType(plan->conv_desc, conv_search_math(plan)));
   return plan;
@@ -130,6 +131,7 @@ void op_conv2d_fwd_cuda(const Device *dev, const Tensor *x, const Tensor *w, con
                         size_t scratch_bytes) {
   (void)scratch, (void)scratch_bytes;
   ConvPlan *plan = conv_prepare("op_conv2d_fwd", dev, x, w, y, p);
+  if (!plan) return;
   OP_REQUIRE("op_conv2d_fwd", !bias || (bias->dtype == x->dtype && tensor_numel(bias) == plan->g.k));
   if (!plan->have_fwd) {
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
@@ -159,6 +161,7 @@ void op_conv2d_bwd_data_cuda(const Device *dev, const Tensor *dy, const Tensor *
                              size_t scratch_bytes) {
   (void)scratch, (void)scratch_bytes;
   ConvPlan *plan = conv_prepare("op_conv2d_bwd_data", dev, dx, w, dy, p);
+  if (!plan) return;
   if (!plan->have_data) {
     cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     int count = 0;
@@ -185,6 +188,10 @@ void op_conv2d_bwd_filter_cuda(const Device *dev, const Tensor *x, const Tensor 
                                void *scratch, size_t scratch_bytes) {
   (void)scratch, (void)scratch_bytes;
   ConvPlan *plan = conv_prepare("op_conv2d_bwd_filter", dev, x, dw, dy, p);
+  if (!plan) {  // an empty batch: the gradient is an empty sum
+    if (!accumulate) CHECK_CUDA(cudaMemsetAsync(dw->data, 0, tensor_bytes(dw), dev->stream));
+    return;
+  }
   if (!plan->have_filter) {
     // The search writes its trial results into the output; when dw holds a
     // gradient being accumulated, aim them at the workspace's tail instead.

@@ -40,8 +40,10 @@ GemmShape op_gemm_shape(const Tensor *a, bool trans_a, const Tensor *b, bool tra
   s.m = trans_a ? ac : ar;
   s.k = trans_a ? ar : ac;
   s.n = trans_b ? br : bc;
-  s.lda = ac;
-  s.ldb = bc;
+  // Row strides; at least 1 even for an empty inner dimension, which BLAS
+  // libraries require of a leading dimension.
+  s.lda = ac > 1 ? ac : 1;
+  s.ldb = bc > 1 ? bc : 1;
   OP_REQUIRE("op_gemm", (trans_b ? bc : br) == s.k);
   OP_REQUIRE("op_gemm", cr == s.m && cc == s.n);
   OP_REQUIRE("op_gemm", s.batch_a == 0 || s.batch_a == s.batch);
@@ -61,6 +63,7 @@ void op_gemm_cpu(const Device *dev, const Tensor *a, bool trans_a, const Tensor 
   (void)dev;
   GemmShape s = op_gemm_shape(a, trans_a, b, trans_b, c);
   OP_REQUIRE("op_gemm", a->dtype == DT_F32 && c->dtype == DT_F32);
+  if (s.m == 0 || s.n == 0) return;
   for (int64_t i = 0; i < s.batch; i++) {
     const float *pa = (const float *)a->data + (s.batch_a ? i * s.m * s.k : 0);
     const float *pb = (const float *)b->data + (s.batch_b ? i * s.k * s.n : 0);

@@ -391,7 +391,55 @@ static void conv_hand_checked(void) {
   CHECK(m[0] == 5 && m[1] == 6 && m[2] == 8 && m[3] == 9);
 }
 
+// An empty batch is nothing to compute: forward and backward-data write
+// nothing, and the filter gradient is an empty sum (zero, or left as it was
+// when accumulating). On the CPU and, with a GPU, on CUDA (cuDNN refuses
+// a batch of 0, so the op must not call it).
+static void conv_empty_batch_on(const Device *dev) {
+  float buf[1] = {0}, dw_host[3 * 3 * 3 * 2];
+  for (int i = 0; i < 54; i++) dw_host[i] = 1.5f;
+  void *dw_data = dw_host, *x_data = buf;
+  if (dev->kind == DEVICE_CUDA) {
+    dw_data = upload(dw_host, 54, DT_F32);
+    x_data = upload(buf, 1, DT_F32);
+  }
+  Tensor x = T4(x_data, 0, 4, 4, 2), w = T4(dw_data, 3, 3, 3, 2), y = T4(x_data, 0, 4, 4, 3);
+  x.device = w.device = y.device = dev->kind;
+  ConvParams p = conv_params(1, 1, 1);
+  op_conv2d_fwd(dev, &x, &w, NULL, &y, &p, NULL, 0);
+  op_conv2d_bwd_data(dev, &y, &w, &x, &p, NULL, 0);
+  op_conv2d_bwd_filter(dev, &x, &y, &w, &p, true, NULL, 0);
+  device_sync(dev);
+  if (dev->kind == DEVICE_CUDA) device_copy(DEVICE_CPU, dw_host, DEVICE_CUDA, dw_data, sizeof dw_host);
+  CHECK(dw_host[0] == 1.5f && dw_host[53] == 1.5f);
+  op_conv2d_bwd_filter(dev, &x, &y, &w, &p, false, NULL, 0);
+  device_sync(dev);
+  if (dev->kind == DEVICE_CUDA) device_copy(DEVICE_CPU, dw_host, DEVICE_CUDA, dw_data, sizeof dw_host);
+  CHECK(dw_host[0] == 0 && dw_host[53] == 0);
+  if (dev->kind == DEVICE_CUDA) {
+    device_free(DEVICE_CUDA, dw_data);
+    device_free(DEVICE_CUDA, x_data);
+  }
+}
+
+static void conv_empty_batch(void) { conv_empty_batch_on(&kCpu); }
+
+static void conv_empty_batch_cuda(void) {
+  Device gpu;
+  open_gpu_or_skip(&gpu);
+  conv_empty_batch_on(&gpu);
+  device_close(&gpu);
+}
+
 // ---------------------------------------------------------------- bad input
+
+static void conv_no_channels(void *ctx) {
+  (void)ctx;
+  float buf[64] = {0};
+  Tensor x = T4(buf, 1, 2, 2, 0), w = T4(buf, 1, 1, 1, 0), y = T4(buf, 1, 2, 2, 1);
+  ConvParams p = conv_params(1, 0, 1);
+  op_conv2d_fwd(&kCpu, &x, &w, NULL, &y, &p, NULL, 0);
+}
 
 static void conv_wrong_channels(void *ctx) {
   (void)ctx;
@@ -420,6 +468,7 @@ static void bn_wrong_param_size(void *ctx) {
 
 static void preconditions_name_the_op(void) {
   CHECK_DIES_WITH(conv_wrong_channels, NULL, "op_conv2d_fwd: precondition failed");
+  CHECK_DIES_WITH(conv_no_channels, NULL, "op_conv2d_fwd: precondition failed");
   CHECK_DIES_WITH(conv_small_scratch, NULL, "op_conv2d_fwd: scratch of 16 bytes, need at least");
   CHECK_DIES_WITH(bn_wrong_param_size, NULL, "op_batchnorm_fwd_train: precondition failed");
 }
@@ -675,6 +724,7 @@ static void pooling_and_relu_cuda_match_cpu(void) {
 
 int main(void) {
   TEST_RUN(conv_hand_checked);
+  TEST_RUN(conv_empty_batch);
   TEST_RUN(conv_matches_pytorch_per_image);
   TEST_RUN(conv_matches_pytorch_whole_batch);
   TEST_RUN(batchnorm_matches_pytorch);
@@ -687,6 +737,7 @@ int main(void) {
   TEST_RUN(preconditions_name_the_op);
   TEST_RUN(conv_cuda_matches_cpu);
   TEST_RUN(conv_tf32_cuda_matches_cpu);
+  TEST_RUN(conv_empty_batch_cuda);
   TEST_RUN(batchnorm_cuda_matches_cpu);
   TEST_RUN(pooling_and_relu_cuda_match_cpu);
   return test_finish();

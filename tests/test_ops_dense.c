@@ -55,6 +55,18 @@ static void gemm_empty_batch_is_nothing(void) {
   CHECK(c[0] == 6 && c[1] == 6 && c[2] == 15 && c[3] == 15);
 }
 
+// An empty inner dimension (k = 0) is a product of zeros: c = beta c.
+static void gemm_empty_inner_dim_scales_c(void) {
+  float a[1], b[1], c[6] = {1, 2, 3, 4, 5, 6};
+  Tensor ta = TENSOR(a, DT_F32, DEVICE_CPU, 2, 0), tb = TENSOR(b, DT_F32, DEVICE_CPU, 0, 3);
+  Tensor tc = TENSOR(c, DT_F32, DEVICE_CPU, 2, 3);
+  op_gemm(&cpu, &ta, false, &tb, false, &tc, 1.0f, 0.5f);
+  for (int i = 0; i < 6; i++) CHECK(c[i] == 0.5f * (float)(i + 1));
+  Tensor tat = TENSOR(a, DT_F32, DEVICE_CPU, 0, 2), tbt = TENSOR(b, DT_F32, DEVICE_CPU, 3, 0);
+  op_gemm(&cpu, &tat, true, &tbt, true, &tc, 1.0f, 0.0f);
+  for (int i = 0; i < 6; i++) CHECK(c[i] == 0.0f);
+}
+
 static void linear_matches_torch(void) {
   GoldenFile *g = golden_load("dense.gld");
   int64_t n;
@@ -241,6 +253,8 @@ static void gemm_cuda_matches_cpu(void) {
                 30 + t);
     }
   gemm_case(&gpu, DT_F32, true, 2, 97, 61, 300, false, true, false, 0.0f, 40);
+  for (int t = 0; t < 4; t++)  // an empty inner dimension: c = beta c
+    gemm_case(&gpu, DT_F32, false, 2, 5, 7, 0, t & 1, t & 2, false, 0.5f, 50 + t);
   device_close(&gpu);
 }
 
@@ -375,6 +389,7 @@ static void embedding_cuda_matches_cpu(void) {
 int main(void) {
   TEST_RUN(gemm_matches_torch);
   TEST_RUN(gemm_empty_batch_is_nothing);
+  TEST_RUN(gemm_empty_inner_dim_scales_c);
   TEST_RUN(linear_matches_torch);
   TEST_RUN(embedding_matches_torch);
   TEST_RUN(linear_gradcheck);
