@@ -142,7 +142,8 @@ $(BUILD)/obj/%.cu.o: %.cu $(FLAGS_STAMP)
 $(BUILD)/obj/%.cpp.o: %.cpp $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CXX   $<")
-	$(Q)$(CXX) $(filter-out -std=c++17,$(NVCCFLAGS)) -std=c++17 -I$(CUDA_HOME)/include -c $< -o $@
+	$(Q)$(CXX) $(filter-out -std=c++17,$(NVCCFLAGS)) -std=c++17 -I$(CUDA_HOME)/include \
+	  $(shell pkg-config --cflags openblas) -c $< -o $@
 
 $(LIBCOMMON): $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
@@ -183,7 +184,7 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.c.o $(HARNESS_OBJ) $(TASK_LIBS) $(LIBCOMM
 $(BUILD)/tests/test_emu_libs: $(BUILD)/obj/tests/emu/test_emu_libs.cpp.o $(BUILD)/obj/tests/emu/emu_libs.cpp.o
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD    $@")
-	$(Q)$(CXX) $^ -o $@ $(filter -fsanitize=address,$(LDLIBS))
+	$(Q)$(CXX) $^ -o $@ $(shell pkg-config --libs openblas) $(filter -fsanitize=address,$(LDLIBS))
 
 $(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.c.o $(LIBCOMMON)
 	@mkdir -p $(dir $@)

@@ -9,6 +9,9 @@
 // shuffle naming a lane that has exited), and stops the program with the
 // kernel's name.
 //
+// On x86-64 a fiber switch is a dozen instructions (emu_switch below);
+// elsewhere it is ucontext's swapcontext, which also makes a system call.
+//
 // EMU_REVERSE=1 runs the fibers of each pass in reverse order, so that a
 // missing barrier between one thread's write and another's read shows up
 // as a different result in one of the two orders.
@@ -24,10 +27,43 @@
 #include "emu_internal.h"
 
 #if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #define EMU_ASAN 1
 #else
 #define EMU_ASAN 0
+#endif
+
+#if defined(__x86_64__)
+// Saves the callee-saved registers on the current stack, stores the stack
+// pointer in *save, and continues on the stack `load` (which another
+// emu_switch saved, or fiber_stack_init prepared).
+extern "C" void emu_switch(void **save, void *load);
+asm(R"(
+  .text
+  .globl emu_switch
+  .type emu_switch, @function
+emu_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size emu_switch, .-emu_switch
+)");
+#define EMU_FAST_SWITCH 1
+#else
+#define EMU_FAST_SWITCH 0
 #endif
 
 namespace emu {
@@ -42,7 +78,11 @@ enum State { kReady, kWaitBlock, kWaitWarp, kDone };
 
 struct Fiber {
   ThreadState state;
+#if EMU_FAST_SWITCH
+  void *sp;  // saved stack pointer while switched out
+#else
   ucontext_t context;
+#endif
   State run_state;
   unsigned wait_mask;  // lanes named by the shuffle it waits at
   int lane, warp;
@@ -58,13 +98,19 @@ const std::function<void()> *g_body;
 std::vector<Fiber> g_fibers;
 std::vector<char *> g_stacks;
 Fiber *g_running;
+#if EMU_FAST_SWITCH
+void *g_scheduler_sp;
+#else
 ucontext_t g_scheduler;
+#endif
 std::vector<unsigned char> g_dynamic_shared;
 // Two slot buffers per thread: lanes may run one exchange ahead of slower
 // lanes still reading the previous one, never two.
 std::vector<uint64_t> g_slots[2];
 #if EMU_ASAN
 void *g_scheduler_fake_stack;
+const void *g_scheduler_stack_bottom;  // the launching thread's stack, for ASan
+size_t g_scheduler_stack_size;
 #endif
 
 [[noreturn]] void kernel_die(const char *fmt, int a, int b) {
@@ -75,28 +121,68 @@ void *g_scheduler_fake_stack;
   exit(70);
 }
 
-void fiber_entry() {
+// ASan is told of every switch: the stack it goes to, and on arrival the
+// stack it came from (the scheduler's, which the fibers switch back to).
+void fiber_body() {
 #if EMU_ASAN
-  __sanitizer_finish_switch_fiber(nullptr, nullptr, nullptr);
+  __sanitizer_finish_switch_fiber(nullptr, &g_scheduler_stack_bottom, &g_scheduler_stack_size);
 #endif
   (*g_body)();
   g_running->run_state = kDone;
-#if EMU_ASAN
-  __sanitizer_start_switch_fiber(nullptr, g_scheduler.uc_stack.ss_sp, g_scheduler.uc_stack.ss_size);
+#if EMU_ASAN  // this fiber ends: no fake stack to keep
+  __sanitizer_start_switch_fiber(nullptr, g_scheduler_stack_bottom, g_scheduler_stack_size);
 #endif
-  // Returning resumes uc_link, the scheduler.
 }
+
+#if EMU_FAST_SWITCH
+[[noreturn]] void fiber_entry() {
+  fiber_body();
+  void *unused;
+  emu_switch(&unused, g_scheduler_sp);
+  __builtin_unreachable();
+}
+
+// A fresh stack whose first emu_switch "returns" into fiber_entry: six
+// zero registers, then fiber_entry as the return address, placed so that
+// fiber_entry starts with the stack aligned as a called function expects.
+void fiber_stack_init(Fiber *f, char *stack) {
+#if EMU_ASAN  // a fiber that ended never unwound: its frames are still marked
+  __asan_unpoison_memory_region(stack, kStackBytes);
+#endif
+  uintptr_t top = ((uintptr_t)stack + kStackBytes) & ~(uintptr_t)15;
+  void **frame = (void **)(top - 16);
+  frame[0] = (void *)fiber_entry;
+  for (int r = 1; r <= 6; r++) frame[-r] = nullptr;
+  f->sp = frame - 6;
+}
+
+void switch_to(Fiber *f) { emu_switch(&g_scheduler_sp, f->sp); }
+void switch_back(Fiber *self) { emu_switch(&self->sp, g_scheduler_sp); }
+#else
+void fiber_entry() { fiber_body(); }  // returning resumes uc_link, the scheduler
+
+void fiber_stack_init(Fiber *f, char *stack) {
+  getcontext(&f->context);
+  f->context.uc_stack.ss_sp = stack;
+  f->context.uc_stack.ss_size = kStackBytes;
+  f->context.uc_link = &g_scheduler;
+  makecontext(&f->context, fiber_entry, 0);
+}
+
+void switch_to(Fiber *f) { swapcontext(&g_scheduler, &f->context); }
+void switch_back(Fiber *self) { swapcontext(&self->context, &g_scheduler); }
+#endif
 
 // From a fiber back to the scheduler.
 void yield_to_scheduler() {
   Fiber *self = g_running;
 #if EMU_ASAN
   void *fake = nullptr;
-  __sanitizer_start_switch_fiber(&fake, nullptr, 0);
+  __sanitizer_start_switch_fiber(&fake, g_scheduler_stack_bottom, g_scheduler_stack_size);
 #endif
-  swapcontext(&self->context, &g_scheduler);
+  switch_back(self);
 #if EMU_ASAN
-  __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
+  __sanitizer_finish_switch_fiber(fake, &g_scheduler_stack_bottom, &g_scheduler_stack_size);
 #endif
 }
 
@@ -105,8 +191,10 @@ void resume(Fiber *f, size_t index) {
   current = &f->state;
 #if EMU_ASAN
   __sanitizer_start_switch_fiber(&g_scheduler_fake_stack, g_stacks[index], kStackBytes);
+#else
+  (void)index;
 #endif
-  swapcontext(&g_scheduler, &f->context);
+  switch_to(f);
 #if EMU_ASAN
   __sanitizer_finish_switch_fiber(g_scheduler_fake_stack, nullptr, nullptr);
 #endif
@@ -152,11 +240,7 @@ void run_block(int n, bool reverse) {
     f.lane = t % 32;
     f.warp = t / 32;
     f.exchanges = 0;
-    getcontext(&f.context);
-    f.context.uc_stack.ss_sp = g_stacks[t];
-    f.context.uc_stack.ss_size = kStackBytes;
-    f.context.uc_link = &g_scheduler;
-    makecontext(&f.context, fiber_entry, 0);
+    fiber_stack_init(&f, g_stacks[t]);
   }
   for (;;) {
     for (int i = 0; i < n; i++) {

@@ -12,6 +12,7 @@
 // emulated returns the library's NOT_SUPPORTED status, never a wrong answer.
 #include <cublasLt.h>
 #include <cublas_v2.h>
+#include <cblas.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cudnn.h>
@@ -163,13 +164,15 @@ struct GemmArgs {
 };
 
 // C = alpha op(A) op(B) + beta C per batch entry. Each entry's inputs are
-// narrowed once into row-major op(A) (m, k) and op(B)^T (n, k), so every
-// output is a dot product of two contiguous rows. As in reference BLAS,
-// alpha == 0 or k == 0 reads neither A nor B and leaves C = beta C.
+// narrowed once into row-major op(A) (m, k) and op(B)^T (n, k); OpenBLAS
+// multiplies them in fp32 (the order of its sums differs from a GPU's, as
+// GPUs differ among themselves). As in reference BLAS, alpha == 0 or k == 0
+// reads neither A nor B and leaves C = beta C.
 static void gemm_run(const GemmArgs &g) {
   bool products = g.k > 0 && g.alpha != 0.0f;
   std::vector<float> a_rows(products ? (size_t)(g.m * g.k) : 0);
   std::vector<float> b_rows(products ? (size_t)(g.n * g.k) : 0);
+  std::vector<float> acc((size_t)(g.m * g.n), 0.0f);  // (m, n) row-major
   for (int64_t e = 0; e < g.batch; e++) {
     if (products) {
       for (int64_t i = 0; i < g.m; i++)
@@ -178,14 +181,13 @@ static void gemm_run(const GemmArgs &g) {
       for (int64_t j = 0; j < g.n; j++)
         for (int64_t l = 0; l < g.k; l++)
           b_rows[j * g.k + l] = narrow(gemm_at(g.b, e, l, j), g.narrow);
+      if (g.m > 0 && g.n > 0)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)g.m, (int)g.n, (int)g.k, 1.0f,
+                    a_rows.data(), (int)g.k, b_rows.data(), (int)g.k, 0.0f, acc.data(), (int)g.n);
     }
     for (int64_t j = 0; j < g.n; j++)
-      for (int64_t i = 0; i < g.m; i++) {
-        float acc = 0.0f;
-        if (products)
-          for (int64_t l = 0; l < g.k; l++) acc += a_rows[i * g.k + l] * b_rows[j * g.k + l];
-        elem_blend(g.c, g.c_type, e * g.stride_c + i + j * g.ldc, g.alpha, acc, g.beta);
-      }
+      for (int64_t i = 0; i < g.m; i++)
+        elem_blend(g.c, g.c_type, e * g.stride_c + i + j * g.ldc, g.alpha, acc[i * g.n + j], g.beta);
   }
 }
 
