@@ -16,6 +16,7 @@ progs=()
 for t in "$build"/tests/test_*; do [[ -x $t ]] && progs+=("$t"); done
 if [[ ${EMU:-0} == 1 ]]; then
   echo "CUDA cases run on the CPU emulation of CUDA (tests/emu), not on a GPU"
+  for t in tests/emu/test_*.sh; do [[ -f $t ]] && progs+=("$t"); done
 else
   for t in tests/test_*.py tests/test_*.sh; do [[ -f $t ]] && progs+=("$t"); done
 fi

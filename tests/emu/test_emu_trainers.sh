@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# The trainers' CUDA paths on the CPU emulation of CUDA (make test-emu only;
+# tests/emu/README.md): loader to device, weight casts, cuDNN/cuBLAS calls,
+# fused optimizers, loss scaling, GPU eval, GPU negative sampling, checkpoints.
+# Each run is set against the same binary on --device=cpu with the same
+# seed and data, which takes the same batches:
+# - fp32 on the emulated GPU must track the CPU to the rounding of different
+#   summation orders;
+# - bf16 and fp16 must stay near it.
+# Small sizes keep it to about two minutes on two cores.
+# Usage: tests/emu/test_emu_trainers.sh BUILD_DIR (an EMU=1 build)
+set -uo pipefail
+build=${1:-build-emu}
+cd "$(dirname "$0")/../.."
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export PROGRESS_INTERVAL_S=1000
+
+for bin in resnet ncf fmnist_to_imagenet imagenet_to_lmdb movielens_generate movielens_convert; do
+  if [[ ! -x $build/bin/$bin ]]; then
+    echo "FAIL emu_trainers: $build/bin/$bin is not built"
+    exit 1
+  fi
+done
+if ! grep -q "CUDA emulation" <("$build/bin/resnet" --device=cuda --synthetic --synthetic_steps=1 \
+  --config=image_classification/configs/small.conf --width=8 --batch_size=2 --log_file="$tmp/probe.log" 2>&1); then
+  echo "FAIL emu_trainers: $build is not a build against the CUDA emulation (make EMU=1)"
+  exit 1
+fi
+
+# |a - b| < tol for two numbers (empty fails).
+close() { [[ -n $1 && -n $2 ]] && python3 -c "import sys; sys.exit(not abs($1 - $2) < $3)"; }
+# Field of an epoch line: "epoch N: top-1 A (target T), loss L".
+resnet_field() { grep -m1 "^epoch $2:" "$1" | sed "s/.*$3 \([0-9.]*\).*/\1/"; }
+ncf_hr() { grep -m1 "^ncf: epoch $2:" "$1" | sed 's/.*HR@10 \([0-9.]*\).*/\1/'; }
+
+# ---------------------------------------------------------------- ResNet
+# 256 train and 128 val Fashion-MNIST images through the real converter; a
+# ResNet-8 of width 8, batch 32, 2 epochs, eval after each.
+"$build/bin/fmnist_to_imagenet" --out="$tmp/fm/raw" --train_count=256 --val_count=128 >/dev/null 2>&1 &&
+  "$build/bin/imagenet_to_lmdb" --root="$tmp/fm/raw" --out="$tmp/fm/lmdb" >/dev/null 2>&1 ||
+  { echo "FAIL emu_resnet_data: could not prepare the data set"; exit 1; }
+resnet() {  # OUT_NAME FLAGS...
+  local out=$1
+  shift
+  "$build/bin/resnet" --config=image_classification/configs/small.conf --data_dir="$tmp/fm" \
+    --width=8 --batch_size=32 --max_epochs=2 --eval_every=1 --target_accuracy=0.15 \
+    --log_file="$tmp/$out.log" "$@" >"$tmp/$out.out" 2>&1
+}
+resnet cpu --device=cpu --checkpoint="$tmp/cpu.ckpt"
+resnet fp32 --device=cuda --precision=fp32 --checkpoint="$tmp/fp32.ckpt"
+# Top-1 to one image in 128 and the loss to 2e-3 (both measured identical to
+# four places in the emulator).
+ok=1
+for e in 1 2; do
+  close "$(resnet_field "$tmp/cpu.out" $e top-1)" "$(resnet_field "$tmp/fp32.out" $e top-1)" 0.008 &&
+    close "$(resnet_field "$tmp/cpu.out" $e loss)" "$(resnet_field "$tmp/fp32.out" $e loss)" 0.002 || ok=0
+done
+summary() { grep -E '^epoch|^error' "$1" | tr '\n' ' '; }
+if ((ok)); then
+  echo "PASS emu_resnet_fp32_matches_cpu ($(summary "$tmp/fp32.out"))"
+else
+  echo "FAIL emu_resnet_fp32_matches_cpu: CPU: $(summary "$tmp/cpu.out"); emulated GPU: $(summary "$tmp/fp32.out")"
+fi
+if python3 logs/result.py --target 0.15 --require-success "$tmp/fp32.log" >"$tmp/check.out" 2>&1; then
+  echo "PASS emu_resnet_cuda_log_complies"
+else
+  echo "FAIL emu_resnet_cuda_log_complies: $(tr '\n' ' ' <"$tmp/check.out" | tail -c 400)"
+fi
+
+# bf16 and fp16 (with loss scaling): every activation rounded, so allow 0.05
+# in loss and 6 images in 128 (measured: up to 0.02 and 2 images).
+for p in bf16 fp16; do
+  resnet $p --device=cuda --precision=$p
+  ok=1
+  for e in 1 2; do
+    close "$(resnet_field "$tmp/cpu.out" $e top-1)" "$(resnet_field "$tmp/$p.out" $e top-1)" 0.05 &&
+      close "$(resnet_field "$tmp/cpu.out" $e loss)" "$(resnet_field "$tmp/$p.out" $e loss)" 0.05 || ok=0
+  done
+  if ((ok)); then
+    echo "PASS emu_resnet_${p}_near_cpu ($(summary "$tmp/$p.out"))"
+  else
+    echo "FAIL emu_resnet_${p}_near_cpu: CPU: $(summary "$tmp/cpu.out"); $p: $(summary "$tmp/$p.out")"
+  fi
+done
+
+# Resume on the GPU: 1 epoch, then --resume for the second, writes the same
+# final checkpoint, bit for bit, as the uninterrupted run.
+resnet split1 --device=cuda --precision=fp32 --checkpoint="$tmp/split.ckpt" --max_epochs=1
+resnet split2 --device=cuda --precision=fp32 --checkpoint="$tmp/split.ckpt" --resume
+if grep -q "resume: .*continuing after epoch 1" "$tmp/split2.out" && cmp -s "$tmp/fp32.ckpt" "$tmp/split.ckpt"; then
+  echo "PASS emu_resnet_cuda_resume_matches_uninterrupted"
+else
+  echo "FAIL emu_resnet_cuda_resume_matches_uninterrupted: $(grep -E 'resume|^error' "$tmp/split2.out" | head -n 2 | tr '\n' ' ')"
+fi
+
+# ---------------------------------------------------------------- NCF
+# The small generated set (3,000 users), one epoch: sampling on the GPU
+# takes the CPU's negatives, so HR@10 agrees to the rounding of different
+# GEMM orders (0.01: 30 users), and to 0.03 with bf16 linear layers.
+"$build/bin/movielens_generate" --size=small --out="$tmp/ml" >/dev/null 2>&1 &&
+  "$build/bin/movielens_convert" --input="$tmp/ml/ratings.csv" --out="$tmp/ml" >/dev/null 2>&1 ||
+  { echo "FAIL emu_ncf_data: could not prepare the data set"; exit 1; }
+ncf() {  # OUT_NAME FLAGS...
+  local out=$1
+  shift
+  "$build/bin/ncf" --config=recommendation/configs/small.conf --data_dir="$tmp/ml" --max_epochs=1 \
+    --target_accuracy=1 --log_file="$tmp/$out.log" "$@" >"$tmp/$out.out" 2>&1
+}
+ncf ncf_cpu --device=cpu
+cpu_hr=$(ncf_hr "$tmp/ncf_cpu.out" 1)
+for p in fp32 bf16; do
+  ncf ncf_$p --device=cuda --precision=$p
+  hr=$(ncf_hr "$tmp/ncf_$p.out" 1)
+  tol=$([[ $p == fp32 ]] && echo 0.01 || echo 0.03)
+  if close "$cpu_hr" "$hr" $tol; then
+    echo "PASS emu_ncf_${p}_matches_cpu (HR@10 epoch 1: CPU $cpu_hr, emulated GPU $hr)"
+  else
+    echo "FAIL emu_ncf_${p}_matches_cpu: HR@10 epoch 1: CPU '$cpu_hr', emulated GPU '$hr'; $(grep -m1 '^error' "$tmp/ncf_$p.out")"
+  fi
+done
