@@ -20,6 +20,7 @@ Prints one table and writes tests/bench/results/resnet_<date>_<gpu>.{json,md}.
     python3 tests/bench/bench_resnet.py --device cpu --batch 4 --image_size 64 --steps 2 --images 64
         (a smoke run of the script's own logic: fp32 only, no results file)
 """
+import math
 import os
 import re
 import subprocess
@@ -41,7 +42,13 @@ def run_ours(args, precision, data_dir=None, profile=False):
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [os.path.join(args.build, "bin", "resnet"), f"--config={conf}",
                f"--batch_size={args.batch}", f"--image_size={args.image_size}",
-               f"--device={args.device}", f"--precision={precision}", "--optimizer=sgd",
+               f"--device={args.device}", f"--precision={precision}",
+               # PyTorch's optimizer below, at a constant rate: the full
+               # config's LARS rate (3.7) under SGD, on one repeated batch,
+               # diverges, and the steps would time NaN arithmetic (or, in
+               # fp16, overflow-skipped steps without an optimizer step).
+               "--optimizer=sgd", "--base_lr=0.1", "--end_lr=0.1", "--warmup_epochs=0",
+               "--momentum=0.9", "--weight_decay=5e-5",
                f"--log_file={os.path.join(tmp, 'bench.log')}"]
         if data_dir:
             cmd += [f"--data_dir={data_dir}", f"--bench_steps={args.steps}",
@@ -56,6 +63,10 @@ def run_ours(args, precision, data_dir=None, profile=False):
     m = re.search(pattern, proc.stdout)
     if proc.returncode != 0 or not m:
         raise SystemExit("bench_resnet: our trainer failed:\n" + proc.stdout[-2000:] + proc.stderr[-2000:])
+    loss = re.search(r"\(loss ([^)]*)\)", proc.stdout[m.start():])
+    if not loss or not math.isfinite(float(loss.group(1))):
+        raise SystemExit(f"bench_resnet: our {precision} run's loss is not finite, so its steps timed "
+                         "NaN arithmetic:\n" + proc.stdout[-1500:] + proc.stderr[-1500:])
     second = float(m.group(2)) / 100 if data_dir else benchlib.profile_block(proc.stdout)
     return float(m.group(1)), second
 
