@@ -53,9 +53,9 @@ CFLAGS += -DHAVE_CUDA=1 -I$(CUDA_HOME)/include
 NVCCFLAGS := -O1 -g -std=c++17 -Icommon -MMD -MP -Wall -Wextra -DHAVE_CUDA=1 -I$(CUDA_HOME)/include
 LDLIBS += -lstdc++
 ifeq ($(EMU_ASAN),1)
-CFLAGS += -fsanitize=address -fno-omit-frame-pointer
-NVCCFLAGS += -fsanitize=address -fno-omit-frame-pointer
-LDLIBS += -fsanitize=address
+CFLAGS += -fsanitize=address,alignment -fno-omit-frame-pointer
+NVCCFLAGS += -fsanitize=address,alignment -fno-omit-frame-pointer -fno-sanitize-recover=alignment
+LDLIBS += -fsanitize=address,alignment
 endif
 else ifeq ($(CUDA),1)
 CFLAGS += -DHAVE_CUDA=1 -I$(CUDA_HOME)/include
@@ -184,7 +184,7 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.c.o $(HARNESS_OBJ) $(TASK_LIBS) $(LIBCOMM
 $(BUILD)/tests/test_emu_libs: $(BUILD)/obj/tests/emu/test_emu_libs.cpp.o $(BUILD)/obj/tests/emu/emu_libs.cpp.o
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD    $@")
-	$(Q)$(CXX) $^ -o $@ $(shell pkg-config --libs openblas) $(filter -fsanitize=address,$(LDLIBS))
+	$(Q)$(CXX) $^ -o $@ $(shell pkg-config --libs openblas) $(filter -fsanitize=%,$(LDLIBS))
 
 $(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.c.o $(LIBCOMMON)
 	@mkdir -p $(dir $@)
