@@ -138,7 +138,8 @@ def main(argv):
                                 rewrite(f.read(), header))
     cxx = os.environ.get("CXX", "g++")
     cmd = [cxx, "-x", "c++", "-include", os.path.join(HERE, "emu.h"), "-I", HERE,
-           "-iquote", os.path.dirname(source) or ".", "-ffp-contract=off", "-Wno-unknown-pragmas"] + args + ["-c", tmp, "-o", out]
+           "-iquote", os.path.dirname(source) or ".", "-ffp-contract=off", "-Wno-unknown-pragmas",
+           "-Wno-subobject-linkage"] + args + ["-c", tmp, "-o", out]
     if "-MMD" in args:
         cmd += ["-MT", out, "-MF", out[:-2] + ".d"]
     sys.exit(subprocess.call(cmd))
