@@ -68,8 +68,11 @@ endif
 ifeq ($(MPI),1)
 CFLAGS += -DHAVE_MPI=1 $(shell $(MPICC) --showme:compile)
 LDLIBS += $(shell $(MPICC) --showme:link)
+EMU_MPI_FLAGS := -DHAVE_MPI=1 $(shell $(MPICC) --showme:compile)
+EMU_MPI_LIBS := $(shell $(MPICC) --showme:link)
 else
 CFLAGS += -DHAVE_MPI=0
+EMU_MPI_FLAGS := -DHAVE_MPI=0
 endif
 
 # ---------------------------------------------------------------- sources
@@ -143,7 +146,7 @@ $(BUILD)/obj/%.cpp.o: %.cpp $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CXX   $<")
 	$(Q)$(CXX) $(filter-out -std=c++17,$(NVCCFLAGS)) -std=c++17 -I$(CUDA_HOME)/include \
-	  $(shell pkg-config --cflags openblas) -c $< -o $@
+	  $(shell pkg-config --cflags openblas) $(EMU_MPI_FLAGS) -c $< -o $@
 
 $(LIBCOMMON): $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
@@ -184,7 +187,7 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.c.o $(HARNESS_OBJ) $(TASK_LIBS) $(LIBCOMM
 $(BUILD)/tests/test_emu_libs: $(BUILD)/obj/tests/emu/test_emu_libs.cpp.o $(BUILD)/obj/tests/emu/emu_libs.cpp.o
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD    $@")
-	$(Q)$(CXX) $^ -o $@ $(shell pkg-config --libs openblas) $(filter -fsanitize=%,$(LDLIBS))
+	$(Q)$(CXX) $^ -o $@ $(shell pkg-config --libs openblas) $(EMU_MPI_LIBS) $(filter -fsanitize=%,$(LDLIBS))
 
 $(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.c.o $(LIBCOMMON)
 	@mkdir -p $(dir $@)

@@ -6,7 +6,8 @@
 # Usage: tests/run_tests.sh BUILD_DIR [FILTER]
 # With EMU=1 (make test-emu) only the C test programs run, built against the
 # CPU emulation of CUDA (tests/emu/README.md): their CUDA cases then check
-# the CUDA code's logic, not a GPU.
+# the CUDA code's logic, not a GPU. With them run test_dist.sh (two ranks)
+# and tests/emu/test_*.sh.
 set -uo pipefail
 build=${1:-build}
 filter=${2:-${TEST_FILTER:-}}
@@ -16,7 +17,8 @@ progs=()
 for t in "$build"/tests/test_*; do [[ -x $t ]] && progs+=("$t"); done
 if [[ ${EMU:-0} == 1 ]]; then
   echo "CUDA cases run on the CPU emulation of CUDA (tests/emu), not on a GPU"
-  for t in tests/emu/test_*.sh; do [[ -f $t ]] && progs+=("$t"); done
+  # test_dist.sh: two MPI ranks, whose GPU cases go through NCCL (over MPI).
+  for t in tests/test_dist.sh tests/emu/test_*.sh; do [[ -f $t ]] && progs+=("$t"); done
 else
   for t in tests/test_*.py tests/test_*.sh; do [[ -f $t ]] && progs+=("$t"); done
 fi

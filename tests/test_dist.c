@@ -1,7 +1,9 @@
 // Data parallelism. Run alone (by run_tests.sh): one rank without MPI, and
 // the gradient buckets. Under `mpirun -np 2` (by test_dist.sh): two CPU ranks,
 // each with half of every batch, end with the same parameters as one rank
-// with the whole batch; broadcast, eval sums and stop decisions agree. Only
+// with the whole batch; broadcast, eval sums and stop decisions agree; and,
+// given two GPUs (or the CUDA emulation, whose NCCL goes through MPI), the
+// same through NCCL and the fused GPU optimizers. Only
 // rank 0 prints case lines; what another rank sees reaches them through
 // dist_all_agree. With --fail-rank=R, rank R dies while the others wait in a
 // barrier: mpirun must end the job (test_dist.sh checks that it does, with the
@@ -75,13 +77,19 @@ static void buckets_tile_the_buffer(void) {
 
 // Global batch `step`: samples step * G .. step * G + G - 1 (mod the data
 // set); this rank takes the slice [rank G / size, (rank + 1) G / size).
+// Returns the share's size.
+static int step_samples(int step, int rank, int size, int64_t samples[GLOBAL_BATCH]) {
+  int share = GLOBAL_BATCH / size;
+  for (int s = 0; s < share; s++)
+    samples[s] = ((int64_t)step * GLOBAL_BATCH + rank * share + s) % TOY_DATASET;
+  return share;
+}
+
 static void train(ParamSet *ps, Optimizer *opt, Dist *d, int rank, int size) {
   Device dev = cpu_device();
-  int share = GLOBAL_BATCH / size;
   for (int step = 0; step < STEPS; step++) {
     int64_t samples[GLOBAL_BATCH];
-    for (int s = 0; s < share; s++)
-      samples[s] = ((int64_t)step * GLOBAL_BATCH + rank * share + s) % TOY_DATASET;
+    int share = step_samples(step, rank, size, samples);
     optim_grads_zero(&dev, ps);
     toy_accumulate_grads(ps, samples, share);
     if (d) {
@@ -139,6 +147,71 @@ static void two_ranks_match_one_sgd(void) { train_case(OPT_SGD, 2e-6); }
 static void two_ranks_match_one_adam(void) { train_case(OPT_ADAM, 2e-6); }
 static void two_ranks_match_one_lars(void) { train_case(OPT_LARS, 2e-6); }
 
+// The same on GPUs, one per rank: parameters, gradients and optimizer state
+// on the device, the broadcast and the bucketed averages through NCCL, the
+// fused optimizer. The toy model's gradients are computed on the host from
+// a copy of the parameters and uploaded, step by step. Against the whole
+// batch on the CPU: the fused CUDA optimizers round differently from the
+// CPU ones (op tests: ~1e-7 a step), so 1e-5 after 12 steps.
+static void two_gpus_match_one_cpu(OptKind kind) {
+  int gpus = device_cuda_count();
+  if (!dist_all_agree(&g_dist, gpus >= g_dist.size))
+    test_skip("needs one GPU per rank (%d found; NCCL refuses two ranks on one)", gpus);
+  Device dev, cpu = cpu_device();
+  device_open(&dev, DEVICE_CUDA, dist_device_index(&g_dist));
+  OptConfig cfg = optim_defaults(kind);
+  cfg.weight_decay = 1e-3f;
+  int states = optim_state_count(kind);
+  ParamSet whole, host, part;  // CPU reference; host mirror of part; part on the GPU
+  paramset_init(&whole, kToySpecs, TOY_N_TENSORS, states, DEVICE_CPU);
+  paramset_init(&host, kToySpecs, TOY_N_TENSORS, 0, DEVICE_CPU);
+  paramset_init(&part, kToySpecs, TOY_N_TENSORS, states, DEVICE_CUDA);
+  size_t bytes = (size_t)whole.total_numel * sizeof(float);
+  Optimizer ow, op;
+  optim_init(&ow, &cfg, &whole);
+  optim_init(&op, &cfg, &part);
+  toy_init_params(&whole, 5);
+  toy_init_params(&host, 5 + (uint64_t)g_dist.rank);  // the broadcast must make them equal
+  device_copy(DEVICE_CUDA, part.params, DEVICE_CPU, host.params, bytes);
+  Dist d = g_dist;
+  dist_attach(&d, &dev, &part, 256);
+  dist_broadcast_params(&d);
+  device_sync(&dev);
+  device_copy(DEVICE_CPU, host.params, DEVICE_CUDA, part.params, bytes);
+  CHECK(dist_all_agree(&d, memcmp(host.params, whole.params, bytes) == 0));
+  train(&whole, &ow, NULL, 0, 1);
+  for (int step = 0; step < STEPS; step++) {
+    int64_t samples[GLOBAL_BATCH];
+    int share = step_samples(step, d.rank, d.size, samples);
+    optim_grads_zero(&cpu, &host);
+    toy_accumulate_grads(&host, samples, share);
+    device_copy(DEVICE_CUDA, part.grads, DEVICE_CPU, host.grads, bytes);
+    for (int i = 0; i < part.count; i++) dist_grad_ready(&d, part.count - 1 - i);
+    dist_grad_wait(&d);
+    optim_step(&op, &dev, &part, 0.05f);
+    device_sync(&dev);
+    device_copy(DEVICE_CPU, host.params, DEVICE_CUDA, part.params, bytes);
+  }
+  double err = test_rel_error(host.params, whole.params, whole.total_numel);
+  CHECK_MSG(dist_all_agree(&d, err < 1e-5), "%s: 2 GPUs vs 1 CPU: relative error %g on rank %d",
+            optim_kind_name(kind), err, d.rank);
+  double sum = 0;
+  for (int64_t i = 0; i < host.total_numel; i++) sum += host.params[i] * (double)(i + 1);
+  double both[2] = {d.rank == 0 ? sum : 0, d.rank == 1 ? sum : 0};
+  dist_sum_f64(&d, both, 2);
+  CHECK(both[0] == both[1]);
+  dist_detach(&d);
+  optim_free(&ow);
+  optim_free(&op);
+  paramset_free(&whole);
+  paramset_free(&host);
+  paramset_free(&part);
+  device_close(&dev);
+}
+
+static void two_gpus_match_one_cpu_sgd(void) { two_gpus_match_one_cpu(OPT_SGD); }
+static void two_gpus_match_one_cpu_lars(void) { two_gpus_match_one_cpu(OPT_LARS); }
+
 static void eval_sums_and_decisions(void) {
   Dist *d = &g_dist;
   double acc[2] = {0.25 * (d->rank + 1), 1.0};
@@ -184,6 +257,8 @@ int main(int argc, char **argv) {
     TEST_RUN(two_ranks_match_one_adam);
     TEST_RUN(two_ranks_match_one_lars);
     TEST_RUN(eval_sums_and_decisions);
+    TEST_RUN(two_gpus_match_one_cpu_sgd);
+    TEST_RUN(two_gpus_match_one_cpu_lars);
   }
   int rc = test_finish();
   dist_finalize(&g_dist);

@@ -17,6 +17,10 @@
 #include <cuda_fp16.h>
 #include <cudnn.h>
 #include <nccl.h>
+#if HAVE_MPI
+#define OMPI_SKIP_MPICXX 1  // the C API only
+#include <mpi.h>
+#endif
 
 #include <climits>
 #include <cmath>
@@ -843,9 +847,16 @@ cudnnStatus_t cudnnAddTensor(cudnnHandle_t handle, const void *alpha,
 
 // ---------------------------------------------------------------- NCCL
 
-// One emulated process holds one rank, so a communicator has exactly one.
+// One emulated process holds one rank. A communicator of more ranks needs
+// the processes to be MPI ranks of one job (built with MPI, as the trainers
+// run under mpirun): the collectives then go through MPI on a duplicate of
+// MPI_COMM_WORLD, device memory being host memory here. Without MPI only
+// one rank is possible.
 struct ncclComm {
   int nranks, rank;
+#if HAVE_MPI
+  MPI_Comm mpi;  // MPI_COMM_NULL for one rank
+#endif
 };
 
 // Marks ids made by ncclGetUniqueId, so an id that never arrived (zeros, say)
@@ -862,15 +873,33 @@ static size_t nccl_type_bytes(ncclDataType_t t) {
   }
 }
 
-// With one rank sum, prod, max, min and avg all leave the data as it is;
-// what remains is the copy when the buffers differ.
-static ncclResult_t nccl_one_rank_copy(const void *send, void *recv, size_t count,
-                                       ncclDataType_t type, ncclComm_t comm) {
+// Checks the buffers and copies send to recv when they differ: all that a
+// collective over one rank does (sum, prod, max, min and avg of one value).
+static ncclResult_t nccl_copy(const void *send, void *recv, size_t count, ncclDataType_t type,
+                              ncclComm_t comm) {
   size_t bytes = nccl_type_bytes(type);
   if (!comm || bytes == 0 || (count > 0 && (!send || !recv))) return ncclInvalidArgument;
   if (send != recv && count > 0) memmove(recv, send, count * bytes);
   return ncclSuccess;
 }
+
+#if HAVE_MPI
+// The MPI type of an NCCL type; MPI_DATATYPE_NULL for the 8- and 16-bit
+// floats, which MPI cannot add.
+static MPI_Datatype nccl_mpi_type(ncclDataType_t t) {
+  switch (t) {
+    case ncclInt8: return MPI_INT8_T;
+    case ncclUint8: return MPI_UINT8_T;
+    case ncclInt32: return MPI_INT32_T;
+    case ncclUint32: return MPI_UINT32_T;
+    case ncclInt64: return MPI_INT64_T;
+    case ncclUint64: return MPI_UINT64_T;
+    case ncclFloat32: return MPI_FLOAT;
+    case ncclFloat64: return MPI_DOUBLE;
+    default: return MPI_DATATYPE_NULL;
+  }
+}
+#endif
 
 extern "C" {
 
@@ -883,13 +912,30 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
 
 ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank) {
   if (!comm || nranks < 1 || rank < 0 || rank >= nranks) return ncclInvalidArgument;
-  if (nranks > 1) return ncclInvalidUsage;  // the other ranks would be other processes
   if (memcmp(commId.internal, kNcclIdTag, sizeof kNcclIdTag) != 0) return ncclInvalidArgument;
+#if HAVE_MPI
+  MPI_Comm mpi = MPI_COMM_NULL;
+  if (nranks > 1) {
+    int ready = 0, size = 0, me = -1;
+    MPI_Initialized(&ready);
+    if (!ready) return ncclInvalidUsage;  // the other ranks would be other processes
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    if (size != nranks || me != rank) return ncclInvalidUsage;
+    if (MPI_Comm_dup(MPI_COMM_WORLD, &mpi) != MPI_SUCCESS) return ncclSystemError;
+  }
+  *comm = new (std::nothrow) ncclComm{nranks, rank, mpi};
+#else
+  if (nranks > 1) return ncclInvalidUsage;  // the other ranks would be other processes
   *comm = new (std::nothrow) ncclComm{nranks, rank};
+#endif
   return *comm ? ncclSuccess : ncclSystemError;
 }
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+#if HAVE_MPI
+  if (comm && comm->mpi != MPI_COMM_NULL) MPI_Comm_free(&comm->mpi);
+#endif
   delete comm;
   return ncclSuccess;
 }
@@ -898,14 +944,47 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
                            ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                            cudaStream_t /*stream*/) {
   if (op < ncclSum || op >= ncclNumOps) return ncclInvalidArgument;  // no custom ops
-  return nccl_one_rank_copy(sendbuff, recvbuff, count, datatype, comm);
+  ncclResult_t rc = nccl_copy(sendbuff, recvbuff, count, datatype, comm);
+  if (rc != ncclSuccess || comm->nranks == 1 || count == 0) return rc;
+#if HAVE_MPI
+  MPI_Datatype type = nccl_mpi_type(datatype);
+  if (type == MPI_DATATYPE_NULL) return ncclInvalidUsage;
+  MPI_Op mpi_op = op == ncclProd ? MPI_PROD : op == ncclMax ? MPI_MAX : op == ncclMin ? MPI_MIN
+                                                                                    : MPI_SUM;
+  if (count > (size_t)INT_MAX) return ncclInvalidUsage;
+  if (MPI_Allreduce(MPI_IN_PLACE, recvbuff, (int)count, type, mpi_op, comm->mpi) != MPI_SUCCESS)
+    return ncclSystemError;
+  if (op == ncclAvg) {  // the sum over the ranks, divided as NCCL does for floats
+    if (datatype == ncclFloat32)
+      for (size_t i = 0; i < count; i++) ((float *)recvbuff)[i] /= (float)comm->nranks;
+    else if (datatype == ncclFloat64)
+      for (size_t i = 0; i < count; i++) ((double *)recvbuff)[i] /= comm->nranks;
+    else
+      return ncclInvalidUsage;
+  }
+  return ncclSuccess;
+#else
+  return ncclInvalidUsage;
+#endif
 }
 
 ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
                            ncclDataType_t datatype, int root, ncclComm_t comm,
                            cudaStream_t /*stream*/) {
   if (comm && (root < 0 || root >= comm->nranks)) return ncclInvalidArgument;
-  return nccl_one_rank_copy(sendbuff, recvbuff, count, datatype, comm);
+  // Only the root's send buffer counts; the copy puts it where MPI sends from.
+  ncclResult_t rc = nccl_copy(comm && comm->rank == root ? sendbuff : recvbuff, recvbuff, count,
+                              datatype, comm);
+  if (rc != ncclSuccess || comm->nranks == 1 || count == 0) return rc;
+#if HAVE_MPI
+  size_t bytes = count * nccl_type_bytes(datatype);
+  if (bytes > (size_t)INT_MAX) return ncclInvalidUsage;
+  return MPI_Bcast(recvbuff, (int)bytes, MPI_BYTE, root, comm->mpi) == MPI_SUCCESS
+             ? ncclSuccess
+             : ncclSystemError;
+#else
+  return ncclInvalidUsage;
+#endif
 }
 
 const char *ncclGetErrorString(ncclResult_t result) {
@@ -916,7 +995,8 @@ const char *ncclGetErrorString(ncclResult_t result) {
     case ncclInternalError: return "internal error";
     case ncclInvalidArgument: return "invalid argument";
     case ncclInvalidUsage:
-      return "invalid usage (the CPU emulation of NCCL runs one rank per process)";
+      return "invalid usage (the CPU emulation of NCCL: more than one rank needs an MPI job of "
+             "as many ranks, and sums only 32- and 64-bit types)";
     case ncclRemoteError: return "remote process exited or there was a network error";
     case ncclInProgress: return "NCCL operation in progress";
     default: return "unknown result code";

@@ -40,17 +40,21 @@ using emu::Event;
 
 extern "C" {
 
+// EMU_GPUS devices (default 2, so that two ranks of an MPI job each have
+// their own, as NCCL requires); all alike.
+static int device_count() { return emu::env_int("EMU_GPUS", 2); }
+
 cudaError_t cudaGetDeviceCount(int *count) {
-  *count = 1;
+  *count = device_count();
   return cudaSuccess;
 }
 
 cudaError_t cudaSetDevice(int device) {
-  return device == 0 ? cudaSuccess : cudaErrorInvalidDevice;
+  return device >= 0 && device < device_count() ? cudaSuccess : cudaErrorInvalidDevice;
 }
 
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device) {
-  if (device != 0) return cudaErrorInvalidDevice;
+  if (device < 0 || device >= device_count()) return cudaErrorInvalidDevice;
   memset(prop, 0, sizeof *prop);
   snprintf(prop->name, sizeof prop->name, "CUDA emulation on the CPU (tests/emu)");
   // Compute capability and SM count of an H100 by default, so that code

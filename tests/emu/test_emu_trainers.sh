@@ -94,6 +94,31 @@ else
   echo "FAIL emu_resnet_cuda_resume_matches_uninterrupted: $(grep -E 'resume|^error' "$tmp/split2.out" | head -n 2 | tr '\n' ' ')"
 fi
 
+# Two ranks (MPI; NCCL through MPI in the emulation): the gradient buckets
+# averaged during the backward, the initial broadcast, the eval counts
+# summed. Set against two CPU ranks, which split every batch the same way.
+if command -v mpirun >/dev/null && ldd "$build/bin/resnet" | grep -q libmpi; then
+  mpi=(timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2)
+  for dev in cpu cuda; do
+    "${mpi[@]}" "$build/bin/resnet" --config=image_classification/configs/small.conf \
+      --data_dir="$tmp/fm" --width=8 --batch_size=32 --max_epochs=2 --eval_every=1 \
+      --target_accuracy=1 --log_file="$tmp/two_$dev.log" --device=$dev --precision=fp32 \
+      >"$tmp/two_$dev.out" 2>&1
+  done
+  ok=1
+  for e in 1 2; do
+    close "$(resnet_field "$tmp/two_cpu.out" $e top-1)" "$(resnet_field "$tmp/two_cuda.out" $e top-1)" 0.008 &&
+      close "$(resnet_field "$tmp/two_cpu.out" $e loss)" "$(resnet_field "$tmp/two_cuda.out" $e loss)" 0.002 || ok=0
+  done
+  if ((ok)); then
+    echo "PASS emu_resnet_two_ranks_cuda_matches_cpu ($(summary "$tmp/two_cuda.out"))"
+  else
+    echo "FAIL emu_resnet_two_ranks_cuda_matches_cpu: CPU: $(summary "$tmp/two_cpu.out"); emulated GPUs: $(summary "$tmp/two_cuda.out") $(grep -m1 -i error "$tmp/two_cuda.out")"
+  fi
+else
+  echo "SKIP emu_resnet_two_ranks_cuda_matches_cpu: no MPI in this build"
+fi
+
 # ---------------------------------------------------------------- NCF
 # The small generated set (3,000 users), one epoch: sampling on the GPU
 # takes the CPU's negatives, so HR@10 agrees to the rounding of different
