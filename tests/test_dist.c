@@ -102,6 +102,20 @@ static void train(ParamSet *ps, Optimizer *opt, Dist *d, int rank, int size) {
   }
 }
 
+// This rank's parameters against the whole-batch run, to tol on every rank;
+// and the ranks agree with each other exactly (the same averaged gradient).
+static void check_against_whole(Dist *d, const float *params, const ParamSet *whole, double tol,
+                                const char *opt, const char *what) {
+  double err = test_rel_error(params, whole->params, whole->total_numel);
+  CHECK_MSG(dist_all_agree(d, err < tol), "%s: %s: relative error %g on rank %d", opt, what, err,
+            d->rank);
+  double sum = 0;
+  for (int64_t i = 0; i < whole->total_numel; i++) sum += params[i] * (double)(i + 1);
+  double both[2] = {d->rank == 0 ? sum : 0, d->rank == 1 ? sum : 0};
+  dist_sum_f64(d, both, 2);
+  CHECK(both[0] == both[1]);
+}
+
 static void train_case(OptKind kind, double tol) {
   Device dev = cpu_device();
   OptConfig cfg = optim_defaults(kind);
@@ -122,15 +136,7 @@ static void train_case(OptKind kind, double tol) {
                                   (size_t)whole.total_numel * sizeof(float)) == 0));
   train(&whole, &ow, NULL, 0, 1);
   train(&part, &op, &d, d.rank, d.size);
-  double err = test_rel_error(part.params, whole.params, whole.total_numel);
-  CHECK_MSG(dist_all_agree(&d, err < tol), "%s: 2 ranks vs 1: relative error %g on rank %d",
-            optim_kind_name(kind), err, d.rank);
-  // And the ranks agree with each other exactly: the same averaged gradient.
-  double sum = 0;
-  for (int64_t i = 0; i < part.total_numel; i++) sum += part.params[i] * (double)(i + 1);
-  double both[2] = {d.rank == 0 ? sum : 0, d.rank == 1 ? sum : 0};
-  dist_sum_f64(&d, both, 2);
-  CHECK(both[0] == both[1]);
+  check_against_whole(&d, part.params, &whole, tol, optim_kind_name(kind), "2 ranks vs 1");
   dist_detach(&d);
   optim_free(&ow);
   optim_free(&op);
@@ -192,14 +198,7 @@ static void two_gpus_match_one_cpu(OptKind kind) {
     device_sync(&dev);
     device_copy(DEVICE_CPU, host.params, DEVICE_CUDA, part.params, bytes);
   }
-  double err = test_rel_error(host.params, whole.params, whole.total_numel);
-  CHECK_MSG(dist_all_agree(&d, err < 1e-5), "%s: 2 GPUs vs 1 CPU: relative error %g on rank %d",
-            optim_kind_name(kind), err, d.rank);
-  double sum = 0;
-  for (int64_t i = 0; i < host.total_numel; i++) sum += host.params[i] * (double)(i + 1);
-  double both[2] = {d.rank == 0 ? sum : 0, d.rank == 1 ? sum : 0};
-  dist_sum_f64(&d, both, 2);
-  CHECK(both[0] == both[1]);
+  check_against_whole(&d, host.params, &whole, 1e-5, optim_kind_name(kind), "2 GPUs vs 1 CPU");
   dist_detach(&d);
   optim_free(&ow);
   optim_free(&op);
