@@ -84,6 +84,22 @@ for p in bf16 fp16; do
   fi
 done
 
+# LARS (the full configs' optimizer, fused on the GPU) with two micro-batches
+# a step (gradients summed on the device, batch norm per micro-batch), set
+# against the same on the CPU.
+resnet lars_cpu --device=cpu --optimizer=lars --base_lr=2.0 --grad_accumulation=2
+resnet lars_cuda --device=cuda --precision=fp32 --optimizer=lars --base_lr=2.0 --grad_accumulation=2
+ok=1
+for e in 1 2; do
+  close "$(resnet_field "$tmp/lars_cpu.out" $e top-1)" "$(resnet_field "$tmp/lars_cuda.out" $e top-1)" 0.008 &&
+    close "$(resnet_field "$tmp/lars_cpu.out" $e loss)" "$(resnet_field "$tmp/lars_cuda.out" $e loss)" 0.002 || ok=0
+done
+if ((ok)); then
+  echo "PASS emu_resnet_lars_accumulation_matches_cpu ($(summary "$tmp/lars_cuda.out"))"
+else
+  echo "FAIL emu_resnet_lars_accumulation_matches_cpu: CPU: $(summary "$tmp/lars_cpu.out"); emulated GPU: $(summary "$tmp/lars_cuda.out")"
+fi
+
 # Resume on the GPU: 1 epoch, then --resume for the second, writes the same
 # final checkpoint, bit for bit, as the uninterrupted run.
 resnet split1 --device=cuda --precision=fp32 --checkpoint="$tmp/split.ckpt" --max_epochs=1
@@ -122,7 +138,8 @@ fi
 # ---------------------------------------------------------------- NCF
 # The small generated set (3,000 users), one epoch: sampling on the GPU
 # takes the CPU's negatives, so HR@10 agrees to the rounding of different
-# GEMM orders (0.01: 30 users), and to 0.03 with bf16 linear layers.
+# GEMM orders (0.01: 30 users), and to 0.03 with bf16 or fp16 (loss-scaled)
+# linear layers.
 "$build/bin/movielens_generate" --size=small --out="$tmp/ml" >/dev/null 2>&1 &&
   "$build/bin/movielens_convert" --input="$tmp/ml/ratings.csv" --out="$tmp/ml" >/dev/null 2>&1 ||
   { echo "FAIL emu_ncf_data: could not prepare the data set"; exit 1; }
@@ -134,7 +151,7 @@ ncf() {  # OUT_NAME FLAGS...
 }
 ncf ncf_cpu --device=cpu
 cpu_hr=$(ncf_hr "$tmp/ncf_cpu.out" 1)
-for p in fp32 bf16; do
+for p in fp32 bf16 fp16; do
   ncf ncf_$p --device=cuda --precision=$p
   hr=$(ncf_hr "$tmp/ncf_$p.out" 1)
   tol=$([[ $p == fp32 ]] && echo 0.01 || echo 0.03)
