@@ -5,9 +5,9 @@
 // Each function has its real header's signature and C linkage (the program
 // links no vendor library). "Device memory" is host memory and every call is
 // synchronous, so streams and workspaces are stored or accepted and otherwise
-// ignored. Arguments are checked as the libraries document; the arithmetic is
-// plain loops accumulating in fp32, rounded once to the output type (nearest
-// even). fp32 inputs are rounded to TF32 wherever the real library would run
+// ignored. Arguments are checked as the libraries document; the arithmetic
+// accumulates in fp32 (GEMMs through OpenBLAS, convolutions in plain loops)
+// and is rounded once to the output type (nearest even). fp32 inputs are rounded to TF32 wherever the real library would run
 // them on TF32 tensor cores, so TF32 effects show up here too. What is not
 // emulated returns the library's NOT_SUPPORTED status, never a wrong answer.
 #include <cublasLt.h>
