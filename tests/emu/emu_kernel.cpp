@@ -12,9 +12,10 @@
 // On x86-64 a fiber switch is a dozen instructions (emu_switch below);
 // elsewhere it is ucontext's swapcontext, which also makes a system call.
 //
-// EMU_REVERSE=1 runs the fibers of each pass in reverse order, so that a
-// missing barrier between one thread's write and another's read shows up
-// as a different result in one of the two orders.
+// EMU_REVERSE=1 runs the blocks, and the fibers of each pass, in reverse
+// order, so that a missing barrier between one thread's write and another's
+// read, or a block counting on another to have run first, shows up as a
+// different result in one of the two orders.
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -325,15 +326,16 @@ void launch(const char *name, const std::function<void()> &body, dim3 grid, dim3
   bool reverse = rev && rev[0] == '1';
   block_dim = block;
   grid_dim = grid;
-  for (unsigned z = 0; z < grid.z; z++)
-    for (unsigned y = 0; y < grid.y; y++)
-      for (unsigned x = 0; x < grid.x; x++) {
-        block_idx = uint3{x, y, z};
-        // Fresh each block and never zero, as on the GPU: a read before a
-        // write sees NaN bytes.
-        g_dynamic_shared.assign(shared_bytes, 0xff);
-        run_block(n, reverse);
-      }
+  uint64_t blocks = (uint64_t)grid.x * grid.y * grid.z;
+  for (uint64_t i = 0; i < blocks; i++) {
+    uint64_t b = reverse ? blocks - 1 - i : i;
+    block_idx = uint3{(unsigned)(b % grid.x), (unsigned)(b / grid.x % grid.y),
+                      (unsigned)(b / grid.x / grid.y)};
+    // Fresh each block and never zero, as on the GPU: a read before a write
+    // sees NaN bytes.
+    g_dynamic_shared.assign(shared_bytes, 0xff);
+    run_block(n, reverse);
+  }
   current = nullptr;
   g_running = nullptr;
   pthread_mutex_unlock(&g_launch_lock);
