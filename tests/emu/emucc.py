@@ -58,6 +58,11 @@ def rewrite_launches(text, path):
         if at < 0:
             out.append(text[pos:])
             return "".join(out)
+        line_start = text.rfind("\n", 0, at) + 1
+        if "//" in text[line_start:at]:  # a launch in a comment stays as written
+            out.append(text[pos:at + 3])
+            pos = at + 3
+            continue
         start = callee_start(text, at)
         callee = text[start:at]
         name = re.sub(r"\s+", "", callee)
