@@ -137,7 +137,7 @@ $(BUILD)/obj/%.c.o: %.c $(FLAGS_STAMP)
 	@$(if $(Q),echo "  CC    $<")
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/obj/%.cu.o: %.cu $(FLAGS_STAMP)
+$(BUILD)/obj/%.cu.o: %.cu $(FLAGS_STAMP) $(if $(filter 1,$(EMU)),tests/emu/emucc.py)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  NVCC  $<")
 	$(Q)$(NVCC) $(NVCCFLAGS) -c $< -o $@
