@@ -184,7 +184,8 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.c.o $(HARNESS_OBJ) $(TASK_LIBS) $(LIBCOMM
 	@$(if $(Q),echo "  LD    $@")
 	$(Q)$(CC) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/tests/test_emu_libs: $(BUILD)/obj/tests/emu/test_emu_libs.cpp.o $(BUILD)/obj/tests/emu/emu_libs.cpp.o
+$(BUILD)/tests/test_emu_libs: $(BUILD)/obj/tests/emu/test_emu_libs.cpp.o $(BUILD)/obj/tests/emu/emu_libs.cpp.o \
+  $(BUILD)/obj/tests/emu/emu_runtime.cpp.o
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD    $@")
 	$(Q)$(CXX) $^ -o $@ $(shell pkg-config --libs openblas) $(EMU_MPI_LIBS) $(filter -fsanitize=%,$(LDLIBS))

@@ -27,23 +27,30 @@ def rewrite(text):
     return emucc.rewrite(text, "t.cu")
 
 
+def launch(name, callee, args, config):
+    """What a launch becomes: the arguments evaluated into a tuple at once,
+    the kernel called with them when the queue runs it."""
+    return (f'emu::launch("{name}", [emu_args = std::make_tuple({args})]() {{ '
+            f'std::apply([](auto... emu_a) {{ {callee}(emu_a...); }}, emu_args); }}, {config})')
+
+
 case("plain_launch",
      rewrite("k<<<grid, 256, 0, s>>>(a, n);"),
-     'emu::launch("k", [=]() { k(a, n); }, grid, 256, 0, s);')
+     launch("k", "k", "a, n", "grid, 256, 0, s") + ";")
 case("template_kernel_with_commas",
      rewrite("  kern<T, 4><<<b, t>>>(x);"),
-     '  emu::launch("kern<T,4>", [=]() { kern<T, 4>(x); }, b, t);')
+     "  " + launch("kern<T,4>", "kern<T, 4>", "x", "b, t") + ";")
 case("dim3_config_and_nested_call_arguments",
      rewrite("k<<<dim3(a, b), block, shmem, dev->stream>>>(f(x, y), (int)n);"),
-     'emu::launch("k", [=]() { k(f(x, y), (int)n); }, dim3(a, b), block, shmem, dev->stream);')
+     launch("k", "k", "f(x, y), (int)n", "dim3(a, b), block, shmem, dev->stream") + ";")
 multi = "k<T>\n    <<<g, b, 0, s>>>(\n        a,\n        b);"
 got = rewrite(multi)
 case("multi_line_keeps_line_count", got.count("\n"), multi.count("\n"))
 case("multi_line_launch", "".join(got.split()),
-     "".join('emu::launch("k<T>", [=]() { k<T>(a, b); }, g, b, 0, s);'.split()))
+     "".join((launch("k<T>", "k<T>", "a, b", "g, b, 0, s") + ";").split()))
 case("launch_after_case_label",
      rewrite("case 1: k<<<g, 256, 0, s>>>(p, n); break;"),
-     'case 1: emu::launch("k", [=]() { k(p, n); }, g, 256, 0, s); break;')
+     "case 1: " + launch("k", "k", "p, n", "g, 256, 0, s") + "; break;")
 case("launch_in_comment_untouched",
      rewrite("// k<<<g, b>>>(x) launches k\nint y;"),
      "// k<<<g, b>>>(x) launches k\nint y;")

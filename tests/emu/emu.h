@@ -1,7 +1,9 @@
 // emu.h: the CPU emulation of CUDA C++ that `make EMU=1` compiles the
 // project's .cu files against (tests/emu/README.md). emucc.py force-includes
 // it and rewrites each launch `k<<<grid, block, shared, stream>>>(args)` into
-// emu::launch; everything else in a .cu file compiles as ordinary C++.
+// emu::launch, with the arguments evaluated at the launch into a tuple and the
+// kernel queued to run later (emu_internal.h); everything else in a .cu file
+// compiles as ordinary C++.
 //
 // A kernel runs one block at a time; each thread of the block is a fiber
 // (its own stack) that runs until it finishes or waits at __syncthreads or a
@@ -18,6 +20,7 @@
 #include <string.h>
 
 #include <functional>
+#include <tuple>
 #include <type_traits>
 
 #undef __global__

@@ -294,23 +294,15 @@ uint64_t warp_exchange(unsigned mask, uint64_t mine, int src_lane) {
 
 void *dynamic_shared() { return g_dynamic_shared.data(); }
 
-void launch(const char *name, const std::function<void()> &body, dim3 grid, dim3 block,
-            size_t shared_bytes, cudaStream_t stream) {
-  (void)stream;  // every launch runs to completion before it returns
-  uint64_t threads = (uint64_t)block.x * block.y * block.z;
-  if (threads == 0 || threads > kMaxThreads || block.z > 64 || grid.x == 0 || grid.y == 0 ||
-      grid.z == 0 || grid.x > 2147483647u || grid.y > 65535 || grid.z > 65535) {
-    set_error(cudaErrorInvalidConfiguration);
-    return;
-  }
-  if (shared_bytes > 48 * 1024) {  // more needs cudaFuncSetAttribute first
-    set_error(cudaErrorInvalidValue);
-    return;
-  }
+namespace {
+
+// Runs one launch to completion (from the device queue).
+void run_launch(const char *name, const std::function<void()> &body, dim3 grid, dim3 block,
+                size_t shared_bytes) {
+  int n = (int)(block.x * block.y * block.z);
   pthread_mutex_lock(&g_launch_lock);
   g_kernel = name;
   g_body = &body;
-  int n = (int)threads;
   if ((int)g_fibers.size() < n) g_fibers.resize((size_t)n);
   while ((int)g_stacks.size() < n) {
     void *s = mmap(nullptr, kStackBytes, PROT_READ | PROT_WRITE,
@@ -339,6 +331,27 @@ void launch(const char *name, const std::function<void()> &body, dim3 grid, dim3
   current = nullptr;
   g_running = nullptr;
   pthread_mutex_unlock(&g_launch_lock);
+}
+
+}  // namespace
+
+void launch(const char *name, const std::function<void()> &body, dim3 grid, dim3 block,
+            size_t shared_bytes, cudaStream_t stream) {
+  (void)stream;  // one queue serves every stream (emu_internal.h)
+  uint64_t threads = (uint64_t)block.x * block.y * block.z;
+  if (threads == 0 || threads > kMaxThreads || block.z > 64 || grid.x == 0 || grid.y == 0 ||
+      grid.z == 0 || grid.x > 2147483647u || grid.y > 65535 || grid.z > 65535) {
+    set_error(cudaErrorInvalidConfiguration);
+    return;
+  }
+  if (shared_bytes > 48 * 1024) {  // more needs cudaFuncSetAttribute first
+    set_error(cudaErrorInvalidValue);
+    return;
+  }
+  // Queued with its arguments as they are now, as a launch captures them.
+  enqueue([name, body, grid, block, shared_bytes]() {
+    run_launch(name, body, grid, block, shared_bytes);
+  });
 }
 
 }  // namespace emu

@@ -3,13 +3,19 @@
 // and built only for `make EMU=1`. Results are emulated, never GPU results.
 //
 // Each function has its real header's signature and C linkage (the program
-// links no vendor library). "Device memory" is host memory and every call is
-// synchronous, so streams and workspaces are stored or accepted and otherwise
-// ignored. Arguments are checked as the libraries document; the arithmetic
-// accumulates in fp32 (GEMMs through OpenBLAS, convolutions in plain loops)
-// and is rounded once to the output type (nearest even). fp32 inputs are rounded to TF32 wherever the real library would run
-// them on TF32 tensor cores, so TF32 effects show up here too. What is not
-// emulated returns the library's NOT_SUPPORTED status, never a wrong answer.
+// links no vendor library). "Device memory" is host memory. GEMMs,
+// convolutions and tensor adds are checked at the call and queued on the
+// emulated device (emu_internal.h), with their descriptors and scaling
+// factors as they were at the call; the Find calls and the NCCL collectives
+// run at once, after the queued work (deferring a collective could deadlock
+// ranks that a GPU would not). Streams and workspaces are stored or accepted
+// and otherwise ignored. Arguments are
+// checked as the libraries document; the arithmetic accumulates in fp32
+// (GEMMs through OpenBLAS, convolutions in plain loops) and is rounded once
+// to the output type (nearest even). fp32 inputs are rounded to TF32 wherever
+// the real library would run them on TF32 tensor cores, so TF32 effects show
+// up here too. What is not emulated returns the library's NOT_SUPPORTED
+// status, never a wrong answer.
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cblas.h>
@@ -21,6 +27,8 @@
 #define OMPI_SKIP_MPICXX 1  // the C API only
 #include <mpi.h>
 #endif
+
+#include "emu_internal.h"
 
 #include <climits>
 #include <cmath>
@@ -293,7 +301,7 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation
                 *static_cast<const float *>(alpha), *static_cast<const float *>(beta),
                 {A, a_type, trans_a, lda, strideA}, {B, b_type, trans_b, ldb, strideB},
                 C, c_type, ldc, strideC, nar};
-  gemm_run(g);
+  emu::enqueue([g]() { gemm_run(g); });  // in stream order, alpha and beta read now
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -712,6 +720,7 @@ cudnnStatus_t cudnnFindConvolutionForwardAlgorithmEx(
     const cudnnTensorDescriptor_t yDesc, void *y, const int requestedAlgoCount,
     int *returnedAlgoCount, cudnnConvolutionFwdAlgoPerf_t *perfResults, void * /*workSpace*/,
     size_t /*workSpaceSizeInBytes*/) {
+  emu::flush();  // after the work queued before it, as on its stream
   ConvGeom g;
   if (!handle || !x || !w || !y) return CUDNN_STATUS_BAD_PARAM;
   cudnnStatus_t st = conv_geom(xDesc, wDesc, convDesc, yDesc, &g);
@@ -729,6 +738,7 @@ cudnnStatus_t cudnnFindConvolutionBackwardDataAlgorithmEx(
     const int requestedAlgoCount, int *returnedAlgoCount,
     cudnnConvolutionBwdDataAlgoPerf_t *perfResults, void * /*workSpace*/,
     size_t /*workSpaceSizeInBytes*/) {
+  emu::flush();  // after the work queued before it, as on its stream
   ConvGeom g;
   if (!handle || !w || !dy || !dx) return CUDNN_STATUS_BAD_PARAM;
   cudnnStatus_t st = conv_geom(dxDesc, wDesc, convDesc, dyDesc, &g);
@@ -746,6 +756,7 @@ cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithmEx(
     const int requestedAlgoCount, int *returnedAlgoCount,
     cudnnConvolutionBwdFilterAlgoPerf_t *perfResults, void * /*workSpace*/,
     size_t /*workSpaceSizeInBytes*/) {
+  emu::flush();  // after the work queued before it, as on its stream
   ConvGeom g;
   if (!handle || !x || !y || !dw) return CUDNN_STATUS_BAD_PARAM;
   cudnnStatus_t st = conv_geom(xDesc, dwDesc, convDesc, dyDesc, &g);
@@ -770,12 +781,16 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const void *alpha,
                                      CUDNN_CONVOLUTION_FWD_ALGO_COUNT);
   if (st == CUDNN_STATUS_SUCCESS) st = conv_geom(xDesc, wDesc, convDesc, yDesc, &g);
   if (st != CUDNN_STATUS_SUCCESS) return st;
-  std::vector<float> xv = desc4_gather(xDesc->d, x, g.narrow);
-  std::vector<float> wv = desc4_gather(wDesc->d, w, g.narrow);
-  std::vector<float> yv(desc4_numel(yDesc->d));
-  conv_fwd(g, xv.data(), wv.data(), yv.data());
-  desc4_blend(yDesc->d, y, yv, *static_cast<const float *>(alpha),
-              *static_cast<const float *>(beta));
+  // Queued: the descriptors and scaling factors as they are now.
+  float al = *static_cast<const float *>(alpha), be = *static_cast<const float *>(beta);
+  Desc4 xd = xDesc->d, wd = wDesc->d, yd = yDesc->d;
+  emu::enqueue([=]() {
+    std::vector<float> xv = desc4_gather(xd, x, g.narrow);
+    std::vector<float> wv = desc4_gather(wd, w, g.narrow);
+    std::vector<float> yv(desc4_numel(yd));
+    conv_fwd(g, xv.data(), wv.data(), yv.data());
+    desc4_blend(yd, y, yv, al, be);
+  });
   return CUDNN_STATUS_SUCCESS;
 }
 
@@ -792,12 +807,15 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void *alp
                                      CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT);
   if (st == CUDNN_STATUS_SUCCESS) st = conv_geom(dxDesc, wDesc, convDesc, dyDesc, &g);
   if (st != CUDNN_STATUS_SUCCESS) return st;
-  std::vector<float> dyv = desc4_gather(dyDesc->d, dy, g.narrow);
-  std::vector<float> wv = desc4_gather(wDesc->d, w, g.narrow);
-  std::vector<float> dxv(desc4_numel(dxDesc->d));
-  conv_bwd_data(g, dyv.data(), wv.data(), dxv.data());
-  desc4_blend(dxDesc->d, dx, dxv, *static_cast<const float *>(alpha),
-              *static_cast<const float *>(beta));
+  float al = *static_cast<const float *>(alpha), be = *static_cast<const float *>(beta);
+  Desc4 dyd = dyDesc->d, wd = wDesc->d, dxd = dxDesc->d;
+  emu::enqueue([=]() {
+    std::vector<float> dyv = desc4_gather(dyd, dy, g.narrow);
+    std::vector<float> wv = desc4_gather(wd, w, g.narrow);
+    std::vector<float> dxv(desc4_numel(dxd));
+    conv_bwd_data(g, dyv.data(), wv.data(), dxv.data());
+    desc4_blend(dxd, dx, dxv, al, be);
+  });
   return CUDNN_STATUS_SUCCESS;
 }
 
@@ -814,12 +832,15 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void *a
                                      CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT);
   if (st == CUDNN_STATUS_SUCCESS) st = conv_geom(xDesc, dwDesc, convDesc, dyDesc, &g);
   if (st != CUDNN_STATUS_SUCCESS) return st;
-  std::vector<float> xv = desc4_gather(xDesc->d, x, g.narrow);
-  std::vector<float> dyv = desc4_gather(dyDesc->d, dy, g.narrow);
-  std::vector<float> dwv(desc4_numel(dwDesc->d));
-  conv_bwd_filter(g, xv.data(), dyv.data(), dwv.data());
-  desc4_blend(dwDesc->d, dw, dwv, *static_cast<const float *>(alpha),
-              *static_cast<const float *>(beta));
+  float al = *static_cast<const float *>(alpha), be = *static_cast<const float *>(beta);
+  Desc4 xd = xDesc->d, dyd = dyDesc->d, dwd = dwDesc->d;
+  emu::enqueue([=]() {
+    std::vector<float> xv = desc4_gather(xd, x, g.narrow);
+    std::vector<float> dyv = desc4_gather(dyd, dy, g.narrow);
+    std::vector<float> dwv(desc4_numel(dwd));
+    conv_bwd_filter(g, xv.data(), dyv.data(), dwv.data());
+    desc4_blend(dwd, dw, dwv, al, be);
+  });
   return CUDNN_STATUS_SUCCESS;
 }
 
@@ -830,15 +851,17 @@ cudnnStatus_t cudnnAddTensor(cudnnHandle_t handle, const void *alpha,
   if (!handle || !alpha || !beta || !aDesc || !cDesc || !A || !C || !aDesc->d.set ||
       !cDesc->d.set)
     return CUDNN_STATUS_BAD_PARAM;
-  const Desc4 &a = aDesc->d, &c = cDesc->d;
+  Desc4 a = aDesc->d, c = cDesc->d;
   if (a.dtype != c.dtype) return CUDNN_STATUS_BAD_PARAM;
   for (int i = 0; i < 4; i++)
     if (a.dim[i] != c.dim[i] && a.dim[i] != 1) return CUDNN_STATUS_BAD_PARAM;
   float al = *static_cast<const float *>(alpha), be = *static_cast<const float *>(beta);
-  desc4_for_each(c, [&](const int *i, int64_t at) {
-    int64_t from = 0;
-    for (int d = 0; d < 4; d++) from += (a.dim[d] == 1 ? 0 : i[d]) * a.stride[d];
-    elem_blend(C, c.elem, at, al, elem_load(A, a.elem, from), be);
+  emu::enqueue([=]() {
+    desc4_for_each(c, [&](const int *i, int64_t at) {
+      int64_t from = 0;
+      for (int d = 0; d < 4; d++) from += (a.dim[d] == 1 ? 0 : i[d]) * a.stride[d];
+      elem_blend(C, c.elem, at, al, elem_load(A, a.elem, from), be);
+    });
   });
   return CUDNN_STATUS_SUCCESS;
 }
@@ -943,6 +966,7 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
 ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
                            ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                            cudaStream_t /*stream*/) {
+  emu::flush();  // after the work queued before it, as on its stream
   if (op < ncclSum || op >= ncclNumOps) return ncclInvalidArgument;  // no custom ops
   ncclResult_t rc = nccl_copy(sendbuff, recvbuff, count, datatype, comm);
   if (rc != ncclSuccess || comm->nranks == 1 || count == 0) return rc;
@@ -971,6 +995,7 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
 ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
                            ncclDataType_t datatype, int root, ncclComm_t comm,
                            cudaStream_t /*stream*/) {
+  emu::flush();  // after the work queued before it, as on its stream
   if (comm && (root < 0 || root >= comm->nranks)) return ncclInvalidArgument;
   // Only the root's send buffer counts; the copy puts it where MPI sends from.
   ncclResult_t rc = nccl_copy(comm && comm->rank == root ? sendbuff : recvbuff, recvbuff, count,

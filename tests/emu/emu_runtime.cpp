@@ -1,7 +1,8 @@
 // emu_runtime.cpp: the CUDA runtime calls the project makes, for the CUDA
-// emulation (emu.h). One emulated device whose memory is host memory; every
-// call completes before it returns, so streams and events only order what
-// is already in order, and events record the wall clock.
+// emulation (emu.h). Devices whose memory is host memory, and one work queue
+// (emu_internal.h): launches, asynchronous copies and sets and event records
+// wait in it until the host synchronises; events record the wall clock at
+// the moment the queue reaches them.
 //
 // Device allocations are filled with 0xff bytes (a NaN in every float
 // type), as freshly allocated GPU memory holds whatever was there: code that
@@ -10,6 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include <deque>
+#include <mutex>
 
 #include "emu_internal.h"
 
@@ -33,6 +37,40 @@ int env_int(const char *name, int fallback) {
 }  // namespace
 void set_error(cudaError_t e) {
   if (g_last_error == cudaSuccess) g_last_error = e;
+}
+
+namespace {
+std::mutex g_queue_lock;   // guards g_queue
+std::mutex g_flush_lock;   // one thread runs the queue at a time, in order
+std::deque<std::function<void()>> g_queue;
+bool run_at_once() {
+  static const bool at_once = env_int("EMU_SYNC", 0) == 1;
+  return at_once;
+}
+}  // namespace
+
+void enqueue(std::function<void()> op) {
+  if (run_at_once()) {
+    flush();
+    op();
+    return;
+  }
+  std::lock_guard<std::mutex> hold(g_queue_lock);
+  g_queue.push_back(std::move(op));
+}
+
+void flush() {
+  std::lock_guard<std::mutex> running(g_flush_lock);
+  for (;;) {
+    std::function<void()> op;
+    {
+      std::lock_guard<std::mutex> hold(g_queue_lock);
+      if (g_queue.empty()) return;
+      op = std::move(g_queue.front());
+      g_queue.pop_front();
+    }
+    op();
+  }
 }
 }  // namespace emu
 
@@ -76,6 +114,7 @@ cudaError_t cudaMalloc(void **ptr, size_t bytes) {
 }
 
 cudaError_t cudaFree(void *ptr) {
+  emu::flush();  // queued work may still use it
   free(ptr);
   return cudaSuccess;
 }
@@ -86,20 +125,23 @@ cudaError_t cudaMallocHost(void **ptr, size_t bytes) {
 }
 
 cudaError_t cudaFreeHost(void *ptr) {
+  emu::flush();
   free(ptr);
   return cudaSuccess;
 }
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
   (void)kind;
+  emu::flush();
   if (bytes) memmove(dst, src, bytes);
   return cudaSuccess;
 }
 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
                             cudaStream_t stream) {
-  (void)stream;
-  return cudaMemcpy(dst, src, bytes, kind);
+  (void)kind, (void)stream;
+  if (bytes) emu::enqueue([dst, src, bytes]() { memmove(dst, src, bytes); });
+  return cudaSuccess;
 }
 
 cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch,
@@ -107,19 +149,23 @@ cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t 
                               cudaStream_t stream) {
   (void)kind, (void)stream;
   if (width > dpitch || width > spitch) return cudaErrorInvalidPitchValue;
-  for (size_t r = 0; r < height; r++)
-    memmove((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
+  emu::enqueue([=]() {
+    for (size_t r = 0; r < height; r++)
+      memmove((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
+  });
   return cudaSuccess;
 }
 
 cudaError_t cudaMemset(void *ptr, int value, size_t bytes) {
+  emu::flush();
   if (bytes) memset(ptr, value, bytes);
   return cudaSuccess;
 }
 
 cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t stream) {
   (void)stream;
-  return cudaMemset(ptr, value, bytes);
+  if (bytes) emu::enqueue([ptr, value, bytes]() { memset(ptr, value, bytes); });
+  return cudaSuccess;
 }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags) {
@@ -130,11 +176,13 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags) {
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   (void)stream;
+  emu::flush();
   return cudaSuccess;
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   (void)stream;
+  emu::flush();
   return cudaSuccess;
 }
 
@@ -143,7 +191,10 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
   return event ? cudaSuccess : cudaErrorInvalidResourceHandle;
 }
 
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void) {
+  emu::flush();
+  return cudaSuccess;
+}
 
 cudaError_t cudaEventCreate(cudaEvent_t *event) {
   Event *e = (Event *)calloc(1, sizeof(Event));
@@ -158,6 +209,7 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned flags) {
 }
 
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  emu::flush();  // a queued record may still write it
   free(event);
   return cudaSuccess;
 }
@@ -165,20 +217,26 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   (void)stream;
   if (!event) return cudaErrorInvalidResourceHandle;
-  ((Event *)event)->ms = emu::now_ms();
+  Event *e = (Event *)event;
+  emu::enqueue([e]() { e->ms = emu::now_ms(); });
   return cudaSuccess;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-  return event ? cudaSuccess : cudaErrorInvalidResourceHandle;
+  if (!event) return cudaErrorInvalidResourceHandle;
+  emu::flush();
+  return cudaSuccess;
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t event) {
-  return event ? cudaSuccess : cudaErrorInvalidResourceHandle;
+  if (!event) return cudaErrorInvalidResourceHandle;
+  emu::flush();  // done, once asked about
+  return cudaSuccess;
 }
 
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
   if (!start || !end) return cudaErrorInvalidResourceHandle;
+  emu::flush();
   *ms = (float)(((Event *)end)->ms - ((Event *)start)->ms);
   return cudaSuccess;
 }

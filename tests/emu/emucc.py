@@ -77,9 +77,13 @@ def rewrite_launches(text, path):
             raise SyntaxError(f"{path}: no argument list after a launch of {name}")
         end = matching_paren(text, paren)
         args = text[paren:end + 1]
-        # Newlines of the original stay inside the replacement.
+        # The arguments are evaluated now, into a tuple, as a launch does;
+        # the kernel runs later, from the queue. Newlines of the original
+        # stay inside the replacement.
         out.append(text[pos:start])
-        out.append(f'emu::launch("{name}", [=]() {{ {callee}{args}; }}, {config})')
+        out.append(f'emu::launch("{name}", [emu_args = std::make_tuple{args}]() {{ '
+                   f'std::apply([](auto... emu_a) {{ {callee}(emu_a...); }}, emu_args); }}, '
+                   f'{config})')
         pos = end + 1
 
 
