@@ -1,6 +1,7 @@
-// emu_kernel.cpp: kernel launches for the CUDA emulation (emu.h): blocks one
-// after another, the threads of a block as fibers with block and warp
-// barriers.
+// emu_kernel.cpp: kernel launches for the CUDA emulation (emu.h), checked at
+// the launch and queued on the device (emu_internal.h); when the queue runs
+// one, its blocks go one after another, the threads of a block as fibers
+// with block and warp barriers.
 //
 // The scheduler runs every ready fiber until it finishes or waits; when none
 // is ready it releases a warp whose named lanes all wait at a shuffle, or
