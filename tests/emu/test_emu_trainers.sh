@@ -7,7 +7,7 @@
 # - fp32 on the emulated GPU must track the CPU to the rounding of different
 #   summation orders;
 # - bf16 and fp16 must stay near it.
-# Small sizes keep it to about two minutes on two cores.
+# Small sizes keep it to about three minutes on two cores.
 # Usage: tests/emu/test_emu_trainers.sh BUILD_DIR (an EMU=1 build)
 set -uo pipefail
 build=${1:-build-emu}
@@ -161,3 +161,22 @@ for p in fp32 bf16 fp16; do
     echo "FAIL emu_ncf_${p}_matches_cpu: HR@10 epoch 1: CPU '$cpu_hr', emulated GPU '$hr'; $(grep -m1 '^error' "$tmp/ncf_$p.out")"
   fi
 done
+
+# Two ranks on two emulated GPUs (NCCL averages of the embedding and MLP
+# gradients, eval users split between the ranks) against two CPU ranks.
+if command -v mpirun >/dev/null && ldd "$build/bin/ncf" | grep -q libmpi; then
+  for dev in cpu cuda; do
+    timeout 600 mpirun --allow-run-as-root --oversubscribe -np 2 "$build/bin/ncf" \
+      --config=recommendation/configs/small.conf --data_dir="$tmp/ml" --max_epochs=1 \
+      --target_accuracy=1 --log_file="$tmp/ncf_two_$dev.log" --device=$dev --precision=fp32 \
+      >"$tmp/ncf_two_$dev.out" 2>&1
+  done
+  a=$(ncf_hr "$tmp/ncf_two_cpu.out" 1) b=$(ncf_hr "$tmp/ncf_two_cuda.out" 1)
+  if close "$a" "$b" 0.01; then
+    echo "PASS emu_ncf_two_ranks_cuda_matches_cpu (HR@10 epoch 1: CPU ranks $a, emulated GPUs $b)"
+  else
+    echo "FAIL emu_ncf_two_ranks_cuda_matches_cpu: HR@10 epoch 1: CPU ranks '$a', emulated GPUs '$b'; $(grep -m1 -i 'error' "$tmp/ncf_two_cuda.out")"
+  fi
+else
+  echo "SKIP emu_ncf_two_ranks_cuda_matches_cpu: no MPI in this build"
+fi
