@@ -231,14 +231,14 @@ void op_conv2d_bwd_filter_cuda(const Device *dev, const Tensor *x, const Tensor 
 static inline bool bn_aligned(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
 template <typename T, int V>
-__device__ __forceinline__ void bn_load(const T *p, float (&out)[V]) {
+__device__ __forceinline__ void pack_load(const T *p, float (&out)[V]) {
   OpsPack<T, V> pack = *(const OpsPack<T, V> *)p;
 #pragma unroll
   for (int v = 0; v < V; v++) out[v] = ops_f32(pack.v[v]);
 }
 
 template <typename T, int V>
-__device__ __forceinline__ void bn_store(T *p, const float (&in)[V]) {
+__device__ __forceinline__ void pack_store(T *p, const float (&in)[V]) {
   OpsPack<T, V> pack;
 #pragma unroll
   for (int v = 0; v < V; v++) pack.v[v] = ops_from_f32<T>(in[v]);
@@ -299,10 +299,10 @@ __global__ void bn_stats_kernel(BnPartialArgs<T> a) {
   float s1[V] = {}, s2[V] = {};
   if (c0 < a.cols) {
     float shift[V], x[V];
-    bn_load<T, V>(a.x + c0, shift);
+    pack_load<T, V>(a.x + c0, shift);
     int64_t r1 = min(a.rows, ((int64_t)blockIdx.y + 1) * a.rows_per_part);
     for (int64_t r = (int64_t)blockIdx.y * a.rows_per_part + threadIdx.y; r < r1; r += blockDim.y) {
-      bn_load<T, V>(a.x + r * a.cols + c0, x);
+      pack_load<T, V>(a.x + r * a.cols + c0, x);
 #pragma unroll
       for (int v = 0; v < V; v++) {
         float d = x[v] - shift[v];
@@ -329,9 +329,9 @@ __global__ void bn_grad_sums_kernel(BnPartialArgs<T> a) {
     int64_t r1 = min(a.rows, ((int64_t)blockIdx.y + 1) * a.rows_per_part);
     for (int64_t r = (int64_t)blockIdx.y * a.rows_per_part + threadIdx.y; r < r1; r += blockDim.y) {
       int64_t e = r * a.cols + c0;
-      bn_load<T, V>(a.x + e, x);
-      bn_load<T, V>(a.dy + e, dy);
-      if (a.relu) bn_load<T, V>(a.y + e, y);
+      pack_load<T, V>(a.x + e, x);
+      pack_load<T, V>(a.dy + e, dy);
+      if (a.relu) pack_load<T, V>(a.y + e, y);
 #pragma unroll
       for (int v = 0; v < V; v++) {
         float g = a.relu && !(y[v] > 0) ? 0.0f : dy[v];
@@ -405,15 +405,15 @@ __global__ void bn_apply_kernel(const T *x, const T *z, T *y, int64_t rows, int6
   int64_t step = (int64_t)gridDim.y * blockDim.y;
   for (int64_t r = (int64_t)blockIdx.y * blockDim.y + threadIdx.y; r < rows; r += step) {
     int64_t e = r * cols + c0;
-    bn_load<T, V>(x + e, v_x);
-    if (z) bn_load<T, V>(z + e, v_z);
+    pack_load<T, V>(x + e, v_x);
+    if (z) pack_load<T, V>(z + e, v_z);
 #pragma unroll
     for (int v = 0; v < V; v++) {
       float o = scale[v] * v_x[v] + shift[v];
       if (z) o += v_z[v];
       out[v] = relu && !(o > 0) ? 0.0f : o;
     }
-    bn_store<T, V>(y + e, out);
+    pack_store<T, V>(y + e, out);
   }
 }
 
@@ -435,24 +435,24 @@ __global__ void bn_dx_kernel(const T *x, const T *y, const T *dy, T *dx, T *dz, 
   int64_t step = (int64_t)gridDim.y * blockDim.y;
   for (int64_t r = (int64_t)blockIdx.y * blockDim.y + threadIdx.y; r < rows; r += step) {
     int64_t e = r * cols + c0;
-    bn_load<T, V>(x + e, v_x);
-    bn_load<T, V>(dy + e, v_dy);
-    if (relu) bn_load<T, V>(y + e, v_y);
+    pack_load<T, V>(x + e, v_x);
+    pack_load<T, V>(dy + e, v_dy);
+    if (relu) pack_load<T, V>(y + e, v_y);
 #pragma unroll
     for (int v = 0; v < V; v++) {
       g[v] = relu && !(v_y[v] > 0) ? 0.0f : v_dy[v];
       out[v] = k[v] * (g[v] - mg[v] - (v_x[v] - mu[v]) * is[v] * mgx[v]);
     }
     // dx may be dy (in place): every read of this row is done.
-    if (dz) bn_store<T, V>(dz + e, g);
-    bn_store<T, V>(dx + e, out);
+    if (dz) pack_store<T, V>(dz + e, g);
+    pack_store<T, V>(dx + e, out);
   }
 }
 
-// The channels a thread owns: 16 bytes' worth when every row of every
-// tensor starts 16-byte aligned, else 1.
+// The channels a thread owns (batch norm, pooling): 16 bytes' worth when
+// every row of every tensor starts 16-byte aligned, else 1.
 template <typename T>
-static int bn_vector_width(int64_t cols, std::initializer_list<const void *> ptrs) {
+static int conv_vector_width(int64_t cols, std::initializer_list<const void *> ptrs) {
   const int wide = 16 / (int)sizeof(T);
   if (cols % wide != 0) return 1;
   for (const void *p : ptrs)
@@ -534,7 +534,7 @@ void op_batchnorm_fwd_train_cuda(const Device *dev, const BatchNorm *bn, const T
   OP_REQUIRE("op_batchnorm_fwd_train", m >= 2);
   OPS_FLOAT_DISPATCH("op_batchnorm_fwd_train", x->dtype, {
     typedef scalar_t T;
-    if (bn_vector_width<T>(c, {x->data, z ? z->data : NULL, y->data}) > 1)
+    if (conv_vector_width<T>(c, {x->data, z ? z->data : NULL, y->data}) > 1)
       bn_fwd_train_launch<T, 16 / sizeof(T)>(dev, bn, x, z, relu, y, m, c);
     else
       bn_fwd_train_launch<T, 1>(dev, bn, x, z, relu, y, m, c);
@@ -550,7 +550,7 @@ void op_batchnorm_fwd_infer_cuda(const Device *dev, const BatchNorm *bn, const T
   if (m * c == 0) return;
   OPS_FLOAT_DISPATCH("op_batchnorm_fwd_infer", x->dtype, {
     typedef scalar_t T;
-    int v = bn_vector_width<T>(c, {x->data, z ? z->data : NULL, y->data});
+    int v = conv_vector_width<T>(c, {x->data, z ? z->data : NULL, y->data});
     dim3 grid, block;
     bn_elementwise_grid(m, c / v, &grid, &block);
     const T *pz = z ? (const T *)z->data : NULL;
@@ -614,7 +614,7 @@ void op_batchnorm_bwd_cuda(const Device *dev, const BatchNorm *bn, const Tensor 
   }
   OPS_FLOAT_DISPATCH("op_batchnorm_bwd", x->dtype, {
     typedef scalar_t T;
-    if (bn_vector_width<T>(c, {x->data, y->data, dy->data, dx->data, dz ? dz->data : NULL}) > 1)
+    if (conv_vector_width<T>(c, {x->data, y->data, dy->data, dx->data, dz ? dz->data : NULL}) > 1)
       bn_bwd_launch<T, 16 / sizeof(T)>(dev, bn, x, y, dy, relu, dx, dz, dgamma, dbeta,
                                        accumulate, m, c);
     else
@@ -682,57 +682,82 @@ static __device__ void pool_covering(int64_t i, int stride, int pad, int window,
   *o1 = hi < out ? hi : out;
 }
 
-template <typename T, bool kMax>
+// Both kernels give each thread V neighbouring channels of one pixel (see
+// batch norm: 16-byte accesses when the channel count and the pointers
+// allow); the index arithmetic and the window scans are shared by the V.
+template <typename T, bool kMax, int V>
 __global__ void pool_fwd_kernel(const T *x, T *y, PoolShape s) {
-  int64_t total = s.n * s.p * s.q * s.c;
+  int64_t groups = s.c / V, total = s.n * s.p * s.q * groups;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
        i += (int64_t)gridDim.x * blockDim.x) {
-    int64_t c = i % s.c, ow = i / s.c % s.q, oh = i / (s.c * s.q) % s.p, n = i / (s.c * s.q * s.p);
+    int64_t c0 = i % groups * V, pixel = i / groups;  // pixel: (n, oh, ow)
+    int64_t ow = pixel % s.q, oh = pixel / s.q % s.p, n = pixel / (s.q * s.p);
     int64_t h0, h1, w0, w1;
     pool_window_dev(s, oh, ow, &h0, &h1, &w0, &w1);
-    float acc = kMax ? -INFINITY : 0.0f;
+    float acc[V], v[V];
+#pragma unroll
+    for (int k = 0; k < V; k++) acc[k] = kMax ? -INFINITY : 0.0f;
     for (int64_t ih = h0; ih < h1; ih++)
       for (int64_t iw = w0; iw < w1; iw++) {
-        float v = ops_f32(x[((n * s.h + ih) * s.w + iw) * s.c + c]);
-        acc = kMax ? (v > acc ? v : acc) : __fadd_rn(acc, v);
+        pack_load<T, V>(x + ((n * s.h + ih) * s.w + iw) * s.c + c0, v);
+#pragma unroll
+        for (int k = 0; k < V; k++) acc[k] = kMax ? (v[k] > acc[k] ? v[k] : acc[k]) : __fadd_rn(acc[k], v[k]);
       }
-    if (!kMax) acc = __fmul_rn(acc, 1.0f / (float)(s.window_h * s.window_w));
-    y[i] = ops_from_f32<T>(acc);
+    if (!kMax) {
+      float inv_area = 1.0f / (float)(s.window_h * s.window_w);
+#pragma unroll
+      for (int k = 0; k < V; k++) acc[k] = __fmul_rn(acc[k], inv_area);
+    }
+    pack_store<T, V>(y + pixel * s.c + c0, acc);
   }
 }
 
 // dx at each input: the sum over the outputs covering it (in row-major
 // output order) of dy, where max pooling counts an output only when this
 // input is the first in its window holding the output's value.
-template <typename T, bool kMax>
+template <typename T, bool kMax, int V>
 __global__ void pool_bwd_kernel(const T *x, const T *y, const T *dy, T *dx, PoolShape s) {
-  int64_t total = s.n * s.h * s.w * s.c;
+  int64_t groups = s.c / V, total = s.n * s.h * s.w * groups;
   float inv_area = 1.0f / (float)(s.window_h * s.window_w);
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
        i += (int64_t)gridDim.x * blockDim.x) {
-    int64_t c = i % s.c, iw = i / s.c % s.w, ih = i / (s.c * s.w) % s.h, n = i / (s.c * s.w * s.h);
+    int64_t c0 = i % groups * V, pixel = i / groups;  // pixel: (n, ih, iw)
+    int64_t iw = pixel % s.w, ih = pixel / s.w % s.h, n = pixel / (s.w * s.h);
     int64_t oh0, oh1, ow0, ow1;
     pool_covering(ih, s.stride_h, s.pad_h, s.window_h, s.p, &oh0, &oh1);
     pool_covering(iw, s.stride_w, s.pad_w, s.window_w, s.q, &ow0, &ow1);
-    float acc = 0.0f;
+    float acc[V], g[V], top[V], v[V];
+#pragma unroll
+    for (int k = 0; k < V; k++) acc[k] = 0.0f;
     for (int64_t oh = oh0; oh < oh1; oh++)
       for (int64_t ow = ow0; ow < ow1; ow++) {
-        int64_t o = ((n * s.p + oh) * s.q + ow) * s.c + c;
+        int64_t o = ((n * s.p + oh) * s.q + ow) * s.c + c0;
+        pack_load<T, V>(dy + o, g);
         if (kMax) {
-          int64_t h0, h1, w0, w1, hit = -1;
+          // Per channel: is this input the first of the window to hold the max?
+          bool found[V], mine[V];
+#pragma unroll
+          for (int k = 0; k < V; k++) found[k] = mine[k] = false;
+          pack_load<T, V>(y + o, top);
+          int64_t h0, h1, w0, w1;
           pool_window_dev(s, oh, ow, &h0, &h1, &w0, &w1);
-          float top = ops_f32(y[o]);
-          for (int64_t jh = h0; jh < h1 && hit < 0; jh++)
-            for (int64_t jw = w0; jw < w1 && hit < 0; jw++) {
-              int64_t j = ((n * s.h + jh) * s.w + jw) * s.c + c;
-              if (ops_f32(x[j]) == top) hit = j;
+          for (int64_t jh = h0; jh < h1; jh++)
+            for (int64_t jw = w0; jw < w1; jw++) {
+              pack_load<T, V>(x + ((n * s.h + jh) * s.w + jw) * s.c + c0, v);
+              bool here = jh == ih && jw == iw;
+#pragma unroll
+              for (int k = 0; k < V; k++)
+                if (!found[k] && v[k] == top[k]) found[k] = true, mine[k] = here;
             }
-          if (hit == i) acc = __fadd_rn(acc, ops_f32(dy[o]));
+#pragma unroll
+          for (int k = 0; k < V; k++)
+            if (mine[k]) acc[k] = __fadd_rn(acc[k], g[k]);
         } else {
-          acc = __fadd_rn(acc, __fmul_rn(ops_f32(dy[o]), inv_area));
+#pragma unroll
+          for (int k = 0; k < V; k++) acc[k] = __fadd_rn(acc[k], __fmul_rn(g[k], inv_area));
         }
       }
-    dx[i] = ops_from_f32<T>(acc);
+    pack_store<T, V>(dx + pixel * s.c + c0, acc);
   }
 }
 
@@ -744,9 +769,16 @@ static void pool_fwd_cuda(const Device *dev, const char *op, const Tensor *x, co
   int64_t total = tensor_numel(y);
   if (total == 0) return;
   OPS_FLOAT_DISPATCH(op, x->dtype, {
-    pool_fwd_kernel<scalar_t, kMax><<<ops_blocks(total, OPS_THREADS), OPS_THREADS, 0,
-                                      dev->stream>>>((const scalar_t *)x->data,
-                                                     (scalar_t *)y->data, s);
+    typedef scalar_t T;
+    constexpr int kWide = 16 / sizeof(T);
+    const T *px = (const T *)x->data;
+    T *py = (T *)y->data;
+    if (conv_vector_width<T>(s.c, {px, py}) > 1)
+      pool_fwd_kernel<T, kMax, kWide>
+          <<<ops_blocks(total / kWide, OPS_THREADS), OPS_THREADS, 0, dev->stream>>>(px, py, s);
+    else
+      pool_fwd_kernel<T, kMax, 1>
+          <<<ops_blocks(total, OPS_THREADS), OPS_THREADS, 0, dev->stream>>>(px, py, s);
   });
   CHECK_LAUNCH();
 }
@@ -762,10 +794,18 @@ static void pool_bwd_cuda(const Device *dev, const char *op, const Tensor *x, co
   int64_t total = tensor_numel(dx);
   if (total == 0) return;
   OPS_FLOAT_DISPATCH(op, dx->dtype, {
-    pool_bwd_kernel<scalar_t, kMax><<<ops_blocks(total, OPS_THREADS), OPS_THREADS, 0,
-                                      dev->stream>>>(
-        kMax ? (const scalar_t *)x->data : NULL, kMax ? (const scalar_t *)y->data : NULL,
-        (const scalar_t *)dy->data, (scalar_t *)dx->data, s);
+    typedef scalar_t T;
+    constexpr int kWide = 16 / sizeof(T);
+    const T *px = kMax ? (const T *)x->data : NULL, *py = kMax ? (const T *)y->data : NULL;
+    const T *pdy = (const T *)dy->data;
+    T *pdx = (T *)dx->data;
+    if (conv_vector_width<T>(s.c, {px, py, pdy, pdx}) > 1)
+      pool_bwd_kernel<T, kMax, kWide>
+          <<<ops_blocks(total / kWide, OPS_THREADS), OPS_THREADS, 0, dev->stream>>>(
+              px, py, pdy, pdx, s);
+    else
+      pool_bwd_kernel<T, kMax, 1>
+          <<<ops_blocks(total, OPS_THREADS), OPS_THREADS, 0, dev->stream>>>(px, py, pdy, pdx, s);
   });
   CHECK_LAUNCH();
 }

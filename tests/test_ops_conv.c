@@ -666,12 +666,16 @@ static void fill_distinct(float *x, int64_t n) {
 static void pooling_and_relu_cuda_match_cpu(void) {
   Device dev;
   open_gpu_or_skip(&dev);
-  int64_t xs[] = {2, 9, 9, 12};  // 1944 elements: fill_distinct's limit is 2048
+  // fill_distinct's limit is 2048 elements. 12 channels take the one-channel
+  // kernels in fp16/bf16 and the 4-channel ones in fp32; 16 channels the
+  // 8-channel ones in fp16/bf16.
+  int64_t shapes[][4] = {{2, 9, 9, 12}, {2, 7, 7, 16}};
   PoolParams pools[] = {{3, 3, 2, 2, 1, 1}, {2, 2, 2, 2, 0, 0}, {3, 2, 1, 2, 1, 0}};
   for (int di = 0; di < N_FLOAT_DTYPES; di++) {
     DType dt = kFloatDtypes[di];
-    for (size_t i = 0; i < sizeof pools / sizeof pools[0]; i++) {
-      PoolParams *p = &pools[i];
+    for (size_t i = 0; i < 2 * sizeof pools / sizeof pools[0]; i++) {
+      int64_t *xs = shapes[i / 3];
+      PoolParams *p = &pools[i % 3];
       int64_t ys[] = {xs[0], conv_out_extent(xs[1], p->window_h, p->stride_h, p->pad_h, 1),
                       conv_out_extent(xs[2], p->window_w, p->stride_w, p->pad_w, 1), xs[3]};
       GpuT x = gpu_zeros(dt, 4, xs), dy = gpu_random(dt, 900 + i, -1, 1, 4, ys);
@@ -697,8 +701,8 @@ static void pooling_and_relu_cuda_match_cpu(void) {
       check_gpu("avgpool dx", &dxa, tol_rounded(dt));
       gpu_free(&x), gpu_free(&dy), gpu_free(&y), gpu_free(&dx), gpu_free(&ya), gpu_free(&dxa);
     }
-    // Global average pool and ReLU on the same input shape.
-    int64_t gs[] = {xs[0], xs[3]};
+    // Global average pool and ReLU on the first input shape.
+    int64_t *xs = shapes[0], gs[] = {xs[0], xs[3]};
     GpuT x = gpu_random(dt, 950, -1, 1, 4, xs), dy = gpu_random(dt, 951, -1, 1, 2, gs);
     GpuT y = gpu_zeros(dt, 2, gs), dx = gpu_zeros(dt, 4, xs), r = gpu_zeros(dt, 4, xs);
     GpuT dr = gpu_zeros(dt, 4, xs), dyr = gpu_random(dt, 952, -1, 1, 4, xs);
