@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops_elem.h"
+#include "ops_test_util.h"
 #include "resnet.h"
 #include "rng.h"
 #include "test.h"
@@ -212,8 +212,8 @@ static void running_statistics_and_eval(void) {
 }
 
 // Logits (n, 5) and parameter gradients of the network from seed 7 on
-// input x, with w as the logits' gradient. With round_to set, the CPU network's
-// weights are first rounded to that dtype (and back): the probe below.
+// input x, with w as the logits' gradient. With weights_dt not fp32, the CPU
+// network's weights are first rounded to that dtype: the probe below.
 typedef struct LowpRun {
   float logits[3 * 5];
   float *grads;  // (params.total_numel), malloc'd
@@ -230,20 +230,12 @@ static ResnetConfig lowp_config(void) {
   return cfg;
 }
 
-static void run_cpu(Resnet *net, const float *x, const float *w, DType round_to, LowpRun *out) {
+static void run_cpu(Resnet *net, const float *x, const float *w, DType weights_dt, LowpRun *out) {
   Device cpu;
   device_open(&cpu, DEVICE_CPU, 0);
   ResnetConfig cfg = lowp_config();
   resnet_init(net, &cfg, kLowpBatch, 0, DEVICE_CPU, 7);
-  if (round_to != DT_F32) {
-    int64_t total = net->params.total_numel;
-    void *low = malloc((size_t)total * sizeof(float));
-    Tensor p = TENSOR(net->params.params, DT_F32, DEVICE_CPU, total);
-    Tensor q = TENSOR(low, round_to, DEVICE_CPU, total);
-    op_cast(&cpu, &p, &q);
-    op_cast(&cpu, &q, &p);
-    free(low);
-  }
+  round_all(weights_dt, net->params.params, net->params.total_numel);
   Tensor tx = TENSOR((float *)x, DT_F32, DEVICE_CPU, kLowpBatch, 32, 32, 3);
   memcpy(out->logits, resnet_forward(net, &cpu, &tx, true)->data, sizeof out->logits);
   Tensor tw = TENSOR((float *)w, DT_F32, DEVICE_CPU, kLowpBatch, 5);
@@ -255,27 +247,18 @@ static void run_cpu(Resnet *net, const float *x, const float *w, DType round_to,
 
 // The same on the GPU in compute dtype dt; x is already representable in dt.
 static void run_gpu(Resnet *net, const float *x, const float *w, DType dt, LowpRun *out) {
-  Device cpu, gpu;
-  device_open(&cpu, DEVICE_CPU, 0);
+  Device gpu;
   device_open(&gpu, DEVICE_CUDA, 0);
   ResnetConfig cfg = lowp_config();
   cfg.dtype = dt;
   resnet_init(net, &cfg, kLowpBatch, 0, DEVICE_CUDA, 7);
-  const int64_t pixels = kLowpBatch * 32 * 32 * 3;
-  size_t xb = (size_t)pixels * dtype_size(dt);
-  void *x_dt = malloc(xb);
-  Tensor flat = TENSOR((float *)x, DT_F32, DEVICE_CPU, pixels);
-  Tensor flat_dt = TENSOR(x_dt, dt, DEVICE_CPU, pixels);
-  op_cast(&cpu, &flat, &flat_dt);
-  void *dx = device_alloc(DEVICE_CUDA, xb);
-  device_copy(DEVICE_CUDA, dx, DEVICE_CPU, x_dt, xb);
+  void *dx = upload(x, kLowpBatch * 32 * 32 * 3, dt);
   Tensor gx = TENSOR(dx, dt, DEVICE_CUDA, kLowpBatch, 32, 32, 3);
   const Tensor *logits = resnet_forward(net, &gpu, &gx, true);
   REQUIRE(logits->dtype == DT_F32);
   device_sync(&gpu);
   device_copy(DEVICE_CPU, out->logits, DEVICE_CUDA, logits->data, sizeof out->logits);
-  float *dw = device_alloc(DEVICE_CUDA, sizeof out->logits);
-  device_copy(DEVICE_CUDA, dw, DEVICE_CPU, w, sizeof out->logits);
+  void *dw = upload(w, kLowpBatch * 5, DT_F32);
   Tensor tw = TENSOR(dw, DT_F32, DEVICE_CUDA, kLowpBatch, 5);
   resnet_backward(net, &gpu, &tw, (GradHook){0});
   device_sync(&gpu);
@@ -283,11 +266,9 @@ static void run_gpu(Resnet *net, const float *x, const float *w, DType dt, LowpR
   out->grads = malloc(gb);
   device_copy(DEVICE_CPU, out->grads, DEVICE_CUDA, net->params.grads, gb);
   out->params = &net->params;
-  free(x_dt);
   device_free(DEVICE_CUDA, dx);
   device_free(DEVICE_CUDA, dw);
   device_close(&gpu);
-  device_close(&cpu);
 }
 
 static double grads_error(const LowpRun *got, const LowpRun *want) {
@@ -315,17 +296,8 @@ static double grads_error(const LowpRun *got, const LowpRun *want) {
 static void gpu_matches_cpu_in(DType dt, double logits_tol, double grads_tol,
                                double tensor_tol) {
   if (!test_have_gpu()) test_skip("no GPU");
-  const int64_t pixels = kLowpBatch * 32 * 32 * 3;
-  float *x = malloc((size_t)pixels * sizeof(float));
-  test_fill_uniform(x, pixels, 1, -1, 1);
-  Device cpu;
-  device_open(&cpu, DEVICE_CPU, 0);
-  void *x_dt = malloc((size_t)pixels * sizeof(float));
-  Tensor flat = TENSOR(x, DT_F32, DEVICE_CPU, pixels), flat_dt = TENSOR(x_dt, dt, DEVICE_CPU, pixels);
-  op_cast(&cpu, &flat, &flat_dt);  // round the input to dt for both sides
-  op_cast(&cpu, &flat_dt, &flat);
-  free(x_dt);
-  device_close(&cpu);
+  // The input rounded to dt, so that both sides see the same numbers.
+  float *x = random_array(kLowpBatch * 32 * 32 * 3, 1, -1, 1, dt);
   float w[3 * 5];
   test_fill_uniform(w, 15, 2, -1, 1);
 
