@@ -33,6 +33,21 @@ close() { [[ -n $1 && -n $2 ]] && python3 -c "import sys; sys.exit(not abs($1 - 
 # Field of an epoch line: "epoch N: top-1 A (target T), loss L".
 resnet_field() { grep -m1 "^epoch $2:" "$1" | sed "s/.*$3 \([0-9.]*\).*/\1/"; }
 ncf_hr() { grep -m1 "^ncf: epoch $2:" "$1" | sed 's/.*HR@10 \([0-9.]*\).*/\1/'; }
+summary() { grep -E '^epoch|^error' "$1" | tr '\n' ' '; }
+# NAME REF RUN LABEL TOP1_TOL LOSS_TOL: a PASS line when both epochs of the
+# ResNet run RUN are within the tolerances of REF's, else a FAIL line.
+compare_epochs() {
+  local name=$1 ref=$tmp/$2.out run=$tmp/$3.out label=$4 ok=1
+  for e in 1 2; do
+    close "$(resnet_field "$ref" $e top-1)" "$(resnet_field "$run" $e top-1)" "$5" &&
+      close "$(resnet_field "$ref" $e loss)" "$(resnet_field "$run" $e loss)" "$6" || ok=0
+  done
+  if ((ok)); then
+    echo "PASS $name ($(summary "$run"))"
+  else
+    echo "FAIL $name: CPU: $(summary "$ref"); $label: $(summary "$run") $(grep -m1 -i error "$run")"
+  fi
+}
 
 # ---------------------------------------------------------------- ResNet
 # 256 train and 128 val Fashion-MNIST images through the real converter; a
@@ -40,10 +55,11 @@ ncf_hr() { grep -m1 "^ncf: epoch $2:" "$1" | sed 's/.*HR@10 \([0-9.]*\).*/\1/'; 
 "$build/bin/fmnist_to_imagenet" --out="$tmp/fm/raw" --train_count=256 --val_count=128 >/dev/null 2>&1 &&
   "$build/bin/imagenet_to_lmdb" --root="$tmp/fm/raw" --out="$tmp/fm/lmdb" >/dev/null 2>&1 ||
   { echo "FAIL emu_resnet_data: could not prepare the data set"; exit 1; }
-resnet() {  # OUT_NAME FLAGS...
+launch=()  # what runs the trainer: nothing, or mpirun and its flags
+resnet() {  # OUT_NAME FLAGS... (later flags override earlier ones)
   local out=$1
   shift
-  "$build/bin/resnet" --config=image_classification/configs/small.conf --data_dir="$tmp/fm" \
+  "${launch[@]}" "$build/bin/resnet" --config=image_classification/configs/small.conf --data_dir="$tmp/fm" \
     --width=8 --batch_size=32 --max_epochs=2 --eval_every=1 --target_accuracy=0.15 \
     --log_file="$tmp/$out.log" "$@" >"$tmp/$out.out" 2>&1
 }
@@ -51,17 +67,7 @@ resnet cpu --device=cpu --checkpoint="$tmp/cpu.ckpt"
 resnet fp32 --device=cuda --precision=fp32 --checkpoint="$tmp/fp32.ckpt"
 # Top-1 to one image in 128 and the loss to 2e-3 (both measured identical to
 # four places in the emulator).
-ok=1
-for e in 1 2; do
-  close "$(resnet_field "$tmp/cpu.out" $e top-1)" "$(resnet_field "$tmp/fp32.out" $e top-1)" 0.008 &&
-    close "$(resnet_field "$tmp/cpu.out" $e loss)" "$(resnet_field "$tmp/fp32.out" $e loss)" 0.002 || ok=0
-done
-summary() { grep -E '^epoch|^error' "$1" | tr '\n' ' '; }
-if ((ok)); then
-  echo "PASS emu_resnet_fp32_matches_cpu ($(summary "$tmp/fp32.out"))"
-else
-  echo "FAIL emu_resnet_fp32_matches_cpu: CPU: $(summary "$tmp/cpu.out"); emulated GPU: $(summary "$tmp/fp32.out")"
-fi
+compare_epochs emu_resnet_fp32_matches_cpu cpu fp32 "emulated GPU" 0.008 0.002
 if python3 logs/result.py --target 0.15 --require-success "$tmp/fp32.log" >"$tmp/check.out" 2>&1; then
   echo "PASS emu_resnet_cuda_log_complies"
 else
@@ -72,16 +78,7 @@ fi
 # in loss and 6 images in 128 (measured: up to 0.02 and 2 images).
 for p in bf16 fp16; do
   resnet $p --device=cuda --precision=$p
-  ok=1
-  for e in 1 2; do
-    close "$(resnet_field "$tmp/cpu.out" $e top-1)" "$(resnet_field "$tmp/$p.out" $e top-1)" 0.05 &&
-      close "$(resnet_field "$tmp/cpu.out" $e loss)" "$(resnet_field "$tmp/$p.out" $e loss)" 0.05 || ok=0
-  done
-  if ((ok)); then
-    echo "PASS emu_resnet_${p}_near_cpu ($(summary "$tmp/$p.out"))"
-  else
-    echo "FAIL emu_resnet_${p}_near_cpu: CPU: $(summary "$tmp/cpu.out"); $p: $(summary "$tmp/$p.out")"
-  fi
+  compare_epochs emu_resnet_${p}_near_cpu cpu $p $p 0.05 0.05
 done
 
 # LARS (the full configs' optimizer, fused on the GPU) with two micro-batches
@@ -89,16 +86,7 @@ done
 # against the same on the CPU.
 resnet lars_cpu --device=cpu --optimizer=lars --base_lr=2.0 --grad_accumulation=2
 resnet lars_cuda --device=cuda --precision=fp32 --optimizer=lars --base_lr=2.0 --grad_accumulation=2
-ok=1
-for e in 1 2; do
-  close "$(resnet_field "$tmp/lars_cpu.out" $e top-1)" "$(resnet_field "$tmp/lars_cuda.out" $e top-1)" 0.008 &&
-    close "$(resnet_field "$tmp/lars_cpu.out" $e loss)" "$(resnet_field "$tmp/lars_cuda.out" $e loss)" 0.002 || ok=0
-done
-if ((ok)); then
-  echo "PASS emu_resnet_lars_accumulation_matches_cpu ($(summary "$tmp/lars_cuda.out"))"
-else
-  echo "FAIL emu_resnet_lars_accumulation_matches_cpu: CPU: $(summary "$tmp/lars_cpu.out"); emulated GPU: $(summary "$tmp/lars_cuda.out")"
-fi
+compare_epochs emu_resnet_lars_accumulation_matches_cpu lars_cpu lars_cuda "emulated GPU" 0.008 0.002
 
 # Resume on the GPU: 1 epoch, then --resume for the second, writes the same
 # final checkpoint, bit for bit, as the uninterrupted run.
@@ -113,24 +101,13 @@ fi
 # Two ranks (MPI; NCCL through MPI in the emulation): the gradient buckets
 # averaged during the backward, the initial broadcast, the eval counts
 # summed. Set against two CPU ranks, which split every batch the same way.
-if command -v mpirun >/dev/null && ldd "$build/bin/resnet" | grep -q libmpi; then
-  mpi=(timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2)
+if command -v mpirun >/dev/null && ldd "$build/bin/resnet" | grep libmpi >/dev/null; then
+  launch=(timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2)
   for dev in cpu cuda; do
-    "${mpi[@]}" "$build/bin/resnet" --config=image_classification/configs/small.conf \
-      --data_dir="$tmp/fm" --width=8 --batch_size=32 --max_epochs=2 --eval_every=1 \
-      --target_accuracy=1 --log_file="$tmp/two_$dev.log" --device=$dev --precision=fp32 \
-      >"$tmp/two_$dev.out" 2>&1
+    resnet two_$dev --device=$dev --precision=fp32 --target_accuracy=1
   done
-  ok=1
-  for e in 1 2; do
-    close "$(resnet_field "$tmp/two_cpu.out" $e top-1)" "$(resnet_field "$tmp/two_cuda.out" $e top-1)" 0.008 &&
-      close "$(resnet_field "$tmp/two_cpu.out" $e loss)" "$(resnet_field "$tmp/two_cuda.out" $e loss)" 0.002 || ok=0
-  done
-  if ((ok)); then
-    echo "PASS emu_resnet_two_ranks_cuda_matches_cpu ($(summary "$tmp/two_cuda.out"))"
-  else
-    echo "FAIL emu_resnet_two_ranks_cuda_matches_cpu: CPU: $(summary "$tmp/two_cpu.out"); emulated GPUs: $(summary "$tmp/two_cuda.out") $(grep -m1 -i error "$tmp/two_cuda.out")"
-  fi
+  launch=()
+  compare_epochs emu_resnet_two_ranks_cuda_matches_cpu two_cpu two_cuda "emulated GPUs" 0.008 0.002
 else
   echo "SKIP emu_resnet_two_ranks_cuda_matches_cpu: no MPI in this build"
 fi
@@ -146,7 +123,7 @@ fi
 ncf() {  # OUT_NAME FLAGS...
   local out=$1
   shift
-  "$build/bin/ncf" --config=recommendation/configs/small.conf --data_dir="$tmp/ml" --max_epochs=1 \
+  "${launch[@]}" "$build/bin/ncf" --config=recommendation/configs/small.conf --data_dir="$tmp/ml" --max_epochs=1 \
     --target_accuracy=1 --log_file="$tmp/$out.log" "$@" >"$tmp/$out.out" 2>&1
 }
 ncf ncf_cpu --device=cpu
@@ -164,13 +141,12 @@ done
 
 # Two ranks on two emulated GPUs (NCCL averages of the embedding and MLP
 # gradients, eval users split between the ranks) against two CPU ranks.
-if command -v mpirun >/dev/null && ldd "$build/bin/ncf" | grep -q libmpi; then
+if command -v mpirun >/dev/null && ldd "$build/bin/ncf" | grep libmpi >/dev/null; then
+  launch=(timeout 600 mpirun --allow-run-as-root --oversubscribe -np 2)
   for dev in cpu cuda; do
-    timeout 600 mpirun --allow-run-as-root --oversubscribe -np 2 "$build/bin/ncf" \
-      --config=recommendation/configs/small.conf --data_dir="$tmp/ml" --max_epochs=1 \
-      --target_accuracy=1 --log_file="$tmp/ncf_two_$dev.log" --device=$dev --precision=fp32 \
-      >"$tmp/ncf_two_$dev.out" 2>&1
+    ncf ncf_two_$dev --device=$dev --precision=fp32
   done
+  launch=()
   a=$(ncf_hr "$tmp/ncf_two_cpu.out" 1) b=$(ncf_hr "$tmp/ncf_two_cuda.out" 1)
   if close "$a" "$b" 0.01; then
     echo "PASS emu_ncf_two_ranks_cuda_matches_cpu (HR@10 epoch 1: CPU ranks $a, emulated GPUs $b)"
