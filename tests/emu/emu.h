@@ -148,26 +148,21 @@ inline T atomicExch(T *address, T v) {
   return old;
 }
 
-inline float __uint_as_float(unsigned u) {
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
+namespace emu {
+// The bits of v read as a To (the reinterpreting intrinsics below).
+template <typename To, typename From>
+inline To bit_cast(From v) {
+  static_assert(sizeof(To) == sizeof(From), "bit_cast: sizes differ");
+  To out;
+  memcpy(&out, &v, sizeof out);
+  return out;
 }
-inline unsigned __float_as_uint(float f) {
-  unsigned u;
-  memcpy(&u, &f, 4);
-  return u;
-}
-inline float __int_as_float(int i) {
-  float f;
-  memcpy(&f, &i, 4);
-  return f;
-}
-inline int __float_as_int(float f) {
-  int i;
-  memcpy(&i, &f, 4);
-  return i;
-}
+}  // namespace emu
+
+inline float __uint_as_float(unsigned u) { return emu::bit_cast<float>(u); }
+inline unsigned __float_as_uint(float f) { return emu::bit_cast<unsigned>(f); }
+inline float __int_as_float(int i) { return emu::bit_cast<float>(i); }
+inline int __float_as_int(float f) { return emu::bit_cast<int>(f); }
 // Built with -ffp-contract=off, so these round after each operation as the
 // _rn intrinsics promise.
 inline float __fadd_rn(float a, float b) { return a + b; }
