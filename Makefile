@@ -104,9 +104,10 @@ TOOL_BINS := $(patsubst datasets/%.c,$(BUILD)/bin/%,$(wildcard datasets/*.c))
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 HARNESS_OBJ := $(BUILD)/obj/tests/harness.c.o
 
-# The emulator's own test (EMU=1 only): its library stand-ins against plain loops.
+# The emulator's own tests (EMU=1 only): its library stand-ins against plain
+# loops, and its streams and events.
 ifeq ($(EMU),1)
-TEST_BINS += $(BUILD)/tests/test_emu_libs
+TEST_BINS += $(BUILD)/tests/test_emu_libs $(BUILD)/tests/test_emu_streams
 endif
 
 # Benchmarks: every tests/bench/bench_*.c is one program.
@@ -184,7 +185,7 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.c.o $(HARNESS_OBJ) $(TASK_LIBS) $(LIBCOMM
 	@$(if $(Q),echo "  LD    $@")
 	$(Q)$(CC) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/tests/test_emu_libs: $(BUILD)/obj/tests/emu/test_emu_libs.cpp.o $(BUILD)/obj/tests/emu/emu_libs.cpp.o \
+$(BUILD)/tests/test_emu_%: $(BUILD)/obj/tests/emu/test_emu_%.cpp.o $(BUILD)/obj/tests/emu/emu_libs.cpp.o \
   $(BUILD)/obj/tests/emu/emu_runtime.cpp.o
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD    $@")

@@ -7,7 +7,9 @@
 # With EMU=1 (make test-emu) only the C test programs run, built against the
 # CPU emulation of CUDA (tests/emu/README.md): their CUDA cases then check
 # the CUDA code's logic, not a GPU. With them run test_dist.sh (two ranks)
-# and tests/emu/test_*.sh.
+# and tests/emu/test_*.sh; then the C programs and test_dist.sh once more
+# with EMU_REVERSE=1 (blocks, threads and the streams' work in the other
+# order), shown as "name [reverse]".
 set -uo pipefail
 build=${1:-build}
 filter=${2:-${TEST_FILTER:-}}
@@ -18,7 +20,9 @@ for t in "$build"/tests/test_*; do [[ -x $t ]] && progs+=("$t"); done
 if [[ ${EMU:-0} == 1 ]]; then
   echo "CUDA cases run on the CPU emulation of CUDA (tests/emu), not on a GPU"
   # test_dist.sh: two MPI ranks, whose GPU cases go through NCCL (over MPI).
+  reverse=("${progs[@]}" tests/test_dist.sh)
   for t in tests/test_dist.sh tests/emu/test_*.sh; do [[ -f $t ]] && progs+=("$t"); done
+  for t in "${reverse[@]}"; do progs+=("reverse:$t"); done
 else
   for t in tests/test_*.py tests/test_*.sh; do [[ -f $t ]] && progs+=("$t"); done
 fi
@@ -26,15 +30,18 @@ fi
 passed=0 failed=0 skipped=0
 failed_names=()
 logdir=$(mktemp -d)
-for t in "${progs[@]}"; do
+for entry in "${progs[@]}"; do
+  t=${entry#reverse:}
   name=$(basename "$t")
   [[ -n $filter && $name != *$filter* ]] && continue
-  log="$logdir/$name.log"
+  envs=()
+  if [[ $entry == reverse:* ]]; then envs=(EMU_REVERSE=1); name="$name [reverse]"; fi
+  log="$logdir/${name// /_}.log"
   start=$(date +%s)
   case $t in
-    *.py) python3 "$t" "$build" >"$log" 2>&1 ;;
-    *.sh) bash "$t" "$build" >"$log" 2>&1 ;;
-    *) "$t" >"$log" 2>&1 ;;
+    *.py) env "${envs[@]}" python3 "$t" "$build" >"$log" 2>&1 ;;
+    *.sh) env "${envs[@]}" bash "$t" "$build" >"$log" 2>&1 ;;
+    *) env "${envs[@]}" "$t" >"$log" 2>&1 ;;
   esac
   rc=$?
   p=$(grep -c '^PASS ' "$log"); f=$(grep -c '^FAIL ' "$log"); s=$(grep -c '^SKIP ' "$log")

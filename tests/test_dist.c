@@ -15,6 +15,7 @@
 
 #include "check.h"
 #include "dist.h"
+#include "ops_elem.h"
 #include "optim.h"
 #include "test.h"
 #include "test_dist_model.h"
@@ -156,7 +157,11 @@ static void two_ranks_match_one_lars(void) { train_case(OPT_LARS, 2e-6); }
 // The same on GPUs, one per rank: parameters, gradients and optimizer state
 // on the device, the broadcast and the bucketed averages through NCCL, the
 // fused optimizer. The toy model's gradients are computed on the host from
-// a copy of the parameters and uploaded, step by step. Against the whole
+// a copy of the parameters and uploaded, step by step; a kernel on the
+// compute stream moves them into the gradient buffer, as backward would
+// write them, so the collectives must wait for the compute stream (and the
+// optimizer for the collectives: the emulated GPU runs stream work in orders
+// that show a missing wait either way, tests/emu/README.md). Against the whole
 // batch on the CPU: the fused CUDA optimizers round differently from the
 // CPU ones (op tests: ~1e-7 a step), so 1e-5 after 12 steps.
 static void two_gpus_match_one_cpu(OptKind kind) {
@@ -173,6 +178,9 @@ static void two_gpus_match_one_cpu(OptKind kind) {
   paramset_init(&host, kToySpecs, TOY_N_TENSORS, 0, DEVICE_CPU);
   paramset_init(&part, kToySpecs, TOY_N_TENSORS, states, DEVICE_CUDA);
   size_t bytes = (size_t)whole.total_numel * sizeof(float);
+  float *staged = device_alloc(DEVICE_CUDA, bytes);
+  Tensor staged_grads = TENSOR(staged, DT_F32, DEVICE_CUDA, whole.total_numel);
+  Tensor grads = TENSOR(part.grads, DT_F32, DEVICE_CUDA, whole.total_numel);
   Optimizer ow, op;
   optim_init(&ow, &cfg, &whole);
   optim_init(&op, &cfg, &part);
@@ -191,7 +199,8 @@ static void two_gpus_match_one_cpu(OptKind kind) {
     int share = step_samples(step, d.rank, d.size, samples);
     optim_grads_zero(&cpu, &host);
     toy_accumulate_grads(&host, samples, share);
-    device_copy(DEVICE_CUDA, part.grads, DEVICE_CPU, host.grads, bytes);
+    device_copy(DEVICE_CUDA, staged, DEVICE_CPU, host.grads, bytes);
+    op_scale(&dev, &staged_grads, 1.0f, &grads);
     for (int i = 0; i < part.count; i++) dist_grad_ready(&d, part.count - 1 - i);
     dist_grad_wait(&d);
     optim_step(&op, &dev, &part, 0.05f);
@@ -205,6 +214,7 @@ static void two_gpus_match_one_cpu(OptKind kind) {
   paramset_free(&whole);
   paramset_free(&host);
   paramset_free(&part);
+  device_free(DEVICE_CUDA, staged);
   device_close(&dev);
 }
 

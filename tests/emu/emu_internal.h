@@ -3,20 +3,39 @@
 #include <cuda_runtime.h>
 
 #include <functional>
+#include <memory>
 
 namespace emu {
 // The sticky launch error cudaGetLastError returns and clears.
 void set_error(cudaError_t e);
 
-// The device's work queue. Kernel launches, asynchronous copies and sets,
-// and event records are queued, in issue order over all streams (a valid
-// order for any stream dependencies, since an awaited event was always
-// issued earlier); they run when the host synchronises: a stream, event or
-// device synchronisation, a synchronous copy or set, a free, or a library
-// call (the library stand-ins run at once, after what is queued). So host
-// code that reads a result before synchronising, or rewrites a buffer a
-// queued copy has yet to read, sees what it would on a GPU, not a result
-// that happened to be ready. EMU_SYNC=1 runs everything at once instead.
-void enqueue(std::function<void()> op);
+// The device's work. Kernel launches, asynchronous copies and sets, event
+// records, GEMMs and convolutions are queued on their stream, each stream in
+// issue order, a stream's wait on an event as a dependency on the record it
+// waits for, and the legacy default stream (0) ordered against the blocking
+// streams as CUDA orders it. Nothing runs until the host needs it:
+// - sync_stream runs what the stream's queued work depends on and no more,
+//   so work on another stream that nothing awaited stays queued;
+// - flush runs everything (device synchronisation, a free, a cuDNN Find),
+//   oldest first, or with EMU_REVERSE=1 the newest work whose dependencies
+//   are met first.
+// So a missing wait between streams, or host code that reads a result (or
+// rewrites a buffer a queued copy has yet to read) without synchronising,
+// gets the stale data it could get on a GPU, not a result that happened to
+// be ready. EMU_SYNC=1 runs everything at once instead.
+// enqueue returns cudaErrorInvalidResourceHandle for a stream that was
+// never created (or is destroyed).
+struct Work;
+using WorkRef = std::shared_ptr<Work>;
+// Queues op on the stream, behind `after` too if given (work on any stream);
+// *queued names the new work if asked for.
+cudaError_t enqueue(cudaStream_t stream, std::function<void()> op, WorkRef after = nullptr,
+                    WorkRef *queued = nullptr);
+cudaError_t sync_stream(cudaStream_t stream);
+void sync_work(const WorkRef &work);  // runs it and what it waits for
 void flush();
+// Runs call() once all queued work has run, with no device work running
+// meanwhile: host MPI calls go through this, since queued NCCL collectives
+// are MPI calls too (emu_libs.cpp).
+int with_device_idle(const std::function<int()> &call);
 }  // namespace emu

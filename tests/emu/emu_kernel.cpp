@@ -338,7 +338,6 @@ void run_launch(const char *name, const std::function<void()> &body, dim3 grid, 
 
 void launch(const char *name, const std::function<void()> &body, dim3 grid, dim3 block,
             size_t shared_bytes, cudaStream_t stream) {
-  (void)stream;  // one queue serves every stream (emu_internal.h)
   uint64_t threads = (uint64_t)block.x * block.y * block.z;
   if (threads == 0 || threads > kMaxThreads || block.z > 64 || grid.x == 0 || grid.y == 0 ||
       grid.z == 0 || grid.x > 2147483647u || grid.y > 65535 || grid.z > 65535) {
@@ -350,9 +349,10 @@ void launch(const char *name, const std::function<void()> &body, dim3 grid, dim3
     return;
   }
   // Queued with its arguments as they are now, as a launch captures them.
-  enqueue([name, body, grid, block, shared_bytes]() {
+  cudaError_t queued = enqueue(stream, [name, body, grid, block, shared_bytes]() {
     run_launch(name, body, grid, block, shared_bytes);
   });
+  if (queued != cudaSuccess) set_error(queued);
 }
 
 }  // namespace emu

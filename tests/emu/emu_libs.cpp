@@ -5,11 +5,11 @@
 // Each function has its real header's signature and C linkage (the program
 // links no vendor library). "Device memory" is host memory. GEMMs,
 // convolutions and tensor adds are checked at the call and queued on the
-// emulated device (emu_internal.h), with their descriptors and scaling
-// factors as they were at the call; the Find calls and the NCCL collectives
-// run at once, after the queued work (deferring a collective could deadlock
-// ranks that a GPU would not). Streams and workspaces are stored or accepted
-// and otherwise ignored. Arguments are
+// handle's stream (emu_internal.h), with their descriptors and scaling
+// factors as they were at the call. The Find calls run at once after all
+// queued work; the NCCL collectives at once after the work queued on their
+// stream and what it waits for (deferring a collective could deadlock ranks
+// that a GPU would not). Workspaces are accepted and not used. Arguments are
 // checked as the libraries document; the arithmetic accumulates in fp32
 // (GEMMs through OpenBLAS, convolutions in plain loops) and is rounded once
 // to the output type (nearest even). fp32 inputs are rounded to TF32 wherever
@@ -32,6 +32,8 @@
 
 #include <climits>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstdint>
 #include <cstring>
 #include <new>
@@ -301,8 +303,10 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation
                 *static_cast<const float *>(alpha), *static_cast<const float *>(beta),
                 {A, a_type, trans_a, lda, strideA}, {B, b_type, trans_b, ldb, strideB},
                 C, c_type, ldc, strideC, nar};
-  emu::enqueue([g]() { gemm_run(g); });  // in stream order, alpha and beta read now
-  return CUBLAS_STATUS_SUCCESS;
+  // In stream order, alpha and beta read now.
+  return emu::enqueue(handle->stream, [g]() { gemm_run(g); }) == cudaSuccess
+             ? CUBLAS_STATUS_SUCCESS
+             : CUBLAS_STATUS_INVALID_VALUE;
 }
 
 cublasStatus_t cublasLtCreate(cublasLtHandle_t *lightHandle) {
@@ -720,7 +724,7 @@ cudnnStatus_t cudnnFindConvolutionForwardAlgorithmEx(
     const cudnnTensorDescriptor_t yDesc, void *y, const int requestedAlgoCount,
     int *returnedAlgoCount, cudnnConvolutionFwdAlgoPerf_t *perfResults, void * /*workSpace*/,
     size_t /*workSpaceSizeInBytes*/) {
-  emu::flush();  // after the work queued before it, as on its stream
+  emu::flush();  // a Find blocks the host: after all queued work
   ConvGeom g;
   if (!handle || !x || !w || !y) return CUDNN_STATUS_BAD_PARAM;
   cudnnStatus_t st = conv_geom(xDesc, wDesc, convDesc, yDesc, &g);
@@ -738,7 +742,7 @@ cudnnStatus_t cudnnFindConvolutionBackwardDataAlgorithmEx(
     const int requestedAlgoCount, int *returnedAlgoCount,
     cudnnConvolutionBwdDataAlgoPerf_t *perfResults, void * /*workSpace*/,
     size_t /*workSpaceSizeInBytes*/) {
-  emu::flush();  // after the work queued before it, as on its stream
+  emu::flush();  // a Find blocks the host: after all queued work
   ConvGeom g;
   if (!handle || !w || !dy || !dx) return CUDNN_STATUS_BAD_PARAM;
   cudnnStatus_t st = conv_geom(dxDesc, wDesc, convDesc, dyDesc, &g);
@@ -756,7 +760,7 @@ cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithmEx(
     const int requestedAlgoCount, int *returnedAlgoCount,
     cudnnConvolutionBwdFilterAlgoPerf_t *perfResults, void * /*workSpace*/,
     size_t /*workSpaceSizeInBytes*/) {
-  emu::flush();  // after the work queued before it, as on its stream
+  emu::flush();  // a Find blocks the host: after all queued work
   ConvGeom g;
   if (!handle || !x || !y || !dw) return CUDNN_STATUS_BAD_PARAM;
   cudnnStatus_t st = conv_geom(xDesc, dwDesc, convDesc, dyDesc, &g);
@@ -784,14 +788,14 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const void *alpha,
   // Queued: the descriptors and scaling factors as they are now.
   float al = *static_cast<const float *>(alpha), be = *static_cast<const float *>(beta);
   Desc4 xd = xDesc->d, wd = wDesc->d, yd = yDesc->d;
-  emu::enqueue([=]() {
+  cudaError_t queued = emu::enqueue(handle->stream, [=]() {
     std::vector<float> xv = desc4_gather(xd, x, g.narrow);
     std::vector<float> wv = desc4_gather(wd, w, g.narrow);
     std::vector<float> yv(desc4_numel(yd));
     conv_fwd(g, xv.data(), wv.data(), yv.data());
     desc4_blend(yd, y, yv, al, be);
   });
-  return CUDNN_STATUS_SUCCESS;
+  return queued == cudaSuccess ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_BAD_PARAM;
 }
 
 cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void *alpha,
@@ -809,14 +813,14 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void *alp
   if (st != CUDNN_STATUS_SUCCESS) return st;
   float al = *static_cast<const float *>(alpha), be = *static_cast<const float *>(beta);
   Desc4 dyd = dyDesc->d, wd = wDesc->d, dxd = dxDesc->d;
-  emu::enqueue([=]() {
+  cudaError_t queued = emu::enqueue(handle->stream, [=]() {
     std::vector<float> dyv = desc4_gather(dyd, dy, g.narrow);
     std::vector<float> wv = desc4_gather(wd, w, g.narrow);
     std::vector<float> dxv(desc4_numel(dxd));
     conv_bwd_data(g, dyv.data(), wv.data(), dxv.data());
     desc4_blend(dxd, dx, dxv, al, be);
   });
-  return CUDNN_STATUS_SUCCESS;
+  return queued == cudaSuccess ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_BAD_PARAM;
 }
 
 cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void *alpha,
@@ -834,14 +838,14 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void *a
   if (st != CUDNN_STATUS_SUCCESS) return st;
   float al = *static_cast<const float *>(alpha), be = *static_cast<const float *>(beta);
   Desc4 xd = xDesc->d, dyd = dyDesc->d, dwd = dwDesc->d;
-  emu::enqueue([=]() {
+  cudaError_t queued = emu::enqueue(handle->stream, [=]() {
     std::vector<float> xv = desc4_gather(xd, x, g.narrow);
     std::vector<float> dyv = desc4_gather(dyd, dy, g.narrow);
     std::vector<float> dwv(desc4_numel(dwd));
     conv_bwd_filter(g, xv.data(), dyv.data(), dwv.data());
     desc4_blend(dwd, dw, dwv, al, be);
   });
-  return CUDNN_STATUS_SUCCESS;
+  return queued == cudaSuccess ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_BAD_PARAM;
 }
 
 // C = alpha A + beta C, A broadcast along its axes of size 1.
@@ -856,14 +860,14 @@ cudnnStatus_t cudnnAddTensor(cudnnHandle_t handle, const void *alpha,
   for (int i = 0; i < 4; i++)
     if (a.dim[i] != c.dim[i] && a.dim[i] != 1) return CUDNN_STATUS_BAD_PARAM;
   float al = *static_cast<const float *>(alpha), be = *static_cast<const float *>(beta);
-  emu::enqueue([=]() {
+  cudaError_t queued = emu::enqueue(handle->stream, [=]() {
     desc4_for_each(c, [&](const int *i, int64_t at) {
       int64_t from = 0;
       for (int d = 0; d < 4; d++) from += (a.dim[d] == 1 ? 0 : i[d]) * a.stride[d];
       elem_blend(C, c.elem, at, al, elem_load(A, a.elem, from), be);
     });
   });
-  return CUDNN_STATUS_SUCCESS;
+  return queued == cudaSuccess ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_BAD_PARAM;
 }
 
 }  // extern "C"
@@ -880,6 +884,9 @@ struct ncclComm {
 #if HAVE_MPI
   MPI_Comm mpi;  // MPI_COMM_NULL for one rank
 #endif
+  // The collective issued last, which the next one waits for: each rank
+  // runs its collectives in issue order, whatever streams they are on.
+  emu::WorkRef last;
 };
 
 // Marks ids made by ncclGetUniqueId, so an id that never arrived (zeros, say)
@@ -894,16 +901,6 @@ static size_t nccl_type_bytes(ncclDataType_t t) {
     case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
     default: return 0;
   }
-}
-
-// Checks the buffers and copies send to recv when they differ: all that a
-// collective over one rank does (sum, prod, max, min and avg of one value).
-static ncclResult_t nccl_copy(const void *send, void *recv, size_t count, ncclDataType_t type,
-                              ncclComm_t comm) {
-  size_t bytes = nccl_type_bytes(type);
-  if (!comm || bytes == 0 || (count > 0 && (!send || !recv))) return ncclInvalidArgument;
-  if (send != recv && count > 0) memmove(recv, send, count * bytes);
-  return ncclSuccess;
 }
 
 #if HAVE_MPI
@@ -947,15 +944,16 @@ ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId,
     if (size != nranks || me != rank) return ncclInvalidUsage;
     if (MPI_Comm_dup(MPI_COMM_WORLD, &mpi) != MPI_SUCCESS) return ncclSystemError;
   }
-  *comm = new (std::nothrow) ncclComm{nranks, rank, mpi};
+  *comm = new (std::nothrow) ncclComm{nranks, rank, mpi, nullptr};
 #else
   if (nranks > 1) return ncclInvalidUsage;  // the other ranks would be other processes
-  *comm = new (std::nothrow) ncclComm{nranks, rank};
+  *comm = new (std::nothrow) ncclComm{nranks, rank, nullptr};
 #endif
   return *comm ? ncclSuccess : ncclSystemError;
 }
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  if (comm) emu::sync_work(comm->last);
 #if HAVE_MPI
   if (comm && comm->mpi != MPI_COMM_NULL) MPI_Comm_free(&comm->mpi);
 #endif
@@ -963,30 +961,54 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   return ncclSuccess;
 }
 
+// A collective is checked at the call and queued on its stream behind the
+// communicator's previous one; the MPI call inside runs when the rank's
+// device work reaches it. A failed MPI call then ends the process, as an
+// asynchronous NCCL error would end the job.
+static ncclResult_t nccl_enqueue(ncclComm_t comm, cudaStream_t stream, const char *name,
+                                 std::function<int()> collective) {
+  emu::WorkRef queued;
+  cudaError_t rc = emu::enqueue(stream, [comm, name, collective]() {
+    if (collective() != 0) {
+      fprintf(stderr, "emu_libs: %s on rank %d of %d failed in MPI\n", name, comm->rank,
+              comm->nranks);
+      exit(1);
+    }
+  }, comm->last, &queued);
+  if (rc != cudaSuccess) return ncclUnhandledCudaError;
+  comm->last = queued;
+  return ncclSuccess;
+}
+
 ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
                            ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
-                           cudaStream_t /*stream*/) {
-  emu::flush();  // after the work queued before it, as on its stream
+                           cudaStream_t stream) {
   if (op < ncclSum || op >= ncclNumOps) return ncclInvalidArgument;  // no custom ops
-  ncclResult_t rc = nccl_copy(sendbuff, recvbuff, count, datatype, comm);
-  if (rc != ncclSuccess || comm->nranks == 1 || count == 0) return rc;
+  size_t bytes = nccl_type_bytes(datatype);
+  if (!comm || bytes == 0 || (count > 0 && (!sendbuff || !recvbuff))) return ncclInvalidArgument;
+  if (comm->nranks == 1 || count == 0)  // the sum, product, ... of one value
+    return nccl_enqueue(comm, stream, "ncclAllReduce", [=]() {
+      if (sendbuff != recvbuff && count > 0) memmove(recvbuff, sendbuff, count * bytes);
+      return 0;
+    });
 #if HAVE_MPI
   MPI_Datatype type = nccl_mpi_type(datatype);
-  if (type == MPI_DATATYPE_NULL) return ncclInvalidUsage;
+  if (type == MPI_DATATYPE_NULL || count > (size_t)INT_MAX) return ncclInvalidUsage;
+  if (op == ncclAvg && datatype != ncclFloat32 && datatype != ncclFloat64)
+    return ncclInvalidUsage;
   MPI_Op mpi_op = op == ncclProd ? MPI_PROD : op == ncclMax ? MPI_MAX : op == ncclMin ? MPI_MIN
                                                                                     : MPI_SUM;
-  if (count > (size_t)INT_MAX) return ncclInvalidUsage;
-  if (MPI_Allreduce(MPI_IN_PLACE, recvbuff, (int)count, type, mpi_op, comm->mpi) != MPI_SUCCESS)
-    return ncclSystemError;
-  if (op == ncclAvg) {  // the sum over the ranks, divided as NCCL does for floats
+  return nccl_enqueue(comm, stream, "ncclAllReduce", [=]() {
+    if (sendbuff != recvbuff) memmove(recvbuff, sendbuff, count * bytes);
+    int rc = PMPI_Allreduce(MPI_IN_PLACE, recvbuff, (int)count, type, mpi_op, comm->mpi);
+    if (rc != MPI_SUCCESS || op != ncclAvg) return rc;
+    // The sum over the ranks, divided as NCCL does for floats.
     if (datatype == ncclFloat32)
       for (size_t i = 0; i < count; i++) ((float *)recvbuff)[i] /= (float)comm->nranks;
-    else if (datatype == ncclFloat64)
-      for (size_t i = 0; i < count; i++) ((double *)recvbuff)[i] /= comm->nranks;
     else
-      return ncclInvalidUsage;
-  }
-  return ncclSuccess;
+      for (size_t i = 0; i < count; i++) ((double *)recvbuff)[i] /= comm->nranks;
+    return rc;
+  });
 #else
   return ncclInvalidUsage;
 #endif
@@ -994,23 +1016,72 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
 
 ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
                            ncclDataType_t datatype, int root, ncclComm_t comm,
-                           cudaStream_t /*stream*/) {
-  emu::flush();  // after the work queued before it, as on its stream
-  if (comm && (root < 0 || root >= comm->nranks)) return ncclInvalidArgument;
-  // Only the root's send buffer counts; the copy puts it where MPI sends from.
-  ncclResult_t rc = nccl_copy(comm && comm->rank == root ? sendbuff : recvbuff, recvbuff, count,
-                              datatype, comm);
-  if (rc != ncclSuccess || comm->nranks == 1 || count == 0) return rc;
+                           cudaStream_t stream) {
+  size_t bytes = nccl_type_bytes(datatype);
+  if (!comm || bytes == 0 || root < 0 || root >= comm->nranks) return ncclInvalidArgument;
+  // Only the root's send buffer is read.
+  if (count > 0 && (!recvbuff || (comm->rank == root && !sendbuff))) return ncclInvalidArgument;
+  bool root_copies = comm->rank == root && sendbuff != recvbuff && count > 0;
+  if (comm->nranks == 1 || count == 0)
+    return nccl_enqueue(comm, stream, "ncclBroadcast", [=]() {
+      if (root_copies) memmove(recvbuff, sendbuff, count * bytes);
+      return 0;
+    });
 #if HAVE_MPI
-  size_t bytes = count * nccl_type_bytes(datatype);
-  if (bytes > (size_t)INT_MAX) return ncclInvalidUsage;
-  return MPI_Bcast(recvbuff, (int)bytes, MPI_BYTE, root, comm->mpi) == MPI_SUCCESS
-             ? ncclSuccess
-             : ncclSystemError;
+  if (count * bytes > (size_t)INT_MAX) return ncclInvalidUsage;
+  return nccl_enqueue(comm, stream, "ncclBroadcast", [=]() {
+    if (root_copies) memmove(recvbuff, sendbuff, count * bytes);
+    return PMPI_Bcast(recvbuff, (int)(count * bytes), MPI_BYTE, root, comm->mpi);
+  });
 #else
   return ncclInvalidUsage;
 #endif
 }
+
+}  // extern "C"
+
+#if HAVE_MPI
+// The host MPI calls the project makes. A queued collective is an MPI call
+// that runs when its rank's device work reaches it: were a rank blocked in a
+// host MPI call while its partner waited in a queued collective the first
+// had yet to run, both would hang, where on GPUs the collective would run on
+// the device meanwhile. So each of these runs the rank's queued device work
+// first, and holds device work off while it is in MPI (one thread of the
+// process in MPI at a time). They take the place of the MPI library's
+// functions, which they call by their profiling names (PMPI_).
+extern "C" {
+int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+                  MPI_Op op, MPI_Comm comm) {
+  return emu::with_device_idle(
+      [&]() { return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm); });
+}
+
+int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+                   MPI_Op op, MPI_Comm comm, MPI_Request *request) {
+  return emu::with_device_idle(
+      [&]() { return PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request); });
+}
+
+int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
+  return emu::with_device_idle([&]() { return PMPI_Bcast(buffer, count, datatype, root, comm); });
+}
+
+int MPI_Barrier(MPI_Comm comm) {
+  return emu::with_device_idle([&]() { return PMPI_Barrier(comm); });
+}
+
+int MPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Status *array_of_statuses) {
+  return emu::with_device_idle(
+      [&]() { return PMPI_Waitall(count, array_of_requests, array_of_statuses); });
+}
+
+int MPI_Finalize(void) {
+  return emu::with_device_idle([]() { return PMPI_Finalize(); });
+}
+}  // extern "C"
+#endif
+
+extern "C" {
 
 const char *ncclGetErrorString(ncclResult_t result) {
   switch (result) {

@@ -1,8 +1,7 @@
 // emu_runtime.cpp: the CUDA runtime calls the project makes, for the CUDA
-// emulation (emu.h). Devices whose memory is host memory, and one work queue
-// (emu_internal.h): launches, asynchronous copies and sets and event records
-// wait in it until the host synchronises; events record the wall clock at
-// the moment the queue reaches them.
+// emulation (emu.h). Devices whose memory is host memory, and streams whose
+// work waits in queues (emu_internal.h) until the host needs it; events
+// record the wall clock at the moment their record runs.
 //
 // Device allocations are filled with 0xff bytes (a NaN in every float
 // type), as freshly allocated GPU memory holds whatever was there: code that
@@ -12,19 +11,19 @@
 #include <string.h>
 #include <time.h>
 
+#include <algorithm>
 #include <deque>
+#include <memory>
+#include <new>
 #include <mutex>
+#include <set>
+#include <vector>
 
 #include "emu_internal.h"
 
 namespace emu {
 namespace {
 cudaError_t g_last_error = cudaSuccess;
-// Stands for every stream: the calls ignore which.
-int g_stream_token;
-struct Event {
-  double ms;
-};
 double now_ms() {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -39,38 +38,182 @@ void set_error(cudaError_t e) {
   if (g_last_error == cudaSuccess) g_last_error = e;
 }
 
+// A stream's queued work.
+struct Stream {
+  bool blocking;                // ordered against the legacy default stream
+  std::deque<WorkRef> pending;  // in issue order
+  WorkRef last;                 // the latest issued, done or not
+};
+
+// One piece of queued device work.
+struct Work {
+  std::function<void()> run;  // empty for a marker or a wait on an event
+  Stream *stream;             // valid while not done
+  uint64_t seq;               // issue order over all streams
+  // Work on other streams this waits for; all issued earlier, so the
+  // dependencies never form a cycle.
+  std::vector<WorkRef> after;
+  bool done = false;
+};
+
 namespace {
-std::mutex g_queue_lock;   // guards g_queue
-std::mutex g_flush_lock;   // one thread runs the queue at a time, in order
-std::deque<std::function<void()>> g_queue;
+
+struct Event {
+  std::shared_ptr<double> ms;  // shared with a queued record
+  WorkRef recorded;            // the latest record issued
+};
+
+std::mutex g_lock;      // guards the streams, their work and g_seq
+std::mutex g_run_lock;  // one thread runs device work at a time
+Stream g_legacy = {true, {}, nullptr};
+std::set<Stream *> g_streams = {&g_legacy};
+uint64_t g_seq;
+
 bool run_at_once() {
   static const bool at_once = env_int("EMU_SYNC", 0) == 1;
   return at_once;
 }
+bool newest_first() {
+  static const bool reverse = env_int("EMU_REVERSE", 0) == 1;
+  return reverse;
+}
+
+// The stream a handle names (0 and the two special handles are the legacy
+// default stream); nullptr for one never created. Under g_lock.
+Stream *stream_of(cudaStream_t handle) {
+  if (handle == 0 || handle == cudaStreamLegacy || handle == cudaStreamPerThread)
+    return &g_legacy;
+  Stream *s = reinterpret_cast<Stream *>(handle);
+  return g_streams.count(s) ? s : nullptr;
+}
+
+bool ready(const Work &w) {
+  for (const WorkRef &d : w.after)
+    if (!d->done) return false;
+  return true;
+}
+
+// Queues run on s after `after`, and after what CUDA orders it behind: work
+// on the legacy stream waits for all work issued before it on the blocking
+// streams, and work on a blocking stream for the legacy stream's. Under g_lock.
+WorkRef submit(Stream *s, std::function<void()> run, std::vector<WorkRef> after) {
+  WorkRef w = std::make_shared<Work>();
+  w->run = std::move(run);
+  w->stream = s;
+  w->seq = g_seq++;
+  w->after = std::move(after);
+  if (s == &g_legacy) {
+    for (Stream *o : g_streams)
+      if (o != s && o->blocking && o->last && !o->last->done) w->after.push_back(o->last);
+  } else if (s->blocking && g_legacy.last && !g_legacy.last->done) {
+    w->after.push_back(g_legacy.last);
+  }
+  s->pending.push_back(w);
+  s->last = w;
+  return w;
+}
+
+// Runs w, the head of its stream with its dependencies done. With g_run_lock
+// and g_lock held; g_lock is let go while the work runs, so that other host
+// threads may queue more meanwhile.
+void run_one(std::unique_lock<std::mutex> &held, const WorkRef &w) {
+  held.unlock();
+  if (w->run) w->run();
+  held.lock();
+  w->done = true;
+  w->after.clear();
+  w->stream->pending.pop_front();
+}
+
+// The work to run next: the oldest head of a stream that may run, or with
+// EMU_REVERSE=1 the newest. The oldest head may always run, since all it
+// waits for was issued before it. nullptr when nothing is queued. Under g_lock.
+WorkRef next_ready() {
+  WorkRef pick;
+  for (Stream *s : g_streams) {
+    if (s->pending.empty() || !ready(*s->pending.front())) continue;
+    const WorkRef &w = s->pending.front();
+    if (!pick || (newest_first() ? w->seq > pick->seq : w->seq < pick->seq)) pick = w;
+  }
+  return pick;
+}
+
+// Runs until target is done. By default only target and what it depends on:
+// each time the head of target's stream or, if that waits, of the stream of
+// its first unfinished dependency, and so on back; work that nothing awaits
+// stays queued. With EMU_REVERSE=1, the newest work that may run, each time,
+// until target is done: later work on other streams then runs before earlier
+// work that it did not wait for. Under g_run_lock.
+void run_until(const WorkRef &target) {
+  std::unique_lock<std::mutex> held(g_lock);
+  while (!target->done) {
+    WorkRef w;
+    if (newest_first()) {
+      w = next_ready();
+    } else {
+      w = target->stream->pending.front();
+      for (;;) {
+        auto dep = std::find_if(w->after.begin(), w->after.end(),
+                                [](const WorkRef &d) { return !d->done; });
+        if (dep == w->after.end()) break;
+        w = (*dep)->stream->pending.front();
+      }
+    }
+    run_one(held, w);
+  }
+}
+
+// Runs all queued work, in next_ready's order. Under g_run_lock.
+void run_all() {
+  std::unique_lock<std::mutex> held(g_lock);
+  while (WorkRef w = next_ready()) run_one(held, w);
+}
 }  // namespace
 
-void enqueue(std::function<void()> op) {
-  if (run_at_once()) {
-    flush();
-    op();
-    return;
+cudaError_t enqueue(cudaStream_t stream, std::function<void()> op, WorkRef after,
+                    WorkRef *queued) {
+  {
+    std::lock_guard<std::mutex> hold(g_lock);
+    Stream *s = stream_of(stream);
+    if (!s) return cudaErrorInvalidResourceHandle;
+    std::vector<WorkRef> deps;
+    if (after && !after->done) deps.push_back(std::move(after));
+    WorkRef w = submit(s, std::move(op), std::move(deps));
+    if (queued) *queued = std::move(w);
   }
-  std::lock_guard<std::mutex> hold(g_queue_lock);
-  g_queue.push_back(std::move(op));
+  if (run_at_once()) flush();
+  return cudaSuccess;
+}
+
+cudaError_t sync_stream(cudaStream_t stream) {
+  WorkRef marker;
+  {
+    std::lock_guard<std::mutex> hold(g_lock);
+    Stream *s = stream_of(stream);
+    if (!s) return cudaErrorInvalidResourceHandle;
+    // A marker rather than the stream's last work, so that on the legacy
+    // stream it also waits for the blocking streams.
+    marker = submit(s, nullptr, {});
+  }
+  sync_work(marker);
+  return cudaSuccess;
+}
+
+void sync_work(const WorkRef &work) {
+  if (!work) return;
+  std::lock_guard<std::mutex> running(g_run_lock);
+  run_until(work);
 }
 
 void flush() {
-  std::lock_guard<std::mutex> running(g_flush_lock);
-  for (;;) {
-    std::function<void()> op;
-    {
-      std::lock_guard<std::mutex> hold(g_queue_lock);
-      if (g_queue.empty()) return;
-      op = std::move(g_queue.front());
-      g_queue.pop_front();
-    }
-    op();
-  }
+  std::lock_guard<std::mutex> running(g_run_lock);
+  run_all();
+}
+
+int with_device_idle(const std::function<int()> &call) {
+  std::lock_guard<std::mutex> running(g_run_lock);
+  run_all();
+  return call();
 }
 }  // namespace emu
 
@@ -130,65 +273,91 @@ cudaError_t cudaFreeHost(void *ptr) {
   return cudaSuccess;
 }
 
+// The synchronous copy and set are on the legacy default stream: after all
+// work issued on the blocking streams.
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
   (void)kind;
-  emu::flush();
+  emu::sync_stream(0);
   if (bytes) memmove(dst, src, bytes);
   return cudaSuccess;
 }
 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
                             cudaStream_t stream) {
-  (void)kind, (void)stream;
-  if (bytes) emu::enqueue([dst, src, bytes]() { memmove(dst, src, bytes); });
-  return cudaSuccess;
+  (void)kind;
+  return emu::enqueue(stream, [dst, src, bytes]() {
+    if (bytes) memmove(dst, src, bytes);
+  });
 }
 
 cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch,
                               size_t width, size_t height, cudaMemcpyKind kind,
                               cudaStream_t stream) {
-  (void)kind, (void)stream;
+  (void)kind;
   if (width > dpitch || width > spitch) return cudaErrorInvalidPitchValue;
-  emu::enqueue([=]() {
+  return emu::enqueue(stream, [=]() {
     for (size_t r = 0; r < height; r++)
       memmove((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
   });
-  return cudaSuccess;
 }
 
 cudaError_t cudaMemset(void *ptr, int value, size_t bytes) {
-  emu::flush();
+  emu::sync_stream(0);
   if (bytes) memset(ptr, value, bytes);
   return cudaSuccess;
 }
 
 cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t stream) {
-  (void)stream;
-  if (bytes) emu::enqueue([ptr, value, bytes]() { memset(ptr, value, bytes); });
-  return cudaSuccess;
+  return emu::enqueue(stream, [ptr, value, bytes]() {
+    if (bytes) memset(ptr, value, bytes);
+  });
 }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags) {
-  (void)flags;
-  *stream = (cudaStream_t)&emu::g_stream_token;
+  if (!stream) return cudaErrorInvalidValue;
+  emu::Stream *s = new emu::Stream{!(flags & cudaStreamNonBlocking), {}, nullptr};
+  std::lock_guard<std::mutex> hold(emu::g_lock);
+  emu::g_streams.insert(s);
+  *stream = reinterpret_cast<cudaStream_t>(s);
   return cudaSuccess;
 }
 
+cudaError_t cudaStreamCreate(cudaStream_t *stream) {
+  return cudaStreamCreateWithFlags(stream, cudaStreamDefault);
+}
+
+// The stream's queued work runs first (on a GPU it would finish after the
+// call returned; running it now is one of the orders it could take).
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
-  (void)stream;
-  emu::flush();
+  if (stream == 0 || stream == cudaStreamLegacy || stream == cudaStreamPerThread)
+    return cudaErrorInvalidResourceHandle;
+  emu::WorkRef last;
+  emu::Stream *s;
+  {
+    std::lock_guard<std::mutex> hold(emu::g_lock);
+    s = emu::stream_of(stream);
+    if (!s) return cudaErrorInvalidResourceHandle;
+    last = s->last;
+  }
+  emu::sync_work(last);
+  std::lock_guard<std::mutex> hold(emu::g_lock);
+  emu::g_streams.erase(s);
+  delete s;
   return cudaSuccess;
 }
 
-cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
-  (void)stream;
-  emu::flush();
-  return cudaSuccess;
-}
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) { return emu::sync_stream(stream); }
 
+// Later work on the stream waits for the event's latest record as issued now.
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags) {
-  (void)stream, (void)flags;
-  return event ? cudaSuccess : cudaErrorInvalidResourceHandle;
+  (void)flags;
+  if (!event) return cudaErrorInvalidResourceHandle;
+  std::lock_guard<std::mutex> hold(emu::g_lock);
+  emu::Stream *s = emu::stream_of(stream);
+  if (!s) return cudaErrorInvalidResourceHandle;
+  emu::WorkRef record = ((Event *)event)->recorded;
+  if (record && !record->done) emu::submit(s, nullptr, {record});
+  return cudaSuccess;
 }
 
 cudaError_t cudaDeviceSynchronize(void) {
@@ -197,7 +366,8 @@ cudaError_t cudaDeviceSynchronize(void) {
 }
 
 cudaError_t cudaEventCreate(cudaEvent_t *event) {
-  Event *e = (Event *)calloc(1, sizeof(Event));
+  if (!event) return cudaErrorInvalidValue;
+  Event *e = new (std::nothrow) Event{std::make_shared<double>(0.0), nullptr};
   if (!e) return cudaErrorMemoryAllocation;
   *event = (cudaEvent_t)e;
   return cudaSuccess;
@@ -208,36 +378,47 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned flags) {
   return cudaEventCreate(event);
 }
 
+// A record still queued writes its own copy of the time.
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
-  emu::flush();  // a queued record may still write it
-  free(event);
+  if (!event) return cudaErrorInvalidResourceHandle;
+  std::lock_guard<std::mutex> hold(emu::g_lock);
+  delete (Event *)event;
   return cudaSuccess;
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
-  (void)stream;
   if (!event) return cudaErrorInvalidResourceHandle;
   Event *e = (Event *)event;
-  emu::enqueue([e]() { e->ms = emu::now_ms(); });
+  {
+    std::lock_guard<std::mutex> hold(emu::g_lock);
+    emu::Stream *s = emu::stream_of(stream);
+    if (!s) return cudaErrorInvalidResourceHandle;
+    std::shared_ptr<double> ms = e->ms;
+    e->recorded = emu::submit(s, [ms]() { *ms = emu::now_ms(); }, {});
+  }
+  if (emu::run_at_once()) emu::flush();
   return cudaSuccess;
+}
+
+static emu::WorkRef latest_record(cudaEvent_t event) {
+  std::lock_guard<std::mutex> hold(emu::g_lock);
+  return ((Event *)event)->recorded;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (!event) return cudaErrorInvalidResourceHandle;
-  emu::flush();
+  emu::sync_work(latest_record(event));
   return cudaSuccess;
 }
 
-cudaError_t cudaEventQuery(cudaEvent_t event) {
-  if (!event) return cudaErrorInvalidResourceHandle;
-  emu::flush();  // done, once asked about
-  return cudaSuccess;
-}
+// Done, once asked about: the record and what it waits for run now.
+cudaError_t cudaEventQuery(cudaEvent_t event) { return cudaEventSynchronize(event); }
 
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
-  if (!start || !end) return cudaErrorInvalidResourceHandle;
-  emu::flush();
-  *ms = (float)(((Event *)end)->ms - ((Event *)start)->ms);
+  if (!ms || !start || !end) return cudaErrorInvalidResourceHandle;
+  emu::sync_work(latest_record(start));
+  emu::sync_work(latest_record(end));
+  *ms = (float)(*((Event *)end)->ms - *((Event *)start)->ms);
   return cudaSuccess;
 }
 

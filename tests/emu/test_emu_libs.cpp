@@ -19,21 +19,8 @@
 #include <cstring>
 #include <vector>
 
-static int g_failures;
+#include "emu_test.h"
 
-static void check(bool ok, const char *name, const char *fmt, ...) {
-  if (ok) {
-    printf("PASS %s\n", name);
-    return;
-  }
-  char what[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(what, sizeof what, fmt, ap);
-  va_end(ap);
-  printf("FAIL %s: %s\n", name, what);
-  g_failures++;
-}
 
 // Uniform in [-1, 1), reproducible.
 static float rnd() {

@@ -106,10 +106,18 @@ if command -v mpirun >/dev/null && ldd "$build/bin/resnet" | grep libmpi >/dev/n
   for dev in cpu cuda; do
     resnet two_$dev --device=$dev --precision=fp32 --target_accuracy=1
   done
+  # Again with the streams' work (loader copies, gradient averages, the
+  # compute stream) run newest first where their waits allow, and blocks
+  # and threads in reverse (tests/emu/README.md).
+  launch+=(-x EMU_REVERSE=1)
+  resnet two_cuda_reverse --device=cuda --precision=fp32 --target_accuracy=1
   launch=()
   compare_epochs emu_resnet_two_ranks_cuda_matches_cpu two_cpu two_cuda "emulated GPUs" 0.008 0.002
+  compare_epochs emu_resnet_two_ranks_cuda_reverse_matches_cpu two_cpu two_cuda_reverse \
+    "emulated GPUs, EMU_REVERSE=1" 0.008 0.002
 else
   echo "SKIP emu_resnet_two_ranks_cuda_matches_cpu: no MPI in this build"
+  echo "SKIP emu_resnet_two_ranks_cuda_reverse_matches_cpu: no MPI in this build"
 fi
 
 # ---------------------------------------------------------------- NCF
