@@ -144,6 +144,29 @@ const char *test_tmpdir(void) {
 
 bool test_have_gpu(void) { return device_cuda_available(); }
 
+// Weak: defined only in a build against the CUDA emulation.
+extern void emu_activity_begin(void *stream) __attribute__((weak));
+extern EmuActivity emu_activity_end(void) __attribute__((weak));
+
+bool test_device_watch_begin(const Device *dev) {
+  if (!emu_activity_begin || !emu_activity_end) return false;
+  emu_activity_begin(dev->stream);
+  return true;
+}
+
+EmuActivity test_device_watch_end(void) {
+  return emu_activity_end ? emu_activity_end() : (EmuActivity){0};
+}
+
+void test_check_step_activity(const char *what, const EmuActivity *counts, long waits) {
+  if (!counts) test_skip("counting host waits needs the CUDA emulation (make test-emu)");
+  CHECK_MSG(counts->host_waits == waits, "%s step: %ld host waits (first: %s), expected %ld",
+            what, counts->host_waits, counts->first_wait, waits);
+  CHECK_MSG(counts->allocations == 0, "%s step: %ld allocations", what, counts->allocations);
+  CHECK_MSG(counts->other_streams == 0, "%s step: %ld calls queued off the compute stream", what,
+            counts->other_streams);
+}
+
 void test_fill_uniform(float *x, int64_t n, uint64_t seed, float lo, float hi) {
   rng_fill_uniform_cpu(x, n, seed, 0, 0, lo, hi);
 }

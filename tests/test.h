@@ -7,6 +7,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "emu/emu_activity.h"
+
+struct Device;
+
 // Runs fn as case `name`; a failed CHECK marks the case failed and goes on, a
 // failed REQUIRE or test_skip() ends the case at once.
 void test_run(const char *name, void (*fn)(void));
@@ -88,6 +92,18 @@ void test_check_error(const char *what, const char *dtype, double err, double to
 const char *test_tmpdir(void);
 // Whether a usable GPU is present (CUDA build and a device).
 bool test_have_gpu(void);
+
+// What this thread asks of a GPU device between test_device_watch_begin and
+// test_device_watch_end: host waits, allocations, and work queued on a stream
+// other than dev's compute stream (tests/emu/emu_activity.h). Only the CUDA
+// emulation (make test-emu) can count them; elsewhere begin returns false and
+// the case should skip.
+bool test_device_watch_begin(const struct Device *dev);
+struct EmuActivity test_device_watch_end(void);
+// A training step's counts: `waits` host waits, no allocation, nothing
+// queued off the compute stream; what names the step in failures. Skips the
+// case when counts is NULL (nothing was counted).
+void test_check_step_activity(const char *what, const struct EmuActivity *counts, long waits);
 
 // Fills x[0..n) with uniform numbers on [lo, hi) from (seed, stream 0).
 void test_fill_uniform(float *x, int64_t n, uint64_t seed, float lo, float hi);

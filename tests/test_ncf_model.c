@@ -9,7 +9,10 @@
 #include "../recommendation/ncf_data.h"
 #include "../recommendation/ncf_metric.h"
 #include "../recommendation/ncf_model.h"
+#include "amp.h"
+#include "optim.h"
 #include "test.h"
+#include "trainer.h"
 
 static const Device CPU = {.kind = DEVICE_CPU};
 
@@ -57,10 +60,10 @@ static void backward_matches_finite_differences(void) {
 
 // A model of the finite-difference test's shape with its O(1) weights and 8
 // rows, on `device` in compute dtype dt.
-static void small_model(NcfModel *m, DType dt, DeviceKind device) {
+static void small_model_with(NcfModel *m, DType dt, DeviceKind device, int n_state) {
   NcfShape shape = {.n_users = 5, .n_items = 7, .mf_dim = 3, .n_layers = 3,
                     .layers = {6, 5, 4}, .dtype = dt};
-  ncf_model_init(m, &shape, 0, 8, 3, device);
+  ncf_model_init(m, &shape, n_state, 8, 3, device);
   float *p = malloc((size_t)m->ps.total_numel * sizeof(float));
   test_fill_uniform(p, m->ps.total_numel, 11, -0.8f, 0.8f);
   device_copy(device, m->ps.params, DEVICE_CPU, p, (size_t)m->ps.total_numel * sizeof(float));
@@ -70,6 +73,10 @@ static void small_model(NcfModel *m, DType dt, DeviceKind device) {
   device_copy(device, m->a.users.data, DEVICE_CPU, users, sizeof users);
   device_copy(device, m->a.items.data, DEVICE_CPU, items, sizeof items);
   device_copy(device, m->a.labels.data, DEVICE_CPU, labels, sizeof labels);
+}
+
+static void small_model(NcfModel *m, DType dt, DeviceKind device) {
+  small_model_with(m, dt, device, 0);
 }
 
 // loss_scale multiplies every gradient (fp16's loss scaling), not the loss.
@@ -326,6 +333,60 @@ static void gpu_batches_and_metric_match_cpu(void) {
   device_close(&gpu);
 }
 
+// A training step on the GPU, as recommendation/train.c takes it: the batch
+// with its sampled negatives built on the device, forward, loss, backward,
+// then unscaling with the overflow check and Adam (trainer_update). It
+// queues all its work on the compute stream, allocates nothing and never
+// makes the host wait (bf16), or once in fp16, where the loss scaler reads
+// its overflow flag (amp.h): the whole step stays on the GPU. Only the CUDA
+// emulation counts waits; elsewhere the case skips.
+static void gpu_step_waits_in(DType dt, long waits) {
+  if (!test_have_gpu()) test_skip("no GPU");
+  Device gpu;
+  device_open(&gpu, DEVICE_CUDA, 0);
+  NcfModel m;
+  small_model_with(&m, dt, DEVICE_CUDA, optim_state_count(OPT_ADAM));
+  OptConfig oc = optim_defaults(OPT_ADAM);
+  Optimizer opt;
+  optim_init(&opt, &oc, &m.ps);
+  AmpConfig ac = {.precision = dt == DT_F16 ? PREC_FP16 : PREC_BF16, .scale_init = 1024,
+                  .growth_interval = 1000, .growth_factor = 2, .backoff = 0.5f, .scale_min = 1};
+  LossScaler scaler;
+  amp_scaler_init(&scaler, &ac, DEVICE_CUDA);
+  Dist one = {.rank = 0, .size = 1};
+  // Users 0..4 with 1 or 2 of the 7 items each, one negative per positive:
+  // 16 samples an epoch, two batches of 8.
+  const int64_t offsets[6] = {0, 2, 3, 5, 6, 8};
+  const int32_t items[8] = {1, 4, 0, 2, 6, 3, 0, 5}, users[8] = {0, 0, 1, 2, 2, 3, 4, 4};
+  NcfTrainView v = {upload(offsets, sizeof offsets), upload(items, sizeof items),
+                    upload(users, sizeof users), 8, 7, 1, 21};
+  EmuActivity counts = {0};
+  bool counting = false;
+  for (int step = 0; step < 3; step++) {
+    if (step == 2) counting = test_device_watch_begin(&gpu);
+    ncf_train_batch(&gpu, &v, 1, (step % 2) * 8, 8, m.a.users.data, m.a.items.data,
+                    m.a.labels.data);
+    ncf_model_forward(&m, &gpu, 8);
+    ncf_model_backward(&m, &gpu, 8, amp_loss_scale(&scaler), (GradHook){0});
+    trainer_update(&gpu, &one, &scaler, &opt, &m.ps, 1e-3f);
+    if (counting) counts = test_device_watch_end();
+  }
+  device_sync(&gpu);
+  float loss;
+  device_copy(DEVICE_CPU, &loss, DEVICE_CUDA, m.a.loss.data, sizeof loss);
+  CHECK_MSG(isfinite(loss) && loss > 0, "%s: loss %g after 3 steps", dtype_name(dt), loss);
+  void *owned[] = {(void *)v.offsets, (void *)v.items, (void *)v.users};
+  for (size_t i = 0; i < 3; i++) device_free(DEVICE_CUDA, owned[i]);
+  amp_scaler_free(&scaler);
+  optim_free(&opt);
+  ncf_model_free(&m);
+  device_close(&gpu);
+  test_check_step_activity(dtype_name(dt), counting ? &counts : NULL, waits);
+}
+
+static void gpu_bf16_step_never_waits(void) { gpu_step_waits_in(DT_BF16, 0); }
+static void gpu_fp16_step_waits_once_for_overflow(void) { gpu_step_waits_in(DT_F16, 1); }
+
 int main(void) {
   TEST_RUN(backward_matches_finite_differences);
   TEST_RUN(gradients_announced_last_first);
@@ -338,5 +399,7 @@ int main(void) {
   TEST_RUN(epoch_order_is_a_permutation);
   TEST_RUN(batches_follow_the_sampling_rules);
   TEST_RUN(gpu_batches_and_metric_match_cpu);
+  TEST_RUN(gpu_bf16_step_never_waits);
+  TEST_RUN(gpu_fp16_step_waits_once_for_overflow);
   return test_finish();
 }

@@ -5,10 +5,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "amp.h"
+#include "ops_elem.h"
+#include "ops_loss.h"
 #include "ops_test_util.h"
+#include "optim.h"
 #include "resnet.h"
 #include "rng.h"
 #include "test.h"
+#include "trainer.h"
 
 static ResnetConfig tiny_config(ResnetBlockKind block, bool imagenet_stem, const char *stages,
                                 int image_size) {
@@ -343,6 +348,77 @@ static void gpu_bf16_matches_cpu_fp32(void) { gpu_matches_cpu_in(DT_BF16, 3e-2, 
 static void gpu_fp16_matches_cpu_fp32(void) { gpu_matches_cpu_in(DT_F16, 5e-3, 0, 0.3); }
 
 // fp16/bf16 are CUDA-only; asking for them on the CPU is refused, by name.
+// A training step on the GPU, as image_classification/train.c takes it:
+// input bytes to the compute dtype, forward, loss, backward, then unscaling
+// with the overflow check and the fused LARS step (trainer_update). After a
+// first step (cuDNN's algorithm search, which waits for the device), a step
+// queues all its work on the compute stream, allocates nothing and never
+// makes the host wait, so that the host runs ahead of the GPU: no wait in
+// bf16, one in fp16, where the loss scaler reads its overflow flag to decide
+// whether the step counts (amp.h). Only the CUDA emulation counts waits;
+// elsewhere the case skips.
+static void gpu_step_waits_in(DType dt, long waits) {
+  if (!test_have_gpu()) test_skip("no GPU");
+  Device gpu;
+  device_open(&gpu, DEVICE_CUDA, 0);
+  ResnetConfig cfg = lowp_config();
+  cfg.dtype = dt;
+  Resnet net;
+  OptConfig oc = optim_defaults(OPT_LARS);
+  resnet_init(&net, &cfg, kLowpBatch, optim_state_count(OPT_LARS), DEVICE_CUDA, 7);
+  Optimizer opt;
+  optim_init(&opt, &oc, &net.params);
+  AmpConfig ac = {.precision = dt == DT_F16 ? PREC_FP16 : PREC_BF16, .scale_init = 1024,
+                  .growth_interval = 1000, .growth_factor = 2, .backoff = 0.5f, .scale_min = 1};
+  LossScaler scaler;
+  amp_scaler_init(&scaler, &ac, DEVICE_CUDA);
+  Dist one = {.rank = 0, .size = 1};
+  int64_t pixels = kLowpBatch * 32 * 32 * 3;
+  uint8_t *bytes_host = malloc((size_t)pixels);
+  for (int64_t i = 0; i < pixels; i++) bytes_host[i] = (uint8_t)(i * 37 % 251);
+  const int32_t labels_host[3] = {0, 3, 4};  // kLowpBatch of them
+  uint8_t *bytes = device_alloc(DEVICE_CUDA, (size_t)pixels);
+  int32_t *labels = device_alloc(DEVICE_CUDA, sizeof labels_host);
+  device_copy(DEVICE_CUDA, bytes, DEVICE_CPU, bytes_host, (size_t)pixels);
+  device_copy(DEVICE_CUDA, labels, DEVICE_CPU, labels_host, sizeof labels_host);
+  void *images = device_alloc(DEVICE_CUDA, (size_t)pixels * dtype_size(dt));
+  float *loss = device_alloc(DEVICE_CUDA, sizeof(float));
+  float *dlogits = device_alloc(DEVICE_CUDA, kLowpBatch * 5 * sizeof(float));
+  Tensor tb = TENSOR(bytes, DT_U8, DEVICE_CUDA, kLowpBatch, 32, 32, 3);
+  Tensor tx = TENSOR(images, dt, DEVICE_CUDA, kLowpBatch, 32, 32, 3);
+  Tensor ty = TENSOR(labels, DT_I32, DEVICE_CUDA, kLowpBatch);
+  Tensor tl = TENSOR(loss, DT_F32, DEVICE_CUDA, 1);
+  Tensor td = TENSOR(dlogits, DT_F32, DEVICE_CUDA, kLowpBatch, 5);
+  const ChannelAffine norm = {{1 / 58.0f, 1 / 57.0f, 1 / 57.5f}, {-2.1f, -2.0f, -1.8f}};
+  EmuActivity counts = {0};
+  bool counting = false;
+  for (int step = 0; step < 3; step++) {
+    if (step == 2) counting = test_device_watch_begin(&gpu);
+    optim_grads_zero(&gpu, &net.params);
+    op_affine_u8(&gpu, &tb, &norm, &tx);
+    const Tensor *logits = resnet_forward(&net, &gpu, &tx, true);
+    op_softmax_xent(&gpu, logits, &ty, 0.1f, -1, amp_loss_scale(&scaler), &tl, NULL, &td);
+    resnet_backward(&net, &gpu, &td, (GradHook){0});
+    trainer_update(&gpu, &one, &scaler, &opt, &net.params, 0.1f);
+    if (counting) counts = test_device_watch_end();
+  }
+  device_sync(&gpu);
+  float final_loss;
+  device_copy(DEVICE_CPU, &final_loss, DEVICE_CUDA, loss, sizeof final_loss);
+  CHECK_MSG(isfinite(final_loss), "%s: loss %g after 3 steps", dtype_name(dt), final_loss);
+  void *owned[] = {bytes, labels, images, loss, dlogits};
+  for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++) device_free(DEVICE_CUDA, owned[i]);
+  free(bytes_host);
+  amp_scaler_free(&scaler);
+  optim_free(&opt);
+  resnet_free(&net);
+  device_close(&gpu);
+  test_check_step_activity(dtype_name(dt), counting ? &counts : NULL, waits);
+}
+
+static void gpu_bf16_step_never_waits(void) { gpu_step_waits_in(DT_BF16, 0); }
+static void gpu_fp16_step_waits_once_for_overflow(void) { gpu_step_waits_in(DT_F16, 1); }
+
 static void lowp_on_cpu_dies(void *ctx) {
   (void)ctx;
   ResnetConfig cfg = tiny_config(RESNET_BASIC, false, "1", 8);
@@ -378,5 +454,7 @@ int main(void) {
   TEST_RUN(gpu_matches_cpu);
   TEST_RUN(gpu_bf16_matches_cpu_fp32);
   TEST_RUN(gpu_fp16_matches_cpu_fp32);
+  TEST_RUN(gpu_bf16_step_never_waits);
+  TEST_RUN(gpu_fp16_step_waits_once_for_overflow);
   return test_finish();
 }

@@ -34,6 +34,9 @@ cudaError_t enqueue(cudaStream_t stream, std::function<void()> op, WorkRef after
 cudaError_t sync_stream(cudaStream_t stream);
 void sync_work(const WorkRef &work);  // runs it and what it waits for
 void flush();
+// Counts a call that blocks the host until device work is done, for
+// emu_activity.h (the runtime's own calls count themselves).
+void note_host_wait(const char *call);
 // Runs call() once all queued work has run, with no device work running
 // meanwhile: host MPI calls go through this, since queued NCCL collectives
 // are MPI calls too (emu_libs.cpp).

@@ -724,6 +724,7 @@ cudnnStatus_t cudnnFindConvolutionForwardAlgorithmEx(
     const cudnnTensorDescriptor_t yDesc, void *y, const int requestedAlgoCount,
     int *returnedAlgoCount, cudnnConvolutionFwdAlgoPerf_t *perfResults, void * /*workSpace*/,
     size_t /*workSpaceSizeInBytes*/) {
+  emu::note_host_wait("cudnnFindConvolutionForwardAlgorithmEx");
   emu::flush();  // a Find blocks the host: after all queued work
   ConvGeom g;
   if (!handle || !x || !w || !y) return CUDNN_STATUS_BAD_PARAM;
@@ -742,6 +743,7 @@ cudnnStatus_t cudnnFindConvolutionBackwardDataAlgorithmEx(
     const int requestedAlgoCount, int *returnedAlgoCount,
     cudnnConvolutionBwdDataAlgoPerf_t *perfResults, void * /*workSpace*/,
     size_t /*workSpaceSizeInBytes*/) {
+  emu::note_host_wait("cudnnFindConvolutionBackwardDataAlgorithmEx");
   emu::flush();  // a Find blocks the host: after all queued work
   ConvGeom g;
   if (!handle || !w || !dy || !dx) return CUDNN_STATUS_BAD_PARAM;
@@ -760,6 +762,7 @@ cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithmEx(
     const int requestedAlgoCount, int *returnedAlgoCount,
     cudnnConvolutionBwdFilterAlgoPerf_t *perfResults, void * /*workSpace*/,
     size_t /*workSpaceSizeInBytes*/) {
+  emu::note_host_wait("cudnnFindConvolutionBackwardFilterAlgorithmEx");
   emu::flush();  // a Find blocks the host: after all queued work
   ConvGeom g;
   if (!handle || !x || !y || !dw) return CUDNN_STATUS_BAD_PARAM;
@@ -953,6 +956,7 @@ ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId,
 }
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  emu::note_host_wait("ncclCommDestroy");
   if (comm) emu::sync_work(comm->last);
 #if HAVE_MPI
   if (comm && comm->mpi != MPI_COMM_NULL) MPI_Comm_free(&comm->mpi);
@@ -1052,6 +1056,7 @@ ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
 extern "C" {
 int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
                   MPI_Op op, MPI_Comm comm) {
+  emu::note_host_wait("MPI_Allreduce");
   return emu::with_device_idle(
       [&]() { return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm); });
 }
@@ -1063,19 +1068,23 @@ int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype d
 }
 
 int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
+  emu::note_host_wait("MPI_Bcast");
   return emu::with_device_idle([&]() { return PMPI_Bcast(buffer, count, datatype, root, comm); });
 }
 
 int MPI_Barrier(MPI_Comm comm) {
+  emu::note_host_wait("MPI_Barrier");
   return emu::with_device_idle([&]() { return PMPI_Barrier(comm); });
 }
 
 int MPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Status *array_of_statuses) {
+  emu::note_host_wait("MPI_Waitall");
   return emu::with_device_idle(
       [&]() { return PMPI_Waitall(count, array_of_requests, array_of_statuses); });
 }
 
 int MPI_Finalize(void) {
+  emu::note_host_wait("MPI_Finalize");
   return emu::with_device_idle([]() { return PMPI_Finalize(); });
 }
 }  // extern "C"

@@ -19,6 +19,7 @@
 #include <set>
 #include <vector>
 
+#include "emu_activity.h"
 #include "emu_internal.h"
 
 namespace emu {
@@ -68,6 +69,26 @@ std::mutex g_run_lock;  // one thread runs device work at a time
 Stream g_legacy = {true, {}, nullptr};
 std::set<Stream *> g_streams = {&g_legacy};
 uint64_t g_seq;
+
+Stream *stream_of(cudaStream_t handle);
+
+// emu_activity.h: what this host thread asked of the device while watched.
+struct Watch {
+  bool on;
+  cudaStream_t stream;
+  EmuActivity counts;
+};
+thread_local Watch t_watch;
+
+void note_allocation() {
+  if (t_watch.on) t_watch.counts.allocations++;
+}
+
+// Counts work queued on s from this thread if s is not the watched stream.
+// Under g_lock.
+void note_queued(Stream *s) {
+  if (t_watch.on && s != stream_of(t_watch.stream)) t_watch.counts.other_streams++;
+}
 
 bool run_at_once() {
   static const bool at_once = env_int("EMU_SYNC", 0) == 1;
@@ -176,6 +197,7 @@ cudaError_t enqueue(cudaStream_t stream, std::function<void()> op, WorkRef after
     std::lock_guard<std::mutex> hold(g_lock);
     Stream *s = stream_of(stream);
     if (!s) return cudaErrorInvalidResourceHandle;
+    note_queued(s);
     std::vector<WorkRef> deps;
     if (after && !after->done) deps.push_back(std::move(after));
     WorkRef w = submit(s, std::move(op), std::move(deps));
@@ -210,6 +232,11 @@ void flush() {
   run_all();
 }
 
+void note_host_wait(const char *call) {
+  if (!t_watch.on || t_watch.counts.host_waits++) return;
+  snprintf(t_watch.counts.first_wait, sizeof t_watch.counts.first_wait, "%s", call);
+}
+
 int with_device_idle(const std::function<int()> &call) {
   std::lock_guard<std::mutex> running(g_run_lock);
   run_all();
@@ -218,6 +245,15 @@ int with_device_idle(const std::function<int()> &call) {
 }  // namespace emu
 
 using emu::Event;
+
+extern "C" void emu_activity_begin(void *stream) {
+  emu::t_watch = {true, static_cast<cudaStream_t>(stream), {}};
+}
+
+extern "C" EmuActivity emu_activity_end(void) {
+  emu::t_watch.on = false;
+  return emu::t_watch.counts;
+}
 
 extern "C" {
 
@@ -251,23 +287,27 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device) {
 }
 
 cudaError_t cudaMalloc(void **ptr, size_t bytes) {
+  emu::note_allocation();
   if (posix_memalign(ptr, 256, bytes ? bytes : 1) != 0) return cudaErrorMemoryAllocation;
   memset(*ptr, 0xff, bytes);
   return cudaSuccess;
 }
 
 cudaError_t cudaFree(void *ptr) {
+  emu::note_host_wait("cudaFree");
   emu::flush();  // queued work may still use it
   free(ptr);
   return cudaSuccess;
 }
 
 cudaError_t cudaMallocHost(void **ptr, size_t bytes) {
+  emu::note_allocation();
   if (posix_memalign(ptr, 256, bytes ? bytes : 1) != 0) return cudaErrorMemoryAllocation;
   return cudaSuccess;
 }
 
 cudaError_t cudaFreeHost(void *ptr) {
+  emu::note_host_wait("cudaFreeHost");
   emu::flush();
   free(ptr);
   return cudaSuccess;
@@ -276,6 +316,7 @@ cudaError_t cudaFreeHost(void *ptr) {
 // The synchronous copy and set are on the legacy default stream: after all
 // work issued on the blocking streams.
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
+  emu::note_host_wait("cudaMemcpy");
   (void)kind;
   emu::sync_stream(0);
   if (bytes) memmove(dst, src, bytes);
@@ -302,6 +343,7 @@ cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t 
 }
 
 cudaError_t cudaMemset(void *ptr, int value, size_t bytes) {
+  emu::note_host_wait("cudaMemset");
   emu::sync_stream(0);
   if (bytes) memset(ptr, value, bytes);
   return cudaSuccess;
@@ -329,6 +371,7 @@ cudaError_t cudaStreamCreate(cudaStream_t *stream) {
 // The stream's queued work runs first (on a GPU it would finish after the
 // call returned; running it now is one of the orders it could take).
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  emu::note_host_wait("cudaStreamDestroy");
   if (stream == 0 || stream == cudaStreamLegacy || stream == cudaStreamPerThread)
     return cudaErrorInvalidResourceHandle;
   emu::WorkRef last;
@@ -346,7 +389,10 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   return cudaSuccess;
 }
 
-cudaError_t cudaStreamSynchronize(cudaStream_t stream) { return emu::sync_stream(stream); }
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  emu::note_host_wait("cudaStreamSynchronize");
+  return emu::sync_stream(stream);
+}
 
 // Later work on the stream waits for the event's latest record as issued now.
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags) {
@@ -355,12 +401,14 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
   std::lock_guard<std::mutex> hold(emu::g_lock);
   emu::Stream *s = emu::stream_of(stream);
   if (!s) return cudaErrorInvalidResourceHandle;
+  emu::note_queued(s);
   emu::WorkRef record = ((Event *)event)->recorded;
   if (record && !record->done) emu::submit(s, nullptr, {record});
   return cudaSuccess;
 }
 
 cudaError_t cudaDeviceSynchronize(void) {
+  emu::note_host_wait("cudaDeviceSynchronize");
   emu::flush();
   return cudaSuccess;
 }
@@ -393,6 +441,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     std::lock_guard<std::mutex> hold(emu::g_lock);
     emu::Stream *s = emu::stream_of(stream);
     if (!s) return cudaErrorInvalidResourceHandle;
+    emu::note_queued(s);
     std::shared_ptr<double> ms = e->ms;
     e->recorded = emu::submit(s, [ms]() { *ms = emu::now_ms(); }, {});
   }
@@ -406,15 +455,22 @@ static emu::WorkRef latest_record(cudaEvent_t event) {
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  emu::note_host_wait("cudaEventSynchronize");
   if (!event) return cudaErrorInvalidResourceHandle;
   emu::sync_work(latest_record(event));
   return cudaSuccess;
 }
 
 // Done, once asked about: the record and what it waits for run now.
-cudaError_t cudaEventQuery(cudaEvent_t event) { return cudaEventSynchronize(event); }
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+  if (!event) return cudaErrorInvalidResourceHandle;
+  emu::note_host_wait("cudaEventQuery");
+  emu::sync_work(latest_record(event));
+  return cudaSuccess;
+}
 
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
+  emu::note_host_wait("cudaEventElapsedTime");
   if (!ms || !start || !end) return cudaErrorInvalidResourceHandle;
   emu::sync_work(latest_record(start));
   emu::sync_work(latest_record(end));

@@ -14,7 +14,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
+#include "emu_activity.h"
 #include "emu_test.h"
 
 static bool g_reverse;
@@ -213,6 +215,31 @@ static void nccl_collective_is_queued() {
   cudaFree(recv);
 }
 
+// emu_activity.h counts what the watching thread asks, by kind, and
+// nothing another thread asks.
+static void activity_counts_this_thread() {
+  Streams s;
+  uint8_t *x = device_bytes(kBytes);
+  emu_activity_begin(s.a);
+  void *p = nullptr;
+  cudaMemsetAsync(x, 1, kBytes, s.a);
+  cudaMemsetAsync(x, 2, kBytes, s.b);
+  cudaMalloc(&p, 8);
+  std::thread([&]() {
+    cudaMemsetAsync(x, 3, kBytes, s.b);
+    cudaStreamSynchronize(s.b);
+  }).join();
+  cudaStreamSynchronize(s.a);
+  cudaFree(p);
+  EmuActivity a = emu_activity_end();
+  cudaDeviceSynchronize();
+  check(a.host_waits == 2 && strcmp(a.first_wait, "cudaStreamSynchronize") == 0 &&
+            a.allocations == 1 && a.other_streams == 1,
+        "activity_counts_this_thread", "waits %ld (first %s), allocations %ld, other streams %ld",
+        a.host_waits, a.first_wait, a.allocations, a.other_streams);
+  cudaFree(x);
+}
+
 int main() {
   const char *reverse = getenv("EMU_REVERSE");
   g_reverse = reverse && atoi(reverse) == 1;
@@ -228,5 +255,6 @@ int main() {
   unordered_writes_follow_the_order();
   destroyed_handles();
   nccl_collective_is_queued();
+  activity_counts_this_thread();
   return g_failures ? 1 : 0;
 }
