@@ -208,16 +208,18 @@ cudaError_t enqueue(cudaStream_t stream, std::function<void()> op, WorkRef after
 }
 
 cudaError_t sync_stream(cudaStream_t stream) {
-  WorkRef marker;
+  WorkRef until;
   {
     std::lock_guard<std::mutex> hold(g_lock);
     Stream *s = stream_of(stream);
     if (!s) return cudaErrorInvalidResourceHandle;
-    // A marker rather than the stream's last work, so that on the legacy
-    // stream it also waits for the blocking streams.
-    marker = submit(s, nullptr, {});
+    // On the legacy stream a marker rather than its last work, so that it
+    // also waits for the blocking streams. On any other stream its last
+    // work: a marker on a blocking stream would wait for legacy work issued
+    // after the stream's own, which synchronising the stream does not.
+    until = s == &g_legacy ? submit(s, nullptr, {}) : s->last;
   }
-  sync_work(marker);
+  sync_work(until);
   return cudaSuccess;
 }
 

@@ -136,9 +136,17 @@ static void legacy_stream_ordering() {
        cudaMemcpyAsync(w, z, kBytes, cudaMemcpyDeviceToDevice, s.b) == cudaSuccess &&
        cudaStreamSynchronize(s.b) == cudaSuccess && all_are(w, kBytes, 5);
   check(ok, "blocking_stream_waits_for_legacy_stream", "w[0] = %d", w[0]);
+  // Synchronising a blocking stream waits for its own work, not for legacy
+  // work issued after it (which waits for that stream, not the other way).
+  uint8_t *u = device_bytes(kBytes), *v = device_bytes(kBytes);
+  ok = cudaMemsetAsync(u, 6, kBytes, s.a) == cudaSuccess &&
+       cudaMemsetAsync(v, 7, kBytes, 0) == cudaSuccess &&
+       cudaStreamSynchronize(s.a) == cudaSuccess && all_are(u, kBytes, 6) &&
+       all_are(v, kBytes, kUnwritten);
+  check(ok, "stream_sync_skips_later_legacy_work", "u[0] = %d, v[0] = %d", u[0], v[0]);
   cudaStreamDestroy(nb);
   cudaDeviceSynchronize();
-  for (uint8_t *p : {x, y, z, w}) cudaFree(p);
+  for (uint8_t *p : {x, y, z, w, u, v}) cudaFree(p);
 }
 
 // Synchronising on an event runs its record and what that waits for; device
