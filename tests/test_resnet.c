@@ -347,7 +347,6 @@ static void gpu_matches_cpu(void) { gpu_matches_cpu_in(DT_F32, 1e-3, 1e-3, 1e-2)
 static void gpu_bf16_matches_cpu_fp32(void) { gpu_matches_cpu_in(DT_BF16, 3e-2, 0, 0.6); }
 static void gpu_fp16_matches_cpu_fp32(void) { gpu_matches_cpu_in(DT_F16, 5e-3, 0, 0.3); }
 
-// fp16/bf16 are CUDA-only; asking for them on the CPU is refused, by name.
 // A training step on the GPU, as image_classification/train.c takes it:
 // input bytes to the compute dtype, forward, loss, backward, then unscaling
 // with the overflow check and the fused LARS step (trainer_update). After a
@@ -419,6 +418,7 @@ static void gpu_step_waits_in(DType dt, long waits) {
 static void gpu_bf16_step_never_waits(void) { gpu_step_waits_in(DT_BF16, 0); }
 static void gpu_fp16_step_waits_once_for_overflow(void) { gpu_step_waits_in(DT_F16, 1); }
 
+// fp16/bf16 are CUDA-only; asking for them on the CPU is refused, by name.
 static void lowp_on_cpu_dies(void *ctx) {
   (void)ctx;
   ResnetConfig cfg = tiny_config(RESNET_BASIC, false, "1", 8);
