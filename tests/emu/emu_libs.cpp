@@ -1054,6 +1054,22 @@ ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
 // process in MPI at a time). They take the place of the MPI library's
 // functions, which they call by their profiling names (PMPI_).
 extern "C" {
+// The queued collectives make their MPI calls on whichever host thread runs
+// the device work: the trainer's, or a loader worker's waiting for a copy
+// that waits for the compute stream. One at a time (above), but not always
+// the main thread, which MPI_THREAD_SINGLE (what MPI_Init asks for) does not
+// allow: ask for MPI_THREAD_SERIALIZED instead.
+int MPI_Init(int *argc, char ***argv) {
+  int provided = MPI_THREAD_SINGLE;
+  int rc = PMPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided);
+  if (rc == MPI_SUCCESS && provided < MPI_THREAD_SERIALIZED) {
+    fprintf(stderr, "emu_libs: MPI gives thread level %d, below MPI_THREAD_SERIALIZED\n",
+            provided);
+    return MPI_ERR_OTHER;
+  }
+  return rc;
+}
+
 int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
                   MPI_Op op, MPI_Comm comm) {
   emu::note_host_wait("MPI_Allreduce");
