@@ -2,7 +2,8 @@
 # Loader throughput: LMDB -> decode -> random-resized-crop + flip 224x224 ->
 # pinned batches (-> GPU copy where there is one), on ~500x375 JPEGs at
 # quality 90 cut from real photos (opencv-doc and scikit-learn sample photos;
-# patterned images when they are missing). Appends a dated row to
+# patterned images when they are missing), with grain that brings them to
+# ImageNet's ~110 KB a JPEG. Appends a dated row to
 # tests/bench/results/bench_loader.md. The target is 5,000 images/s with 16
 # threads on the GPU machine.
 # Usage: tests/bench/bench_loader.sh [BUILD_DIR] [THREADS] [BATCHES]
