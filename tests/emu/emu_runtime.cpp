@@ -315,13 +315,24 @@ cudaError_t cudaFreeHost(void *ptr) {
   return cudaSuccess;
 }
 
-// The synchronous copy and set are on the legacy default stream: after all
-// work issued on the blocking streams.
+// The synchronous copy and set are work on the legacy default stream (after
+// all work issued on the blocking streams, and before their later work) that
+// the host waits for.
+static void run_on_legacy_stream(std::function<void()> op) {
+  emu::WorkRef w;
+  {
+    std::lock_guard<std::mutex> hold(emu::g_lock);
+    w = emu::submit(&emu::g_legacy, std::move(op), {});
+  }
+  emu::sync_work(w);
+}
+
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
   emu::note_host_wait("cudaMemcpy");
   (void)kind;
-  emu::sync_stream(0);
-  if (bytes) memmove(dst, src, bytes);
+  run_on_legacy_stream([=]() {
+    if (bytes) memmove(dst, src, bytes);
+  });
   return cudaSuccess;
 }
 
@@ -346,8 +357,9 @@ cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t 
 
 cudaError_t cudaMemset(void *ptr, int value, size_t bytes) {
   emu::note_host_wait("cudaMemset");
-  emu::sync_stream(0);
-  if (bytes) memset(ptr, value, bytes);
+  run_on_legacy_stream([=]() {
+    if (bytes) memset(ptr, value, bytes);
+  });
   return cudaSuccess;
 }
 
