@@ -158,12 +158,12 @@ EmuActivity test_device_watch_end(void) {
   return emu_activity_end ? emu_activity_end() : (EmuActivity){0};
 }
 
-void test_check_step_activity(const char *what, const EmuActivity *counts, long waits) {
+void test_check_device_activity(const char *what, const EmuActivity *counts, long waits) {
   if (!counts) test_skip("counting host waits needs the CUDA emulation (make test-emu)");
-  CHECK_MSG(counts->host_waits == waits, "%s step: %ld host waits (first: %s), expected %ld",
-            what, counts->host_waits, counts->first_wait, waits);
-  CHECK_MSG(counts->allocations == 0, "%s step: %ld allocations", what, counts->allocations);
-  CHECK_MSG(counts->other_streams == 0, "%s step: %ld calls queued off the compute stream", what,
+  CHECK_MSG(counts->host_waits == waits, "%s: %ld host waits (first: %s), expected %ld", what,
+            counts->host_waits, counts->first_wait, waits);
+  CHECK_MSG(counts->allocations == 0, "%s: %ld device allocations", what, counts->allocations);
+  CHECK_MSG(counts->other_streams == 0, "%s: %ld calls queued off the compute stream", what,
             counts->other_streams);
 }
 

@@ -100,10 +100,10 @@ bool test_have_gpu(void);
 // the case should skip.
 bool test_device_watch_begin(const struct Device *dev);
 struct EmuActivity test_device_watch_end(void);
-// A training step's counts: `waits` host waits, no allocation, nothing
-// queued off the compute stream; what names the step in failures. Skips the
-// case when counts is NULL (nothing was counted).
-void test_check_step_activity(const char *what, const struct EmuActivity *counts, long waits);
+// Checks counts of a training step or an op call: `waits` host waits, no
+// allocation, nothing queued off the compute stream; what names it in
+// failures. Skips the case when counts is NULL (nothing was counted).
+void test_check_device_activity(const char *what, const struct EmuActivity *counts, long waits);
 
 // Fills x[0..n) with uniform numbers on [lo, hi) from (seed, stream 0).
 void test_fill_uniform(float *x, int64_t n, uint64_t seed, float lo, float hi);

@@ -3,6 +3,7 @@
 // bijection), and the training batches (each positive once per epoch,
 // negatives never among the user's training items, fresh each epoch).
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -381,7 +382,9 @@ static void gpu_step_waits_in(DType dt, long waits) {
   optim_free(&opt);
   ncf_model_free(&m);
   device_close(&gpu);
-  test_check_step_activity(dtype_name(dt), counting ? &counts : NULL, waits);
+  char what[32];
+  snprintf(what, sizeof what, "%s step", dtype_name(dt));
+  test_check_device_activity(what, counting ? &counts : NULL, waits);
 }
 
 static void gpu_bf16_step_never_waits(void) { gpu_step_waits_in(DT_BF16, 0); }

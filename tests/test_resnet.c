@@ -2,6 +2,7 @@
 // backward against finite differences for basic and bottleneck networks, the
 // running statistics, and CUDA against CPU.
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -412,7 +413,9 @@ static void gpu_step_waits_in(DType dt, long waits) {
   optim_free(&opt);
   resnet_free(&net);
   device_close(&gpu);
-  test_check_step_activity(dtype_name(dt), counting ? &counts : NULL, waits);
+  char what[32];
+  snprintf(what, sizeof what, "%s step", dtype_name(dt));
+  test_check_device_activity(what, counting ? &counts : NULL, waits);
 }
 
 static void gpu_bf16_step_never_waits(void) { gpu_step_waits_in(DT_BF16, 0); }

@@ -448,19 +448,12 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
   return cudaSuccess;
 }
 
+// The record becomes the event's latest (set under the queue's lock).
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (!event) return cudaErrorInvalidResourceHandle;
   Event *e = (Event *)event;
-  {
-    std::lock_guard<std::mutex> hold(emu::g_lock);
-    emu::Stream *s = emu::stream_of(stream);
-    if (!s) return cudaErrorInvalidResourceHandle;
-    emu::note_queued(s);
-    std::shared_ptr<double> ms = e->ms;
-    e->recorded = emu::submit(s, [ms]() { *ms = emu::now_ms(); }, {});
-  }
-  if (emu::run_at_once()) emu::flush();
-  return cudaSuccess;
+  std::shared_ptr<double> ms = e->ms;
+  return emu::enqueue(stream, [ms]() { *ms = emu::now_ms(); }, nullptr, &e->recorded);
 }
 
 static emu::WorkRef latest_record(cudaEvent_t event) {
