@@ -80,6 +80,9 @@ int test_run_child(void (*fn)(void *), void *ctx, char *msg, size_t msg_bytes);
     CHECK_CONTAINS(check_msg_, needle);                                            \
   } while (0)
 
+// The larger of two errors, NaN when either is NaN: a NaN must fail every
+// comparison, and fmax() or `if (err > worst)` would drop it.
+double test_worst(double a, double b);
 // Relative L2 error ||a - b|| / max(||b||, tiny) in double.
 double test_rel_error(const float *a, const float *b, int64_t n);
 // Checks err <= tol (a failure names what and dtype) and, when the
@@ -112,7 +115,7 @@ void test_fill_uniform(float *x, int64_t n, uint64_t seed, float lo, float hi);
 // current inputs and returns a scalar in double (typically sum(out * w) for a
 // fixed random w). For up to max_points indices i of x (spread evenly),
 // compares grad[i] with (loss(x + eps e_i) - loss(x - eps e_i)) / (2 eps);
-// returns the largest |analytic - numeric| / max(|numeric|, floor).
+// returns the largest |analytic - numeric| / max(|numeric|, floor), NaN if any is.
 typedef double (*TestLossFn)(void *ctx);
 double test_gradcheck(TestLossFn loss, void *ctx, float *x, const float *grad, int64_t n,
                       float eps, int max_points, double floor);

@@ -172,13 +172,15 @@ static void close_mid_epoch_and_wait_counters(void) {
   CHECK_MSG(st.stalls >= 4, "%lld stalls", (long long)st.stalls);
   loader_close(l);  // workers blocked on a full ring and mid-sample both stop
   CHECK_EQ_INT(atomic_load(&slow.frees), 2);
-  // A slow trainer: after the first batch the ring is always full.
+  // A slow trainer: after the first batch the ring is always full. A batch
+  // takes microseconds; 20 ms between calls leaves a loaded machine's
+  // scheduler ample time to run the workers.
   SynthCtx fast = {.seed = 1};
   cfg = synth_config(&fast, 1000, 4, 2, true);
   l = loader_open(&cfg);
   for (int k = 0; k < 10; k++) {
     loader_next(l);
-    sleep_us(5000);
+    sleep_us(20000);
   }
   st = loader_stats(l);
   CHECK_MSG(st.stalls <= 1, "%lld stalls with a slow trainer", (long long)st.stalls);

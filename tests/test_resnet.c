@@ -129,7 +129,8 @@ static void check_gradients(ResnetConfig cfg, int64_t n, double tol) {
   for (int i = 0; i < ps->count; i++) {
     double e = test_gradcheck(weighted_logits, &g, ps->params + ps->offsets[i],
                               ps->grads + ps->offsets[i], ps->numels[i], 3e-3f, 4, 1e-2);
-    if (e > worst) worst = e, worst_i = i;
+    if (!(e <= worst)) worst_i = i;  // NaN included
+    worst = test_worst(worst, e);
   }
   CHECK_MSG(worst < tol, "worst relative gradient error %.3g in %s", worst, ps->specs[worst_i].name);
   free(x);
