@@ -5,6 +5,7 @@
 #   make run [BENCH=..] [SCALE=..] [DEVICE=..]   prepare data, train to target, log
 #   make bench                     the benchmarks this machine can run
 #   make test-emu                  the CUDA code on the CPU emulator (tests/emu)
+#   make goldens                   rewrite tests/golden/*.gld with PyTorch (pip install torch)
 
 .DEFAULT_GOAL := all
 SHELL := /bin/bash
@@ -19,7 +20,7 @@ PKGS := lmdb libturbojpeg libpng libcjson openblas zlib
 PKG_OK := $(shell pkg-config --exists $(PKGS) 2>/dev/null && echo 1)
 PYTHON ?= python3
 
-ifneq ($(filter-out deps clean test test-emu run bench,$(or $(MAKECMDGOALS),all)),)
+ifneq ($(filter-out deps clean test test-emu run bench goldens,$(or $(MAKECMDGOALS),all)),)
 ifneq ($(PKG_OK),1)
 $(error missing libraries (pkg-config: $(PKGS)); run 'make deps' as root first)
 endif
@@ -116,7 +117,7 @@ BENCH_BINS := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(wildcard tests/bench
 ALL_OBJ := $(COMMON_OBJ) $(HARNESS_OBJ)
 
 # ---------------------------------------------------------------- rules
-.PHONY: all deps test test-emu run bench clean probe
+.PHONY: all deps test test-emu run bench clean probe goldens
 all: probe $(LIBCOMMON) $(TRAINER_BINS) $(TOOL_BINS) $(TEST_BINS) $(BENCH_BINS)
 
 probe:
@@ -129,7 +130,7 @@ Q := $(if $(filter 1,$(V)),,@)
 # (or MPI=0, or a new library) rebuilds instead of mixing old objects in.
 FLAGS_STAMP := $(BUILD)/flags.txt
 FLAGS_NOW := $(CC) $(CFLAGS) | $(NVCC) $(NVCCFLAGS) | $(LDLIBS)
-ifneq ($(filter-out deps clean test test-emu run bench,$(or $(MAKECMDGOALS),all)),)
+ifneq ($(filter-out deps clean test test-emu run bench goldens,$(or $(MAKECMDGOALS),all)),)
 $(shell mkdir -p $(BUILD); [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" = '$(FLAGS_NOW)' ] || echo '$(FLAGS_NOW)' >$(FLAGS_STAMP))
 endif
 
@@ -222,6 +223,12 @@ run:
 
 bench:
 	@bash common/scripts/deps.sh && $(MAKE) --no-print-directory -j$$(nproc) all && bash tests/bench/run_all.sh $(BUILD)
+
+# The PyTorch golden files the CPU op tests compare against, from their
+# generators (tests/golden/README.md); tests/test_goldens.py checks the
+# committed ones still match them.
+goldens:
+	$(PYTHON) tests/golden/golden.py
 
 clean:
 	rm -rf $(BUILD)

@@ -199,6 +199,8 @@ typedef struct GoldenTensor {
 } GoldenTensor;
 
 struct GoldenFile {
+  char path[512];
+  char *meta;  // "generator=tests/golden/gen_conv.py torch=...", for messages
   int count;
   GoldenTensor *tensors;
 };
@@ -206,18 +208,21 @@ struct GoldenFile {
 static bool read_exact(FILE *f, void *dst, size_t bytes) { return fread(dst, 1, bytes, f) == bytes; }
 
 GoldenFile *golden_load(const char *name) {
-  char path[512];
+  GoldenFile *g = calloc(1, sizeof *g);
   // Test programs run from the repository root (tests/run_tests.sh cds there).
-  snprintf(path, sizeof path, "tests/golden/%s", name);
-  FILE *f = fopen(path, "rb");
+  snprintf(g->path, sizeof g->path, "tests/golden/%s", name);
+  FILE *f = fopen(g->path, "rb");
   if (!f) {
-    test_fail(__FILE__, __LINE__, "golden file %s: %s", path, strerror(errno));
+    test_fail(__FILE__, __LINE__, "golden file %s: %s", g->path, strerror(errno));
+    golden_free(g);
     test_abort_case();
   }
   char magic[4];
-  uint32_t count = 0;
-  GoldenFile *g = calloc(1, sizeof *g);
-  bool ok = read_exact(f, magic, 4) && memcmp(magic, "GLD1", 4) == 0 && read_exact(f, &count, 4);
+  uint32_t meta_len = 0, count = 0;
+  bool ok = read_exact(f, magic, 4) && memcmp(magic, "GLD2", 4) == 0 &&
+            read_exact(f, &meta_len, 4) && meta_len < 4096;
+  g->meta = calloc(ok ? meta_len + 1 : 1, 1);
+  ok = ok && read_exact(f, g->meta, meta_len) && read_exact(f, &count, 4);
   g->tensors = calloc(count ? count : 1, sizeof(GoldenTensor));
   for (uint32_t i = 0; ok && i < count; i++) {
     GoldenTensor *t = &g->tensors[i];
@@ -237,8 +242,9 @@ GoldenFile *golden_load(const char *name) {
   }
   fclose(f);
   if (!ok) {
+    test_fail(__FILE__, __LINE__, "golden file %s: truncated or not a GLD2 file (make goldens)",
+              g->path);
     golden_free(g);
-    test_fail(__FILE__, __LINE__, "golden file %s: truncated or not a GLD1 file", path);
     test_abort_case();
   }
   return g;
@@ -250,7 +256,7 @@ float *golden_get(GoldenFile *g, const char *name, int64_t *numel) {
       if (numel) *numel = g->tensors[i].numel;
       return g->tensors[i].data;
     }
-  test_fail(__FILE__, __LINE__, "golden tensor '%s' not found", name);
+  test_fail(__FILE__, __LINE__, "golden tensor '%s' not in %s (%s)", name, g->path, g->meta);
   test_abort_case();
 }
 
@@ -258,5 +264,6 @@ void golden_free(GoldenFile *g) {
   if (!g) return;
   for (int i = 0; i < g->count; i++) free(g->tensors[i].data);
   free(g->tensors);
+  free(g->meta);
   free(g);
 }

@@ -120,11 +120,13 @@ typedef double (*TestLossFn)(void *ctx);
 double test_gradcheck(TestLossFn loss, void *ctx, float *x, const float *grad, int64_t n,
                       float eps, int max_points, double floor);
 
-// Golden files: tensors written by a PyTorch script (tests/golden/golden.py)
-// and committed, so CI checks CPU ops against PyTorch without PyTorch.
-// Layout, little-endian: "GLD1", u32 count, then per tensor: u32 name length,
-// name, u32 ndim, i64 dims[ndim], f32 data. Integer tensors (indices,
-// labels) are stored as exact f32 values.
+// Golden files: tensors computed by PyTorch (tests/golden/gen_*.py, all rewritten
+// by `make goldens`) and committed, so CI checks CPU ops against PyTorch without
+// PyTorch; tests/test_goldens.py checks they still match their generators.
+// Layout, little-endian: "GLD2", u32 meta length, meta (one line of key=value
+// pairs: generator, torch, numpy, python, cpu, threads), u32 count, then per
+// tensor: u32 name length, name, u32 ndim, i64 dims[ndim], f32 data. Integer
+// tensors (indices, labels) are stored as exact f32 values.
 typedef struct GoldenFile GoldenFile;
 // Loads path relative to tests/golden/; a missing file fails the case.
 GoldenFile *golden_load(const char *name);

@@ -3,8 +3,9 @@ test_ops_seq.c, test_ops_loss.c), computed by PyTorch in float32 on the CPU.
 Inputs are written beside the outputs so the C tests read both; gradients come
 from autograd of the forward pass with the upstream gradient "<op>.dy".
 
-Writes dense.gld, seq.gld, loss.gld. Run from the repository root:
-    python3 tests/golden/gen_dense.py
+Writes dense.gld, seq.gld, loss.gld, in that order from one seed (seq's
+inputs follow dense's draws). Run: python3 tests/golden/gen_dense.py [OUTDIR]
+(or make goldens, which runs every generator).
 """
 import math
 import os
@@ -13,11 +14,9 @@ import sys
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.dirname(__file__))
-import golden  # noqa: E402
-
 HERE = os.path.dirname(os.path.abspath(__file__))
-torch.manual_seed(1234)
+sys.path.insert(0, HERE)
+import golden  # noqa: E402
 
 
 def rand(*shape):
@@ -130,7 +129,12 @@ def loss():
     return g
 
 
-if __name__ == "__main__":
+def main(outdir=HERE):
+    torch.manual_seed(1234)
     for name, make in (("dense", dense), ("seq", seq), ("loss", loss)):
-        golden.write(os.path.join(HERE, name + ".gld"), make())
-        print("wrote", name + ".gld")
+        golden.write(os.path.join(outdir, name + ".gld"), make(), __file__)
+        print("wrote", os.path.join(outdir, name + ".gld"))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else HERE)

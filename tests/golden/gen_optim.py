@@ -7,7 +7,8 @@ The model: "w" (4, 6) and "e" (10, 3) take weight decay, "b" (6,) is a bias
 (PARAM_NO_DECAY: no decay, no trust ratio). Written: init.<t>, grad<k>.<t>
 (k = 0..2), lr (3,), and <case>.step<k>.<t>, the parameters after step k.
 
-Run from the repository root: python3 tests/golden/gen_optim.py
+Run: python3 tests/golden/gen_optim.py [OUTDIR] (or make goldens, which runs every
+generator).
 """
 import os
 import sys
@@ -15,7 +16,8 @@ import sys
 import numpy as np
 import torch
 
-sys.path.insert(0, os.path.dirname(__file__))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 import golden  # noqa: E402
 
 TENSORS = [("w", (4, 6), True), ("b", (6,), False), ("e", (10, 3), True)]
@@ -100,7 +102,7 @@ def run_case(name, case, init, grads, out):
             out["%s.step%d.%s" % (name, k, tname)] = p.detach().clone()
 
 
-def main():
+def main(outdir=HERE):
     rng = np.random.default_rng(20240611)
     init = [rng.uniform(-1, 1, shape).astype(np.float32) for _, shape, _ in TENSORS]
     grads = [[rng.normal(0, 0.5, shape).astype(np.float32) for _, shape, _ in TENSORS]
@@ -113,10 +115,10 @@ def main():
             out["grad%d.%s" % (k, tname)] = x
     for name, case in CASES.items():
         run_case(name, case, init, grads, out)
-    path = os.path.join(os.path.dirname(__file__), "optim.gld")
-    golden.write(path, out)
+    path = os.path.join(outdir, "optim.gld")
+    golden.write(path, out, __file__)
     print("wrote", path, len(out), "tensors")
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1] if len(sys.argv) > 1 else HERE)

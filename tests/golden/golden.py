@@ -1,15 +1,47 @@
-"""Writes golden files (see tests/test.h): named float32 tensors that the C
-op tests compare against. Used by the gen_*.py scripts beside this file, which
-need PyTorch (pip install torch); CI only reads the committed .gld files."""
+"""Golden files (format: tests/test.h): named float32 tensors that the C op
+tests compare against, each file stamped with what made it (script, torch,
+numpy, python). The gen_*.py scripts beside this file compute them with
+PyTorch; CI only reads the committed .gld files.
+
+    python3 tests/golden/golden.py [OUTDIR]    (make goldens) regenerates every
+                                               file, into OUTDIR or beside this file
+"""
+import importlib
+import os
+import platform
 import struct
+import sys
 
 import numpy as np
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+MAGIC = b"GLD2"
+# Each generator module (main(outdir) writes its files) and the files it writes.
+GENERATORS = {
+    "gen_conv": ["conv.gld"],
+    "gen_dense": ["dense.gld", "seq.gld", "loss.gld"],
+    "gen_optim": ["optim.gld"],
+}
 
-def write(path, tensors):
-    """tensors: dict name -> array-like (torch tensors are converted)."""
+
+def metadata(script):
+    """One line of key=value pairs: the generator, the versions that ran it and
+    the two things that move the last bits (PyTorch's CPU kernels, threads)."""
+    import torch  # only generators write, and they have torch
+
+    return "generator=tests/golden/%s torch=%s numpy=%s python=%s cpu=%s threads=%d" % (
+        os.path.basename(script), torch.__version__, np.__version__, platform.python_version(),
+        torch.backends.cpu.get_cpu_capability(), torch.get_num_threads())
+
+
+def write(path, tensors, script):
+    """tensors: dict name -> array-like (torch tensors are converted);
+    script: the generator's __file__, recorded in the file."""
+    meta = metadata(script).encode()
     with open(path, "wb") as f:
-        f.write(b"GLD1")
+        f.write(MAGIC)
+        f.write(struct.pack("<I", len(meta)))
+        f.write(meta)
         f.write(struct.pack("<I", len(tensors)))
         for name, value in tensors.items():
             if hasattr(value, "detach"):
@@ -24,9 +56,13 @@ def write(path, tensors):
 
 
 def read(path):
-    out = {}
+    """(metadata dict, dict name -> float32 array) of one golden file."""
+    tensors = {}
     with open(path, "rb") as f:
-        assert f.read(4) == b"GLD1", path
+        if f.read(4) != MAGIC:
+            raise ValueError("%s: not a %s file" % (path, MAGIC.decode()))
+        (meta_bytes,) = struct.unpack("<I", f.read(4))
+        meta = dict(kv.split("=", 1) for kv in f.read(meta_bytes).decode().split())
         (count,) = struct.unpack("<I", f.read(4))
         for _ in range(count):
             (n,) = struct.unpack("<I", f.read(4))
@@ -34,5 +70,24 @@ def read(path):
             (ndim,) = struct.unpack("<I", f.read(4))
             shape = struct.unpack("<%dq" % ndim, f.read(8 * ndim))
             numel = int(np.prod(shape)) if ndim else 1
-            out[name] = np.frombuffer(f.read(4 * numel), "<f4").reshape(shape)
-    return out
+            tensors[name] = np.frombuffer(f.read(4 * numel), "<f4").reshape(shape)
+    return meta, tensors
+
+
+def regenerate(outdir):
+    """Runs every generator into outdir; returns the file names written. One
+    thread, so that machines with the same CPU kernels write the same bits."""
+    import torch
+
+    torch.set_num_threads(1)
+    if HERE not in sys.path:
+        sys.path.insert(0, HERE)
+    written = []
+    for module, files in GENERATORS.items():
+        importlib.import_module(module).main(outdir)
+        written += files
+    return written
+
+
+if __name__ == "__main__":
+    regenerate(sys.argv[1] if len(sys.argv) > 1 else HERE)
