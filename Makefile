@@ -5,6 +5,8 @@
 #   make run [BENCH=..] [SCALE=..] [DEVICE=..]   prepare data, train to target, log
 #   make bench                     the benchmarks this machine can run
 #   make test-emu                  the CUDA code on the CPU emulator (tests/emu)
+#   make test-san                  the C test programs under ASan + UBSan (SANITIZE=1 build)
+#   make test-matrix               order-dependent tests under every OpenBLAS kernel set (tests/matrix.sh)
 #   make goldens                   rewrite tests/golden/*.gld with PyTorch (pip install torch)
 
 .DEFAULT_GOAL := all
@@ -20,7 +22,7 @@ PKGS := lmdb libturbojpeg libpng libcjson openblas zlib
 PKG_OK := $(shell pkg-config --exists $(PKGS) 2>/dev/null && echo 1)
 PYTHON ?= python3
 
-ifneq ($(filter-out deps clean test test-emu run bench goldens,$(or $(MAKECMDGOALS),all)),)
+ifneq ($(filter-out deps clean test test-emu test-san test-matrix run bench goldens,$(or $(MAKECMDGOALS),all)),)
 ifneq ($(PKG_OK),1)
 $(error missing libraries (pkg-config: $(PKGS)); run 'make deps' as root first)
 endif
@@ -33,6 +35,14 @@ ifeq ($(EMU),1)
 CUDA := 1
 NVCC := $(PYTHON) tests/emu/emucc.py
 BUILD ?= build-emu
+endif
+
+# SANITIZE=1: the CPU build with AddressSanitizer and UndefinedBehaviorSanitizer
+# (any undefined behaviour stops the program), in its own build folder.
+SANITIZE ?= 0
+ifeq ($(SANITIZE),1)
+CUDA := 0
+BUILD ?= build-san
 endif
 
 ifeq ($(CUDA),1)
@@ -65,6 +75,10 @@ LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 \
   -lcudnn -lcublasLt -lcublas -lnccl -lcudart -lstdc++
 else
 CFLAGS += -DHAVE_CUDA=0
+endif
+ifeq ($(SANITIZE),1)
+CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+LDLIBS += -fsanitize=address,undefined
 endif
 ifeq ($(MPI),1)
 CFLAGS += -DHAVE_MPI=1 $(shell $(MPICC) --showme:compile)
@@ -117,7 +131,10 @@ BENCH_BINS := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(wildcard tests/bench
 ALL_OBJ := $(COMMON_OBJ) $(HARNESS_OBJ)
 
 # ---------------------------------------------------------------- rules
-.PHONY: all deps test test-emu run bench clean probe goldens
+.PHONY: all deps test test-emu test-san test-matrix run bench clean probe goldens
+# Keep the objects of every program: make would otherwise delete them as
+# intermediate files and compile them again next time.
+.SECONDARY:
 all: probe $(LIBCOMMON) $(TRAINER_BINS) $(TOOL_BINS) $(TEST_BINS) $(BENCH_BINS)
 
 probe:
@@ -130,7 +147,7 @@ Q := $(if $(filter 1,$(V)),,@)
 # (or MPI=0, or a new library) rebuilds instead of mixing old objects in.
 FLAGS_STAMP := $(BUILD)/flags.txt
 FLAGS_NOW := $(CC) $(CFLAGS) | $(NVCC) $(NVCCFLAGS) | $(LDLIBS)
-ifneq ($(filter-out deps clean test test-emu run bench goldens,$(or $(MAKECMDGOALS),all)),)
+ifneq ($(filter-out deps clean test test-emu test-san test-matrix run bench goldens,$(or $(MAKECMDGOALS),all)),)
 $(shell mkdir -p $(BUILD); [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" = '$(FLAGS_NOW)' ] || echo '$(FLAGS_NOW)' >$(FLAGS_STAMP))
 endif
 
@@ -215,6 +232,18 @@ test-emu:
 	@bash common/scripts/deps.sh && $(MAKE) --no-print-directory -j$$(nproc) EMU=1 BUILD=build-emu all && \
 	  EMU=1 ASAN_OPTIONS=$${ASAN_OPTIONS:-detect_leaks=0} bash tests/run_tests.sh build-emu
 
+# The C test programs (unit and op tests) on the sanitizer build.
+test-san:
+	@bash common/scripts/deps.sh && $(MAKE) --no-print-directory -j$$(nproc) SANITIZE=1 BUILD=build-san all && \
+	  SANITIZE=1 bash tests/run_tests.sh build-san
+
+# The tests whose results depend on summation order, under each OpenBLAS
+# kernel set and thread count (tests/matrix.sh; MATRIX_SEEDS=5 adds the small
+# ResNet's target from five seeds in each).
+test-matrix:
+	@bash common/scripts/deps.sh && $(MAKE) --no-print-directory -j$$(nproc) all && \
+	  $(MAKE) --no-print-directory -j$$(nproc) EMU=1 BUILD=build-emu all && bash tests/matrix.sh $(BUILD) build-emu
+
 BENCH ?= resnet
 DEVICE ?= auto
 run:
@@ -231,4 +260,4 @@ goldens:
 	$(PYTHON) tests/golden/golden.py
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) build-emu build-san

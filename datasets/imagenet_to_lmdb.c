@@ -64,8 +64,14 @@ static int compare_names(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+// An empty list has no array, which qsort and bsearch must not see.
+static void names_sort(Names *n) {
+  if (n->count) qsort(n->items, (size_t)n->count, sizeof *n->items, compare_names);
+}
+
 // Position of s in the sorted list, or -1.
 static int64_t names_find(const Names *n, const char *s) {
+  if (!n->count) return -1;
   char *const *hit = bsearch(&s, n->items, (size_t)n->count, sizeof *n->items, compare_names);
   return hit ? hit - n->items : -1;
 }
@@ -87,8 +93,8 @@ static void list_dir(const char *dir, Names *files, Names *folders) {
     names_add(is_dir(path) ? folders : files, e->d_name);
   }
   closedir(d);
-  qsort(files->items, (size_t)files->count, sizeof(char *), compare_names);
-  qsort(folders->items, (size_t)folders->count, sizeof(char *), compare_names);
+  names_sort(files);
+  names_sort(folders);
 }
 
 // One image to convert: its path and class.
@@ -181,7 +187,7 @@ static void read_val_csv(const char *path, const Names *classes, Names *ids, int
     names_add(&rows, row);
   }
   fclose(f);
-  qsort(rows.items, (size_t)rows.count, sizeof(char *), compare_names);
+  names_sort(&rows);
   *labels = xmalloc((size_t)(rows.count ? rows.count : 1) * sizeof **labels);
   for (int64_t i = 0; i < rows.count; i++) {
     char *tab = strchr(rows.items[i], '\t');

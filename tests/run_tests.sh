@@ -4,7 +4,10 @@
 # A program that exits non-zero without a FAIL line (a crash) counts as one
 # failure. The last line is "N passed, N failed, N skipped".
 # Usage: tests/run_tests.sh BUILD_DIR [FILTER]
-# With EMU=1 (make test-emu) only the C test programs run, built against the
+# FILTER: space-separated parts of names; a program runs when its name holds
+# any of them.
+# With SANITIZE=1 (make test-san) only the C test programs run. With EMU=1
+# (make test-emu) only the C test programs run, built against the
 # CPU emulation of CUDA (tests/emu/README.md): their CUDA cases then check
 # the CUDA code's logic, not a GPU. With them run test_dist.sh (two ranks)
 # and tests/emu/test_*.sh; then the C programs and test_dist.sh once more
@@ -23,6 +26,14 @@ if [[ ${EMU:-0} == 1 ]]; then
   reverse=("${progs[@]}" tests/test_dist.sh)
   for t in tests/test_dist.sh tests/emu/test_*.sh; do [[ -f $t ]] && progs+=("$t"); done
   for t in "${reverse[@]}"; do progs+=("reverse:$t"); done
+elif [[ ${SANITIZE:-0} == 1 ]]; then
+  # The sanitizer build (make test-san): the C programs only. Any report of
+  # AddressSanitizer or UndefinedBehaviorSanitizer ends the program with a
+  # non-zero status, which counts as a failure. Leaks are not checked: the
+  # children that tests fork to die on bad input exit without freeing.
+  echo "C test programs under AddressSanitizer and UndefinedBehaviorSanitizer"
+  export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
+  export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 else
   for t in tests/test_*.py tests/test_*.sh; do [[ -f $t ]] && progs+=("$t"); done
 fi
@@ -33,7 +44,11 @@ logdir=$(mktemp -d)
 for entry in "${progs[@]}"; do
   t=${entry#reverse:}
   name=$(basename "$t")
-  [[ -n $filter && $name != *$filter* ]] && continue
+  if [[ -n $filter ]]; then
+    wanted=0
+    for part in $filter; do [[ $name == *"$part"* ]] && wanted=1; done
+    ((wanted)) || continue
+  fi
   envs=()
   if [[ $entry == reverse:* ]]; then envs=(EMU_REVERSE=1); name="$name [reverse]"; fi
   log="$logdir/${name// /_}.log"
