@@ -1,11 +1,13 @@
 // trainer.c: the run lifecycle shared by the trainers.
 #include "trainer.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 #include "check.h"
+#include "ops_elem.h"
 #include "profile.h"
 #include "timer.h"
 
@@ -105,3 +107,28 @@ bool trainer_update(const Device *dev, Dist *dist, LossScaler *s, Optimizer *opt
   PROFILE_REGION(dev, "optimizer step", optim_step(opt, dev, ps, lr));
   return true;
 }
+
+void loss_mean_init(LossMean *m, const Device *dev) {
+  m->sum = TENSOR(device_alloc(dev->kind, sizeof(float)), DT_F32, dev->kind, 1);
+  loss_mean_reset(m, dev);
+}
+
+void loss_mean_reset(LossMean *m, const Device *dev) {
+  // On the legacy stream, which the device's blocking streams are ordered with.
+  device_zero(dev->kind, m->sum.data, sizeof(float));
+  m->count = 0;
+}
+
+void loss_mean_add(LossMean *m, const Device *dev, const Tensor *loss) {
+  op_add(dev, &m->sum, loss, &m->sum);
+  m->count++;
+}
+
+double loss_mean_read(const LossMean *m, const Device *dev) {
+  float sum;
+  device_sync(dev);
+  device_copy(DEVICE_CPU, &sum, dev->kind, m->sum.data, sizeof sum);
+  return m->count ? sum / (double)m->count : NAN;
+}
+
+void loss_mean_free(LossMean *m) { device_free(m->sum.device, m->sum.data); }

@@ -64,6 +64,22 @@ void trainer_close(TrainerRun *run);
 bool trainer_update(const Device *dev, Dist *dist, LossScaler *s, Optimizer *opt, ParamSet *ps,
                     float lr);
 
+// The mean training loss over an epoch, summed on the device as the steps
+// go, so that a step never waits for the host: reset at the epoch's start,
+// add each step's loss, read (waits for the device) at its end. Steadier
+// than the last batch's loss for comparing two runs.
+typedef struct LossMean {
+  Tensor sum;  // (1) fp32 on the device
+  int64_t count;
+} LossMean;
+void loss_mean_init(LossMean *m, const Device *dev);
+void loss_mean_reset(LossMean *m, const Device *dev);
+// loss: (1) fp32 on the device.
+void loss_mean_add(LossMean *m, const Device *dev, const Tensor *loss);
+// The mean of the losses added since the reset; NaN when none were.
+double loss_mean_read(const LossMean *m, const Device *dev);
+void loss_mean_free(LossMean *m);
+
 #ifdef __cplusplus
 }
 #endif

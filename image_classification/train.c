@@ -85,6 +85,7 @@ typedef struct Trainer {
   int64_t steps_per_epoch;
   float label_smoothing;
   Tensor loss;     // (1) fp32 on the device
+  LossMean epoch_loss;
   Tensor dlogits;  // (local_batch, classes)
   Tensor logits_host;  // (local_batch, classes) eval scores on the host
   Tensor images;       // (local_batch, S, S, 3) normalised input on the device, compute dtype
@@ -238,6 +239,7 @@ static void train_step(Trainer *t, const Tensor *images, const Tensor *labels, i
     dlogits.shape[0] = n / k;
     op_softmax_xent(dev, logits, &y, t->label_smoothing, -1,
                     amp_loss_scale(&t->scaler) / (float)k, &t->loss, NULL, &dlogits);
+    loss_mean_add(&t->epoch_loss, dev, &t->loss);
     resnet_backward(&t->net, dev, &dlogits, m == k - 1 ? dist_grad_hook(&t->dist) : (GradHook){0});
   }
   trainer_update(dev, &t->dist, &t->scaler, &t->opt, ps, (float)schedule_lr(&t->sched, step));
@@ -308,6 +310,7 @@ static bool train_to_target(Trainer *t) {
                   {"epoch_count", mlv_int(count)});
     }
     MLLOG_START(log, "epoch_start", {"epoch_num", mlv_int(epoch)});
+    loss_mean_reset(&t->epoch_loss, dev);
     for (int64_t s = 0; s < t->steps_per_epoch; s++, step++) {
       const LoaderBatch *batch = loader_next(train);
       Tensor x = batch_images(t, batch);
@@ -324,8 +327,8 @@ static bool train_to_target(Trainer *t) {
     MLLOG_POINT(log, "eval_accuracy", mlv_float(top1), {"epoch_num", mlv_int(epoch)});
     MLLOG_END(log, "eval_stop", {"epoch_num", mlv_int(epoch)});
     if (t->dist.rank == 0)
-      fprintf(stderr, "epoch %lld: top-1 %.4f (target %.4f), loss %.4f\n", (long long)epoch, top1,
-              target, read_loss(t));
+      fprintf(stderr, "epoch %lld: top-1 %.4f (target %.4f), mean train loss %.4f\n", (long long)epoch,
+              top1, target, loss_mean_read(&t->epoch_loss, dev));
     reached = dist_all_agree(&t->dist, top1 >= target);
     block_first = epoch + 1;
     if (*checkpoint && t->dist.rank == 0)
@@ -471,6 +474,7 @@ int main(int argc, char **argv) {
   dist_broadcast_params(&t.dist);
   int64_t classes = model.num_classes;
   t.loss = TENSOR(device_alloc(t.run.dev.kind, sizeof(float)), DT_F32, t.run.dev.kind, 1);
+  loss_mean_init(&t.epoch_loss, &t.run.dev);
   t.dlogits = TENSOR(device_alloc(t.run.dev.kind, (size_t)(t.micro_batch * classes) * sizeof(float)),
                      DT_F32, t.run.dev.kind, t.micro_batch, classes);
   t.logits_host = TENSOR(xmalloc((size_t)(t.micro_batch * classes) * sizeof(float)), DT_F32,
@@ -505,6 +509,7 @@ int main(int argc, char **argv) {
   trainer_finish(&t.run, reached);
 
   device_free(t.loss.device, t.loss.data);
+  loss_mean_free(&t.epoch_loss);
   device_free(t.dlogits.device, t.dlogits.data);
   free(t.logits_host.data);
   device_free(t.images.device, t.images.data);

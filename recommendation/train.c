@@ -60,6 +60,7 @@ typedef struct NcfRun {
   int64_t eval_users;
   float lr;
   double *eval_acc;  // (2) device scratch of the CUDA metric; NULL on CPU
+  LossMean epoch_loss;
 } NcfRun;
 
 // The optimizer from the config, logged under the checker's keys.
@@ -103,6 +104,7 @@ static void ncf_setup(NcfRun *r, const OptConfig *oc) {
   dist_attach(&r->dist, r->dev, &r->model.ps, NCF_BUCKET_BYTES);
   dist_broadcast_params(&r->dist);
   r->eval_acc = kind == DEVICE_CUDA ? device_alloc(kind, 2 * sizeof(double)) : NULL;
+  loss_mean_init(&r->epoch_loss, r->dev);
   if (r->run.rank == 0)
     printf("ncf: %lld users, %lld items, %lld training positives; %lld parameters; "
            "%lld samples per epoch in batches of %lld; %s\n",
@@ -142,12 +144,14 @@ static void ncf_train_step(NcfRun *r, int64_t epoch, int64_t step) {
                   a->labels.data);
   ncf_model_forward(&r->model, r->dev, rows);
   ncf_model_backward(&r->model, r->dev, rows, amp_loss_scale(&r->scaler), dist_grad_hook(&r->dist));
+  loss_mean_add(&r->epoch_loss, r->dev, &r->model.a.loss);
   trainer_update(r->dev, &r->dist, &r->scaler, &r->opt, &r->model.ps, r->lr);
 }
 
-// One epoch of training; returns the loss of this rank's last batch.
+// One epoch of training; returns the mean loss of this rank's batches.
 static double ncf_train_epoch(NcfRun *r, int64_t epoch) {
   int64_t n = ncf_epoch_samples(&r->data.train), steps = (n + r->batch - 1) / r->batch;
+  loss_mean_reset(&r->epoch_loss, r->dev);
   Progress progress;
   progress_start(&progress, "train", steps);
   for (int64_t step = 0; step < steps; step++) {
@@ -158,7 +162,7 @@ static double ncf_train_epoch(NcfRun *r, int64_t epoch) {
       progress_update(&progress, step + 1, done, show ? ncf_loss(r) : -1);
     }
   }
-  return ncf_loss(r);
+  return loss_mean_read(&r->epoch_loss, r->dev);
 }
 
 // Step i of a bench run's profile: epoch 1's full batches from `first` on,
@@ -232,7 +236,7 @@ static bool ncf_train(NcfRun *r) {
     MLLOG_END(log, "eval_stop", {"epoch_num", mlv_int(epoch)});
     double t2 = time_now_s();
     if (r->run.rank == 0) {
-      printf("ncf: epoch %lld: HR@10 %.4f NDCG@10 %.4f (target %.4f) loss %.4f; train %.1f s "
+      printf("ncf: epoch %lld: HR@10 %.4f NDCG@10 %.4f (target %.4f) mean train loss %.4f; train %.1f s "
              "(%.0f samples/s), eval %.1f s\n",
              (long long)epoch, hr, ncf_metric_ndcg(&sums), target, loss, t1 - t0,
              (double)ncf_epoch_samples(&r->data.train) / (t1 - t0), t2 - t1);
@@ -273,6 +277,7 @@ int main(int argc, char **argv) {
   trainer_finish(&r.run, success);
 
   if (r.eval_acc) device_free(r.dev->kind, r.eval_acc);
+  loss_mean_free(&r.epoch_loss);
   if (r.run.rank == 0) amp_report(&r.scaler, stdout, "ncf");
   amp_scaler_free(&r.scaler);
   optim_free(&r.opt);
