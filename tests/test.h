@@ -116,6 +116,17 @@ void test_fill_uniform(float *x, int64_t n, uint64_t seed, float lo, float hi);
 // fixed random w). For up to max_points indices i of x (spread evenly),
 // compares grad[i] with (loss(x + eps e_i) - loss(x - eps e_i)) / (2 eps);
 // returns the largest |analytic - numeric| / max(|numeric|, floor), NaN if any is.
+//
+// The forward is the op's own fp32 CPU code (the code under test; there is no
+// fp64 copy of it): only the final sum is in double. So the numeric
+// derivative carries two errors, and each caller's tolerance is derived from
+// them in a comment beside it:
+//   truncation  O(eps^2 f'''), zero for ops linear in x; larger where a step
+//               of eps crosses a kink (ReLU, max pool), which callers avoid;
+//   rounding    the fp32 outputs' rounding, about 6e-8 (2^-24) times |loss|
+//               times a small growth factor, divided by 2 eps.
+// eps = 1e-2..1e-3 keeps both near 1e-4..1e-3 of gradients of order 1; a
+// wrong backward is off by order 1.
 typedef double (*TestLossFn)(void *ctx);
 double test_gradcheck(TestLossFn loss, void *ctx, float *x, const float *grad, int64_t n,
                       float eps, int max_points, double floor);
