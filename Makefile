@@ -120,9 +120,10 @@ TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 HARNESS_OBJ := $(BUILD)/obj/tests/harness.c.o
 
 # The emulator's own tests (EMU=1 only): its library stand-ins against plain
-# loops, and its streams and events.
+# loops, its streams and events, and its shared-memory race check.
 ifeq ($(EMU),1)
-TEST_BINS += $(BUILD)/tests/test_emu_libs $(BUILD)/tests/test_emu_streams
+TEST_BINS += $(BUILD)/tests/test_emu_libs $(BUILD)/tests/test_emu_streams \
+  $(BUILD)/tests/test_emu_racecheck
 endif
 
 # Benchmarks: every tests/bench/bench_*.c is one program.
@@ -208,6 +209,16 @@ $(BUILD)/tests/test_emu_%: $(BUILD)/obj/tests/emu/test_emu_%.cpp.o $(BUILD)/obj/
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD    $@")
 	$(Q)$(CXX) $^ -o $@ $(shell pkg-config --libs openblas) $(EMU_MPI_LIBS) $(filter -fsanitize=%,$(LDLIBS))
+
+# The race check's test kernels are a .cu, compiled by emucc.py as the
+# project's are.
+ifeq ($(EMU),1)
+$(BUILD)/tests/test_emu_racecheck: $(BUILD)/obj/tests/emu/test_emu_racecheck.cu.o $(LIBCOMMON)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD    $@")
+	$(Q)$(CC) $^ -o $@ $(LDLIBS)
+ALL_OBJ += $(BUILD)/obj/tests/emu/test_emu_racecheck.cu.o
+endif
 
 $(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.c.o $(LIBCOMMON)
 	@mkdir -p $(dir $@)

@@ -1,9 +1,10 @@
-"""tests/emu/emucc.py: the rewrite of kernel launches and dynamic shared
-memory that lets the .cu files compile against the CPU emulation of CUDA.
+"""tests/emu/emucc.py: the rewrite of kernel launches and shared memory
+that lets the .cu files compile against the CPU emulation of CUDA.
 Each form the project uses (template kernels, launches over several lines,
 dim3 configurations, arguments with nested calls) becomes one emu::launch
 call with the lines kept; launches in comments and other code stay as
-written."""
+written. Each form of __shared__ declaration the project uses becomes a
+place in the emulator's shared-memory arena."""
 import os
 import sys
 
@@ -58,6 +59,27 @@ case("shift_operators_untouched", rewrite("x = a << 3 >> 1;"), "x = a << 3 >> 1;
 case("extern_shared_becomes_pointer",
      rewrite("  extern __shared__ float acc[];  // (2, cols)"),
      "  float *acc = (float *)emu::dynamic_shared();  // (2, cols)")
+case("static_shared_becomes_arena_reference",
+     rewrite("  __shared__ float shared[32];"),
+     '  static auto &shared = emu::shared_static<float[32]>("shared");')
+case("static_shared_several_declarators",
+     rewrite("  __shared__ T sa[32], lanes[V][256];"),
+     '  static auto &sa = emu::shared_static<T[32]>("sa"); '
+     'static auto &lanes = emu::shared_static<T[V][256]>("lanes");')
+case("static_shared_scalar_of_several_words",
+     rewrite("__shared__ unsigned long long pick;"),
+     'static auto &pick = emu::shared_static<unsigned long long>("pick");')
+case("static_shared_template_type_keeps_lines",
+     rewrite("__shared__ Pair<int, float> p[4],\n    q;"),
+     'static auto &p = emu::shared_static<Pair<int, float>[4]>("p"); '
+     'static auto &q = emu::shared_static<Pair<int, float>>("q");\n')
+case("static_shared_in_comment_untouched",
+     rewrite("// __shared__ float s[4];\nint y;"), "// __shared__ float s[4];\nint y;")
+try:
+    rewrite("__shared__ float *p[4], (*q)[4];")
+    case("unreadable_shared_declarator_refused", "accepted", "SyntaxError")
+except SyntaxError as e:
+    case("unreadable_shared_declarator_refused", "__shared__" in str(e), True)
 try:
     rewrite("k<<<g, b>>>;")
     case("launch_without_arguments_refused", "accepted", "SyntaxError")

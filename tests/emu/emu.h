@@ -9,8 +9,10 @@
 // (its own stack) that runs until it finishes or waits at __syncthreads or a
 // warp shuffle, so block barriers and warp exchanges behave as on the GPU,
 // and a barrier not every thread reaches is reported, not hung on.
-// __shared__ variables become function statics: one copy, which is right
-// because only one block runs at a time.
+// emucc.py rewrites __shared__ variables into places in one shared-memory
+// arena (emu_shared.cpp): one copy each, which is right because only one
+// block runs at a time, and one address range, which the race check tells
+// shared memory by.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -33,7 +35,10 @@
 #define __global__
 #define __device__
 #define __host__
-#define __shared__ static
+// Any __shared__ left is one emucc.py did not see (a header outside the
+// .cu's folder): it would escape the race check.
+#define __shared__ \
+  static_assert(false, "emucc.py rewrites the __shared__ of a .cu and its folder's .cuh only");
 #define __forceinline__ inline
 #define __noinline__
 #define __launch_bounds__(...)
@@ -56,6 +61,23 @@ void launch(const char *name, const std::function<void()> &body, dim3 grid, dim3
 
 // The block's dynamic shared memory (`extern __shared__ T name[]`).
 void *dynamic_shared();
+
+// A static __shared__ variable: emucc.py rewrites `__shared__ T x[N];` into
+// `static auto &x = emu::shared_static<T[N]>("x");`. The place is taken the
+// first time the declaration runs; where it was declared names it in
+// reports.
+void *shared_static_place(size_t bytes, size_t align, const char *name, const char *func,
+                          const char *file, int line);
+template <typename T>
+T &shared_static(const char *name, const char *func = __builtin_FUNCTION(),
+                 const char *file = __builtin_FILE(), int line = __builtin_LINE()) {
+  return *static_cast<T *>(shared_static_place(sizeof(T), alignof(T), name, func, file, line));
+}
+
+// An atomic read-modify-write, for the race check: several threads' atomics
+// on one location are no race; an atomic and another thread's plain access
+// without a barrier between are.
+void shared_atomic(const void *p, size_t bytes, const void *pc);
 
 // __syncthreads: waits for every thread of the block that has not exited.
 void sync_block();
@@ -116,33 +138,47 @@ T __shfl_sync(unsigned mask, T v, int src_lane, int width = 32) {
 }
 
 // Atomics: only one fiber runs at a time, so a plain read-modify-write is
-// atomic.
+// atomic. Under the race check they are not instrumented as plain accesses
+// but reported as atomics, from a call (not inlined) whose return address
+// is the caller's line.
+#if defined(__SANITIZE_THREAD__)
+#define EMU_ATOMIC __attribute__((no_sanitize_thread, noinline))
+#define EMU_ATOMIC_ACCESS(p) emu::shared_atomic(p, sizeof *(p), __builtin_return_address(0))
+#else
+#define EMU_ATOMIC inline
+#define EMU_ATOMIC_ACCESS(p) (void)0
+#endif
 template <typename T>
-inline T atomicAdd(T *address, T v) {
+EMU_ATOMIC T atomicAdd(T *address, T v) {
+  EMU_ATOMIC_ACCESS(address);
   T old = *address;
   *address = old + v;
   return old;
 }
 template <typename T>
-inline T atomicMax(T *address, T v) {
+EMU_ATOMIC T atomicMax(T *address, T v) {
+  EMU_ATOMIC_ACCESS(address);
   T old = *address;
   if (v > old) *address = v;
   return old;
 }
 template <typename T>
-inline T atomicMin(T *address, T v) {
+EMU_ATOMIC T atomicMin(T *address, T v) {
+  EMU_ATOMIC_ACCESS(address);
   T old = *address;
   if (v < old) *address = v;
   return old;
 }
 template <typename T>
-inline T atomicCAS(T *address, T compare, T v) {
+EMU_ATOMIC T atomicCAS(T *address, T compare, T v) {
+  EMU_ATOMIC_ACCESS(address);
   T old = *address;
   if (old == compare) *address = v;
   return old;
 }
 template <typename T>
-inline T atomicExch(T *address, T v) {
+EMU_ATOMIC T atomicExch(T *address, T v) {
+  EMU_ATOMIC_ACCESS(address);
   T old = *address;
   *address = v;
   return old;

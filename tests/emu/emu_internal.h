@@ -2,10 +2,27 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <stddef.h>
+
 #include <functional>
 #include <memory>
 
 namespace emu {
+// Stops the program with the running kernel's name and block, as a launch
+// that faults on the GPU would (exit status 70).
+[[noreturn]] void kernel_fail(const char *what);
+
+// Shared memory (emu_shared.cpp): one arena holds the dynamic shared memory
+// of the running block and every static __shared__ variable, so that one
+// range check tells a shared-memory access from any other. The kernel
+// runner tells it where a launch is: a block starts (a fresh dynamic part
+// of `dynamic_bytes` and a clean race check), a barrier releases the block,
+// and which thread runs (its linear index; -1 between blocks).
+const size_t kDynamicSharedMaxBytes = 48 * 1024;  // more needs cudaFuncSetAttribute
+void shared_block_begin(size_t dynamic_bytes);
+void shared_barrier();
+void shared_set_thread(int linear);
+
 // The sticky launch error cudaGetLastError returns and clears.
 void set_error(cudaError_t e);
 

@@ -105,7 +105,6 @@ void *g_scheduler_sp;
 #else
 ucontext_t g_scheduler;
 #endif
-std::vector<unsigned char> g_dynamic_shared;
 // Two slot buffers per thread: lanes may run one exchange ahead of slower
 // lanes still reading the previous one, never two.
 std::vector<uint64_t> g_slots[2];
@@ -116,11 +115,9 @@ size_t g_scheduler_stack_size;
 #endif
 
 [[noreturn]] void kernel_die(const char *fmt, int a, int b) {
-  fprintf(stderr, "emulated kernel %s, block (%u, %u, %u): ", g_kernel, block_idx.x, block_idx.y,
-          block_idx.z);
-  fprintf(stderr, fmt, a, b);
-  fprintf(stderr, "\n");
-  exit(70);
+  char what[256];
+  snprintf(what, sizeof what, fmt, a, b);
+  kernel_fail(what);
 }
 
 // ASan is told of every switch: the stack it goes to, and on arrival the
@@ -191,6 +188,7 @@ void yield_to_scheduler() {
 void resume(Fiber *f, size_t index) {
   g_running = f;
   current = &f->state;
+  shared_set_thread((int)index);
 #if EMU_ASAN
   __sanitizer_start_switch_fiber(&g_scheduler_fake_stack, g_stacks[index], kStackBytes);
 #else
@@ -254,9 +252,13 @@ void run_block(int n, bool reverse) {
       live += g_fibers[t].run_state != kDone;
       at_block += g_fibers[t].run_state == kWaitBlock;
     }
-    if (live == 0) return;
+    if (live == 0) {
+      shared_set_thread(-1);
+      return;
+    }
     if (release_warps(n)) continue;
     if (at_block == live) {
+      shared_barrier();
       for (int t = 0; t < n; t++)
         if (g_fibers[t].run_state == kWaitBlock) g_fibers[t].run_state = kReady;
       continue;
@@ -267,6 +269,12 @@ void run_block(int n, bool reverse) {
 }
 
 }  // namespace
+
+void kernel_fail(const char *what) {
+  fprintf(stderr, "emulated kernel %s, block (%u, %u, %u): %s\n", g_kernel, block_idx.x,
+          block_idx.y, block_idx.z, what);
+  exit(70);
+}
 
 int lane_id() { return g_running->lane; }
 
@@ -292,8 +300,6 @@ uint64_t warp_exchange(unsigned mask, uint64_t mine, int src_lane) {
     return mine;  // as the GPU: an absent source lane yields the caller's value
   return slots[src];
 }
-
-void *dynamic_shared() { return g_dynamic_shared.data(); }
 
 namespace {
 
@@ -324,9 +330,7 @@ void run_launch(const char *name, const std::function<void()> &body, dim3 grid, 
     uint64_t b = reverse ? blocks - 1 - i : i;
     block_idx = uint3{(unsigned)(b % grid.x), (unsigned)(b / grid.x % grid.y),
                       (unsigned)(b / grid.x / grid.y)};
-    // Fresh each block and never zero, as on the GPU: a read before a write
-    // sees NaN bytes.
-    g_dynamic_shared.assign(shared_bytes, 0xff);
+    shared_block_begin(shared_bytes);
     run_block(n, reverse);
   }
   current = nullptr;
@@ -344,7 +348,7 @@ void launch(const char *name, const std::function<void()> &body, dim3 grid, dim3
     set_error(cudaErrorInvalidConfiguration);
     return;
   }
-  if (shared_bytes > 48 * 1024) {  // more needs cudaFuncSetAttribute first
+  if (shared_bytes > kDynamicSharedMaxBytes) {
     set_error(cudaErrorInvalidValue);
     return;
   }

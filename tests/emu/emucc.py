@@ -2,10 +2,15 @@
 """emucc.py: the compiler `make EMU=1` uses in place of nvcc.
 
 Takes nvcc-style arguments (-c FILE.cu -o OBJ plus -I/-D/-O/-M flags),
-rewrites the .cu file's kernel launches and dynamic shared memory into the
-calls of tests/emu/emu.h, and compiles the result as C++ with the host
-compiler. The rewrite keeps every line where it was (a #line directive names
-the original file), so errors and debuggers point into the .cu file.
+rewrites the .cu file's kernel launches and shared memory into the calls of
+tests/emu/emu.h, and compiles the result as C++ with the host compiler. The
+rewrite keeps every line where it was (a #line directive names the original
+file), so errors and debuggers point into the .cu file.
+
+The result is compiled with ThreadSanitizer's instrumentation but without
+its runtime: the hooks every load and store calls are the emulator's
+shared-memory race check (emu_shared.cpp). Not with AddressSanitizer
+(EMU_ASAN=1), which GCC cannot combine with it.
 """
 import os
 import re
@@ -51,18 +56,28 @@ def matching_paren(text, open_at):
     raise SyntaxError("unbalanced parentheses after a kernel launch")
 
 
-def rewrite_launches(text, path):
+def rewrite_each(text, token, replace):
+    """Replaces each `token` outside a // comment (in one, it stays as
+    written): replace(at) gives (start, end, replacement) for text[start:end]."""
     out, pos = [], 0
     while True:
-        at = text.find("<<<", pos)
+        at = text.find(token, pos)
         if at < 0:
             out.append(text[pos:])
             return "".join(out)
         line_start = text.rfind("\n", 0, at) + 1
-        if "//" in text[line_start:at]:  # a launch in a comment stays as written
-            out.append(text[pos:at + 3])
-            pos = at + 3
+        if "//" in text[line_start:at]:
+            out.append(text[pos:at + len(token)])
+            pos = at + len(token)
             continue
+        start, end, replacement = replace(at)
+        out.append(text[pos:start])
+        out.append(replacement)
+        pos = end
+
+
+def rewrite_launches(text, path):
+    def launch(at):
         start = callee_start(text, at)
         callee = text[start:at]
         name = re.sub(r"\s+", "", callee)
@@ -80,20 +95,64 @@ def rewrite_launches(text, path):
         # The arguments are evaluated now, into a tuple, as a launch does;
         # the kernel runs later, from the queue. Newlines of the original
         # stay inside the replacement.
-        out.append(text[pos:start])
-        out.append(f'emu::launch("{name}", [emu_args = std::make_tuple{args}]() {{ '
-                   f'std::apply([](auto... emu_a) {{ {callee}(emu_a...); }}, emu_args); }}, '
-                   f'{config})')
-        pos = end + 1
+        return start, end + 1, (
+            f'emu::launch("{name}", [emu_args = std::make_tuple{args}]() {{ '
+            f'std::apply([](auto... emu_a) {{ {callee}(emu_a...); }}, emu_args); }}, {config})')
+    return rewrite_each(text, "<<<", launch)
 
 
 SHARED = re.compile(r"extern\s+__shared__\s+([A-Za-z_][\w: <>]*?)\s+(\w+)\s*\[\s*\]\s*;")
+DIMS = r"((?:\[[^\[\]]*\]\s*)*)"  # [N][M]...
+FIRST_DECLARATOR = re.compile(r"\s*(.+?[\w>*&])\s*\b([A-Za-z_]\w*)\s*" + DIMS, re.S)
+NEXT_DECLARATOR = re.compile(r"\s*([A-Za-z_]\w*)\s*" + DIMS, re.S)
+
+
+def split_declarators(decl):
+    """Splits at the commas outside brackets: `T a[N], b[M]` into two."""
+    parts, depth, start = [], 0, 0
+    for i, c in enumerate(decl):
+        if c in "<([":
+            depth += 1
+        elif c in ">)]":
+            depth -= 1
+        elif c == "," and depth == 0:
+            parts.append(decl[start:i])
+            start = i + 1
+    return parts + [decl[start:]]
+
+
+def rewrite_static_shared(text, path):
+    """`__shared__ T a[N], b;` becomes references into the emulator's
+    shared-memory arena, placed the first time the declaration runs (still
+    one copy per kernel, as a function static), so that the race check
+    can tell shared memory by its address and name each variable."""
+    def declaration(at):
+        end = text.find(";", at)
+        decl = text[at + len("__shared__"):end]
+        parts = split_declarators(decl)
+        first = FIRST_DECLARATOR.fullmatch(parts[0])
+        if end < 0 or not first:
+            raise SyntaxError(f"{path}: a __shared__ declaration emucc cannot read: "
+                              f"{decl.strip()}")
+        type_name = first.group(1).strip()
+        names = [(first.group(2), first.group(3))]
+        for part in parts[1:]:
+            m = NEXT_DECLARATOR.fullmatch(part)
+            if not m:
+                raise SyntaxError(f"{path}: a __shared__ declarator emucc cannot read: "
+                                  f"{part.strip()}")
+            names.append((m.group(1), m.group(2)))
+        places = [f'static auto &{name} = '
+                  f'emu::shared_static<{type_name}{"".join(dims.split())}>("{name}");'
+                  for name, dims in names]
+        return at, end + 1, " ".join(places) + "\n" * decl.count("\n")
+    return rewrite_each(text, "__shared__", declaration)
 
 
 def rewrite(text, path):
     text = SHARED.sub(lambda m: f"{m.group(1)} *{m.group(2)} = ({m.group(1)} *)emu::dynamic_shared();",
                       text)
-    return rewrite_launches(text, path)
+    return rewrite_launches(rewrite_static_shared(text, path), path)
 
 
 def write_rewritten(path, source, text):
@@ -133,7 +192,13 @@ def main(argv):
         rewritten = rewrite(text, source)
     except SyntaxError as e:
         sys.exit(f"emucc.py: {source}: {e}")
-    tmp = out + ".emu.cpp"
+    # Under the source's own name, in a folder beside the object: the few
+    # line-table entries GCC gives the compiled file's name rather than the
+    # #line one then still name the .cu (the race check's reports print
+    # basenames).
+    rewritten_dir = os.path.join(os.path.dirname(out), "emucc")
+    os.makedirs(rewritten_dir, exist_ok=True)
+    tmp = os.path.join(rewritten_dir, os.path.basename(source))
     write_rewritten(tmp, source, rewritten)
     # The .cuh headers beside the source may launch kernels too: rewritten
     # copies go beside the rewritten source, where #include "x.cuh" looks
@@ -143,12 +208,13 @@ def main(argv):
         if name.endswith(".cuh"):
             header = os.path.join(src_dir, name)
             with open(header) as f:
-                write_rewritten(os.path.join(os.path.dirname(out), name), header,
-                                rewrite(f.read(), header))
+                write_rewritten(os.path.join(rewritten_dir, name), header, rewrite(f.read(), header))
     cxx = os.environ.get("CXX", "g++")
+    asan = any(a.startswith("-fsanitize=") and "address" in a for a in args)
+    racecheck = [] if asan else ["-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0"]
     cmd = [cxx, "-x", "c++", "-include", os.path.join(HERE, "emu.h"), "-I", HERE,
            "-iquote", os.path.dirname(source) or ".", "-ffp-contract=off", "-Wno-unknown-pragmas",
-           "-Wno-subobject-linkage"] + args + ["-c", tmp, "-o", out]
+           "-Wno-subobject-linkage"] + racecheck + args + ["-c", tmp, "-o", out]
     if "-MMD" in args:
         cmd += ["-MT", out, "-MF", out[:-2] + ".d"]
     sys.exit(subprocess.call(cmd))
