@@ -5,7 +5,7 @@
 #                                       LOC_val_solution.csv, classes.txt}
 #   imagenet_to_lmdb    -> OUT_DIR/lmdb/{train, val, classes.txt}
 # Scales (10 classes):
-#   small:  the first 20,000 training images + all 10,000 test images, 32x32
+#   small:  all 60,000 training images + all 10,000 test images, 32x32
 #   medium: all 60,000 training images + all 10,000 test images, 64x64
 # TRAIN_COUNT, VAL_COUNT and SIDE in the environment override a scale's sizes.
 # A finished data set with the same sizes is kept; one with other sizes is
@@ -17,7 +17,7 @@ scale=${1:-}
 out=${2:-data/resnet/$scale}
 build=${3:-build}
 case $scale in
-  small) train=20000 val=10000 side=32 ;;
+  small) train=60000 val=10000 side=32 ;;
   medium) train=60000 val=10000 side=64 ;;
   *) echo "prepare_fmnist_classification: SCALE '$scale' is not small or medium" >&2; exit 2 ;;
 esac
