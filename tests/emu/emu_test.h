@@ -1,6 +1,7 @@
 // emu_test.h: the case lines of the emulator's own test programs, in the
 // form tests/run_tests.sh counts: "PASS name" or "FAIL name: what".
 #pragma once
+#include <cmath>
 #include <cstdarg>
 #include <cstdio>
 
@@ -18,4 +19,10 @@ static void check(bool ok, const char *name, const char *fmt, ...) {
   va_end(ap);
   printf("FAIL %s: %s\n", name, what);
   g_failures++;
+}
+
+// The larger error, NaN when either is: std::fmax would report a NaN error
+// as the other one.
+static inline double worst_of(double a, double b) {
+  return std::isnan(a) || std::isnan(b) ? NAN : a > b ? a : b;
 }

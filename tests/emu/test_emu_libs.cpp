@@ -89,7 +89,7 @@ static void test_gemm_f32_transposes(cublasHandle_t h) {
           }
           size_t at = e * sc + i + (size_t)j * ldc;
           double want = alpha * sum + beta * (double)c0[at];
-          worst = std::fmax(worst, std::fabs(c[at] - want));
+          worst = worst_of(worst, std::fabs(c[at] - want));
           ok &= close(c[at], want, std::fabs(alpha) * scale + std::fabs(beta * c0[at]), 1e-6);
         }
     bool padding_kept = true;
@@ -128,8 +128,8 @@ static void test_gemm_bf16(cublasHandle_t h) {
         scale += std::fabs(t);
       }
       double got32 = c32[i + j * m], got16 = __bfloat162float(c16[i + j * m]);
-      worst32 = std::fmax(worst32, std::fabs(got32 - sum));
-      worst16 = std::fmax(worst16, std::fabs(got16 - sum));
+      worst32 = worst_of(worst32, std::fabs(got32 - sum));
+      worst16 = worst_of(worst16, std::fabs(got16 - sum));
       ok32 &= close(got32, sum, scale, 1e-6);
       // bf16 output: one rounding of the fp32 result (8 significant bits).
       ok16 &= close(got16, sum, 1e-6 * scale / 0x1p-8, 0x1p-8);
@@ -419,7 +419,7 @@ static void test_conv_case(cudnnHandle_t dnn, const ConvCase &cc) {
   bool ok = st == CUDNN_STATUS_SUCCESS;
   double worst = 0;
   for (size_t i = 0; i < y.size(); i++) {
-    worst = std::fmax(worst, std::fabs(y[i] - ref[i]));
+    worst = worst_of(worst, std::fabs(y[i] - ref[i]));
     ok &= y[i] == ref[i];
   }
   snprintf(name, sizeof name, "conv_fwd_%s", cc.name);
