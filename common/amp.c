@@ -30,12 +30,12 @@ DType amp_compute_dtype(Precision p) {
 // would be scaled down, which defeats the purpose).
 const ConfigKey amp_config_keys[] = {
     {"precision", CFG_STRING, "fp32",
-     "compute precision: fp32 | tf32 | fp16 | bf16 (master weights stay fp32; fp16 scales the loss)"},
-    {"loss_scale_init", CFG_FLOAT, "65536", "fp16: the first loss scale"},
-    {"loss_scale_growth_interval", CFG_INT, "2000", "fp16: clean steps before the scale grows"},
-    {"loss_scale_growth_factor", CFG_FLOAT, "2", "fp16: factor of each growth"},
-    {"loss_scale_backoff", CFG_FLOAT, "0.5", "fp16: factor applied on overflow"},
-    {"loss_scale_min", CFG_FLOAT, "1", "fp16: the scale never backs off below this"},
+     "compute precision: fp32 | tf32 | fp16 | bf16 (master weights stay fp32; fp16 scales the loss)", "fp32|tf32|fp16|bf16"},
+    {"loss_scale_init", CFG_FLOAT, "65536", "fp16: the first loss scale", "(0, inf)"},
+    {"loss_scale_growth_interval", CFG_INT, "2000", "fp16: clean steps before the scale grows", "[1, inf)"},
+    {"loss_scale_growth_factor", CFG_FLOAT, "2", "fp16: factor of each growth", "[1, inf)"},
+    {"loss_scale_backoff", CFG_FLOAT, "0.5", "fp16: factor applied on overflow", "(0, 1)"},
+    {"loss_scale_min", CFG_FLOAT, "1", "fp16: the scale never backs off below this", "(0, inf)"},
 };
 const int amp_config_key_count = (int)(sizeof amp_config_keys / sizeof amp_config_keys[0]);
 

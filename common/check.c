@@ -18,47 +18,94 @@ static int g_rank = -1;
 void check_set_rank(int rank) { g_rank = rank; }
 int check_rank(void) { return g_rank; }
 
+// The message of a fatal error is formatted whole before anyone sees it, so
+// that a hook can pass it on; longer messages are cut.
+enum { kMessageBytes = 2048 };
+
+static _Thread_local CheckErrorHook t_error_hook;
+static _Thread_local void *t_error_ctx;
+static void (*g_exit_hook)(void *);
+static void *g_exit_ctx;
+
+void check_set_error_hook(CheckErrorHook hook, void *ctx) {
+  t_error_hook = hook;
+  t_error_ctx = ctx;
+}
+
+void check_set_exit_hook(void (*hook)(void *ctx), void *ctx) {
+  g_exit_hook = hook;
+  g_exit_ctx = ctx;
+}
+
 // Exit without calling MPI_Finalize: a rank that fails must not wait for the
 // others. Under mpirun, the launcher then ends the whole job.
-static _Noreturn void check_exit(int status) {
+void check_exit_with(int status, const char *message) {
+  fprintf(stderr, "%s\n", message);
+  void (*hook)(void *) = g_exit_hook;
+  g_exit_hook = NULL;  // an error inside the hook must not run it again
+  if (hook) hook(g_exit_ctx);
   fflush(stdout);
   fflush(stderr);
   exit(status);
 }
 
-static void print_rank(void) {
-  if (g_rank >= 0) fprintf(stderr, " [rank %d]", g_rank);
+static _Noreturn void raise_error(int status, const char *message) {
+  if (t_error_hook) t_error_hook(t_error_ctx, status, message);
+  check_exit_with(status, message);
+}
+
+typedef struct Message {
+  char text[kMessageBytes];
+  size_t len;
+} Message;
+
+static void add(Message *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void vadd(Message *m, const char *fmt, va_list ap) {
+  if (m->len >= sizeof m->text - 1) return;
+  int n = vsnprintf(m->text + m->len, sizeof m->text - m->len, fmt, ap);
+  if (n > 0) m->len += (size_t)n;
+  if (m->len > sizeof m->text - 1) m->len = sizeof m->text - 1;
+}
+static void add(Message *m, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vadd(m, fmt, ap);
+  va_end(ap);
+}
+
+static void add_rank(Message *m) {
+  if (g_rank >= 0) add(m, " [rank %d]", g_rank);
 }
 
 void check_fail(const char *what, const char *detail, const char *file, int line,
                 const char *hint) {
-  fprintf(stderr, "error: %s failed (%s) at %s:%d", what, detail, file, line);
-  print_rank();
-  fputc('\n', stderr);
-  if (hint) fprintf(stderr, "HINT: %s\n", hint);
-  check_exit(1);
+  Message m = {.len = 0};
+  add(&m, "error: %s failed (%s) at %s:%d", what, detail, file, line);
+  add_rank(&m);
+  if (hint) add(&m, "\nHINT: %s", hint);
+  raise_error(1, m.text);
 }
 
 void die_input(const char *name, const char *fmt, ...) {
+  Message m = {.len = 0};
+  add(&m, "error: %s: ", name);
   va_list ap;
   va_start(ap, fmt);
-  fprintf(stderr, "error: %s: ", name);
-  vfprintf(stderr, fmt, ap);
+  vadd(&m, fmt, ap);
   va_end(ap);
-  print_rank();
-  fputc('\n', stderr);
-  check_exit(2);
+  add_rank(&m);
+  raise_error(2, m.text);
 }
 
 void check_die_impl(const char *file, int line, const char *fmt, ...) {
+  Message m = {.len = 0};
+  add(&m, "internal error at %s:%d: ", file, line);
   va_list ap;
   va_start(ap, fmt);
-  fprintf(stderr, "internal error at %s:%d: ", file, line);
-  vfprintf(stderr, fmt, ap);
+  vadd(&m, fmt, ap);
   va_end(ap);
-  print_rank();
-  fputc('\n', stderr);
-  check_exit(3);
+  add_rank(&m);
+  raise_error(3, m.text);
 }
 
 void check_errno(const char *what, const char *path, const char *file, int line) {

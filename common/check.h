@@ -16,6 +16,26 @@ extern "C" {
 void check_set_rank(int rank);
 int check_rank(void);
 
+// Who handles a fatal error. By default the process prints the message and
+// exits with its status (1 a failed check, 2 bad input, 3 internal). A
+// thread may hand its fatal errors to a hook instead: a loader worker must
+// not exit the process while the trainer and the other workers still run,
+// so its hook passes the message to the trainer's thread and ends the worker
+// (the hook must not return; if it does, the process exits as usual). The
+// hook is per thread; NULL removes it.
+typedef void (*CheckErrorHook)(void *ctx, int status, const char *message);
+void check_set_error_hook(CheckErrorHook hook, void *ctx);
+
+// Runs once before the process exits on a fatal error of the main thread
+// (or one passed to it: check_exit_with): the trainer logs run_stop aborted
+// there once the run has started. NULL removes it.
+void check_set_exit_hook(void (*hook)(void *ctx), void *ctx);
+
+// Prints message (one or more lines, without the final newline), runs the
+// exit hook and exits with status: how a worker's error ends the process
+// once the trainer's thread has stopped the workers.
+NORETURN void check_exit_with(int status, const char *message);
+
 // Prints "error: <what> failed (<detail>) at file:line [rank r]" and a HINT line
 // when hint is non-NULL, then exits with status 1.
 NORETURN void check_fail(const char *what, const char *detail, const char *file,

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "check.h"
 
@@ -72,12 +73,72 @@ static bool value_fits(ConfigType type, const char *value) {
   return false;
 }
 
+// An interval "[lo, hi]", "(lo, hi)" or mixed; inf allowed. False when the
+// text is not one.
+typedef struct Interval {
+  double lo, hi;
+  bool lo_open, hi_open;
+} Interval;
+
+static bool parse_interval(const char *text, Interval *iv) {
+  size_t n = strlen(text);
+  if (n < 5 || (text[0] != '[' && text[0] != '(') || (text[n - 1] != ']' && text[n - 1] != ')'))
+    return false;
+  char *end;
+  iv->lo_open = text[0] == '(';
+  iv->hi_open = text[n - 1] == ')';
+  iv->lo = strtod(text + 1, &end);
+  if (end == text + 1 || *end != ',') return false;
+  const char *second = end + 1;
+  iv->hi = strtod(second, &end);
+  return end != second && end == text + n - 1 && !isnan(iv->lo) && !isnan(iv->hi);
+}
+
+static bool in_interval(const Interval *iv, double v) {
+  return (iv->lo_open ? v > iv->lo : v >= iv->lo) && (iv->hi_open ? v < iv->hi : v <= iv->hi);
+}
+
+// Whether value is one of the '|'-separated choices.
+static bool is_choice(const char *choices, const char *value) {
+  size_t n = strlen(value);
+  for (const char *c = choices; *c;) {
+    const char *bar = strchr(c, '|');
+    size_t len = bar ? (size_t)(bar - c) : strlen(c);
+    if (len == n && strncmp(c, value, n) == 0) return true;
+    if (!bar) break;
+    c = bar + 1;
+  }
+  return false;
+}
+
+// Whether a value of the right type is among the key's allowed ones.
+static bool value_allowed(const ConfigKey *k, const char *value) {
+  if (!k->allowed) return true;
+  if (k->type == CFG_STRING) return is_choice(k->allowed, value);
+  Interval iv;
+  parse_interval(k->allowed, &iv);  // checked when the key was declared
+  int64_t i;
+  double f;
+  if (k->type == CFG_INT) return parse_int(value, &i) && in_interval(&iv, (double)i);
+  return parse_float(value, &f) && in_interval(&iv, f);
+}
+
+static void check_declaration(const ConfigKey *k) {
+  Interval iv;
+  if (k->allowed && (k->type == CFG_BOOL ||
+                     (k->type != CFG_STRING && !parse_interval(k->allowed, &iv))))
+    DIE("config: allowed values of '%s' are not an interval: '%s'", k->name, k->allowed);
+  if (!value_fits(k->type, k->default_value))
+    DIE("config: default of '%s' is not %s", k->name, type_name(k->type));
+  if (!value_allowed(k, k->default_value))
+    DIE("config: default of '%s' is outside its allowed values %s", k->name, k->allowed);
+}
+
 void config_add_keys(Config *c, const ConfigKey *keys, int count) {
   for (int k = 0; k < count; k++) {
     if (c->count == CONFIG_MAX_KEYS) DIE("config: more than %d keys", CONFIG_MAX_KEYS);
     if (find_key(c, keys[k].name) >= 0) DIE("config: key '%s' declared twice", keys[k].name);
-    if (!value_fits(keys[k].type, keys[k].default_value))
-      DIE("config: default of '%s' is not %s", keys[k].name, type_name(keys[k].type));
+    check_declaration(&keys[k]);
     int i = c->count++;
     c->keys[i] = &keys[k];
     c->values[i] = strdup(keys[k].default_value);
@@ -91,14 +152,29 @@ void config_free(Config *c) {
   memset(c, 0, sizeof *c);
 }
 
+// How a message names a key: "--key" for a flag, "FILE:LINE: key" for a
+// config file line.
+static void key_name(const char *origin, const char *key, char *buf, size_t buf_bytes) {
+  if (strcmp(origin, "flag") == 0)
+    snprintf(buf, buf_bytes, "--%s", key);
+  else
+    snprintf(buf, buf_bytes, "%s: %s", origin, key);
+}
+
 int config_set(Config *c, const char *key, const char *value, const char *origin,
                char *err, size_t err_bytes) {
+  char name[4400];
+  key_name(origin, key, name, sizeof name);
   int i = find_key(c, key);
-  if (i < 0) return fail(err, err_bytes, "%s: unknown key '%s' (--help lists the keys)", origin, key);
-  if (!value || !*value) return fail(err, err_bytes, "%s: key '%s' has no value", origin, key);
+  if (i < 0) return fail(err, err_bytes, "%s: unknown key (--help lists the keys)", name);
+  if (!value || !*value) return fail(err, err_bytes, "%s: no value given", name);
   const ConfigKey *k = c->keys[i];
   if (!value_fits(k->type, value))
-    return fail(err, err_bytes, "%s: key '%s' wants %s, got '%s'", origin, key, type_name(k->type), value);
+    return fail(err, err_bytes, "%s: wants %s, got '%s'", name, type_name(k->type), value);
+  if (!value_allowed(k, value))
+    return fail(err, err_bytes, k->type == CFG_STRING ? "%s: '%s' is not one of %s"
+                                                      : "%s: %s is outside %s",
+                name, value, k->allowed);
   free(c->values[i]);
   c->values[i] = strdup(value);
   c->origins[i] = origin;
@@ -114,6 +190,9 @@ static char *trim(char *s) {
 }
 
 int config_load_file(Config *c, const char *path, char *err, size_t err_bytes) {
+  struct stat st;
+  if (stat(path, &st) != 0) return fail(err, err_bytes, "%s: cannot open config file: %s", path, strerror(errno));
+  if (!S_ISREG(st.st_mode)) return fail(err, err_bytes, "%s: is not a config file (a directory?)", path);
   FILE *f = fopen(path, "r");
   if (!f) return fail(err, err_bytes, "%s: cannot open config file: %s", path, strerror(errno));
   if (c->n_files == (int)(sizeof c->files / sizeof c->files[0])) {
@@ -121,17 +200,20 @@ int config_load_file(Config *c, const char *path, char *err, size_t err_bytes) {
     return fail(err, err_bytes, "%s: too many config files", path);
   }
   char *origin = c->files[c->n_files++] = strdup(path);
-  char line[4096], where[4200];
+  char *line = NULL, where[4200];
+  size_t cap = 0;
   int rc = 0;
-  for (int lineno = 1; rc == 0 && fgets(line, sizeof line, f); lineno++) {
+  for (int lineno = 1; rc == 0 && getline(&line, &cap, f) >= 0; lineno++) {
     snprintf(where, sizeof where, "%s:%d", path, lineno);
-    char *hash = strchr(line, '#');
+    char *start = line;
+    if (lineno == 1 && strncmp(start, "\xEF\xBB\xBF", 3) == 0) start += 3;  // a UTF-8 byte-order mark
+    char *hash = strchr(start, '#');
     if (hash) *hash = 0;
-    char *text = trim(line);
+    char *text = trim(start);
     if (!*text) continue;
     char *eq = strchr(text, '=');
     if (!eq) {
-      rc = fail(err, err_bytes, "%s: expected 'key = value', got '%s'", where, text);
+      rc = fail(err, err_bytes, "%s: expected 'key = value', got '%.200s'", where, text);
       break;
     }
     *eq = 0;
@@ -140,6 +222,8 @@ int config_load_file(Config *c, const char *path, char *err, size_t err_bytes) {
     rc = config_set(c, key, value, where, err, err_bytes);
     if (rc == 0) c->origins[find_key(c, key)] = origin;
   }
+  if (rc == 0 && ferror(f)) rc = fail(err, err_bytes, "%s: cannot read: %s", path, strerror(errno));
+  free(line);
   fclose(f);
   return rc;
 }

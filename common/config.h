@@ -1,6 +1,8 @@
 // config.h: `key = value` config files under flags `--key=value`. Every key is
 // declared with a type and default; an unknown key, a missing value or a value
-// of the wrong type is a one-line error naming the key and where it came from.
+// of the wrong type or outside the key's allowed values is a one-line error
+// naming the key as the user wrote it: "--loader_threads: ..." for a flag,
+// "FILE:LINE: loader_threads: ..." for a config file line.
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
@@ -18,6 +20,10 @@ typedef struct ConfigKey {
   ConfigType type;
   const char *default_value;  // text, parsed like any other value
   const char *help;
+  // What values are allowed, checked wherever a value is set (NULL: any of
+  // the type). Numbers: an interval, "[1, 1024]", "(0, 1]", "[0, inf)".
+  // Strings: the choices, "lars|sgd".
+  const char *allowed;
 } ConfigKey;
 
 #define CONFIG_MAX_KEYS 256

@@ -26,13 +26,13 @@
 
 static const ConfigKey KEYS[] = {
     {"src", CFG_STRING, "/usr/share/datasets/fashion-mnist",
-     "folder of {train,t10k}-{images-idx3,labels-idx1}-ubyte.gz"},
-    {"out", CFG_STRING, "", "output root (created; must not hold train/ yet)"},
-    {"side", CFG_INT, "32", "output side length in pixels"},
-    {"train_count", CFG_INT, "60000", "training images to write (the first N)"},
-    {"val_count", CFG_INT, "10000", "validation images to write (the first N test images)"},
-    {"quality", CFG_INT, "90", "JPEG quality"},
-    {"rgb", CFG_BOOL, "false", "write RGB JPEGs (default: grey JPEGs)"},
+     "folder of {train,t10k}-{images-idx3,labels-idx1}-ubyte.gz", NULL},
+    {"out", CFG_STRING, "", "output root (created; must not hold train/ yet)", NULL},
+    {"side", CFG_INT, "32", "output side length in pixels", "[1, 1024]"},
+    {"train_count", CFG_INT, "60000", "training images to write (the first N)", "[0, 60000]"},
+    {"val_count", CFG_INT, "10000", "validation images to write (the first N test images)", "[0, 10000]"},
+    {"quality", CFG_INT, "90", "JPEG quality", "[1, 100]"},
+    {"rgb", CFG_BOOL, "false", "write RGB JPEGs (default: grey JPEGs)", NULL},
 };
 
 static const char *kClassNames[10] = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",

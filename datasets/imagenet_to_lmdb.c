@@ -31,11 +31,11 @@
 #include "timer.h"
 
 static const ConfigKey KEYS[] = {
-    {"root", CFG_STRING, "", "ImageNet root holding train/ and val/"},
-    {"out", CFG_STRING, "", "output folder: train/ and val/ LMDBs and classes.txt"},
-    {"splits", CFG_STRING, "train,val", "which splits to convert: train, val or train,val"},
-    {"val_csv", CFG_STRING, "", "labels of a flat val/ (default <root>/LOC_val_solution.csv)"},
-    {"accept_warnings", CFG_BOOL, "false", "keep JPEGs libjpeg decodes with a warning"},
+    {"root", CFG_STRING, "", "ImageNet root holding train/ and val/", NULL},
+    {"out", CFG_STRING, "", "output folder: train/ and val/ LMDBs and classes.txt", NULL},
+    {"splits", CFG_STRING, "train,val", "which splits to convert: train, val or train,val", NULL},
+    {"val_csv", CFG_STRING, "", "labels of a flat val/ (default <root>/LOC_val_solution.csv)", NULL},
+    {"accept_warnings", CFG_BOOL, "false", "keep JPEGs libjpeg decodes with a warning", NULL},
 };
 
 typedef struct Names {

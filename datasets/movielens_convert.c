@@ -8,11 +8,11 @@
 #include "timer.h"
 
 static const ConfigKey CONVERT_KEYS[] = {
-    {"input", CFG_STRING, "", "ratings.csv (userId,movieId,rating,timestamp)"},
-    {"out", CFG_STRING, "", "output directory (created); ncf.bin goes there"},
-    {"seed", CFG_INT, "0", "seed of the test negatives"},
-    {"negatives", CFG_INT, "999", "test negatives per user"},
-    {"min_ratings", CFG_INT, "20", "users with fewer ratings are dropped"},
+    {"input", CFG_STRING, "", "ratings.csv (userId,movieId,rating,timestamp)", NULL},
+    {"out", CFG_STRING, "", "output directory (created); ncf.bin goes there", NULL},
+    {"seed", CFG_INT, "0", "seed of the test negatives", "[0, inf)"},
+    {"negatives", CFG_INT, "999", "test negatives per user", "[1, inf)"},
+    {"min_ratings", CFG_INT, "20", "users with fewer ratings are dropped", "[1, inf)"},
 };
 
 int main(int argc, char **argv) {

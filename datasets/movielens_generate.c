@@ -48,11 +48,11 @@ typedef struct GenModel {
 } GenModel;
 
 static const ConfigKey GEN_KEYS[] = {
-    {"size", CFG_STRING, "small", "small (3,000 users, 3,000 items) | full (ml-20m's shape)"},
-    {"out", CFG_STRING, "", "output directory: ratings.csv and ceiling.txt"},
-    {"seed", CFG_INT, "1", "seed of the model and the ratings"},
-    {"neg_seed", CFG_INT, "0", "the converter's --seed, for the ceiling's test negatives"},
-    {"negatives", CFG_INT, "999", "the converter's --negatives"},
+    {"size", CFG_STRING, "small", "small (3,000 users, 3,000 items) | full (ml-20m's shape)", "small|full"},
+    {"out", CFG_STRING, "", "output directory: ratings.csv and ceiling.txt", NULL},
+    {"seed", CFG_INT, "1", "seed of the model and the ratings", "[0, inf)"},
+    {"neg_seed", CFG_INT, "0", "the converter's --seed, for the ceiling's test negatives", "[0, inf)"},
+    {"negatives", CFG_INT, "999", "the converter's --negatives", "[1, inf)"},
 };
 
 static GenSize gen_size_parse(const char *name) {

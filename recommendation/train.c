@@ -29,22 +29,22 @@
 #define NCF_BENCH_WARMUP 5  // untimed steps before a bench_steps measurement
 
 static const ConfigKey NCF_KEYS[] = {
-    {"batch_size", CFG_INT, "2048", "global batch: (user, item) pairs per step"},
-    {"learning_rate", CFG_FLOAT, "0.0005", "Adam learning rate (constant)"},
-    {"adam_beta1", CFG_FLOAT, "0.9", "Adam beta1"},
-    {"adam_beta2", CFG_FLOAT, "0.999", "Adam beta2"},
-    {"adam_eps", CFG_FLOAT, "1e-8", "Adam epsilon"},
-    {"mf_dim", CFG_INT, "64", "GMF embedding width"},
+    {"batch_size", CFG_INT, "2048", "global batch: (user, item) pairs per step", "[1, inf)"},
+    {"learning_rate", CFG_FLOAT, "0.0005", "Adam learning rate (constant)", "(0, inf)"},
+    {"adam_beta1", CFG_FLOAT, "0.9", "Adam beta1", "[0, 1)"},
+    {"adam_beta2", CFG_FLOAT, "0.999", "Adam beta2", "[0, 1)"},
+    {"adam_eps", CFG_FLOAT, "1e-8", "Adam epsilon", "(0, inf)"},
+    {"mf_dim", CFG_INT, "64", "GMF embedding width", "[1, inf)"},
     {"mlp_layers", CFG_STRING, "256,256,128,64",
-     "MLP widths; the first is the concatenated user+item embedding width"},
-    {"train_negatives", CFG_INT, "4", "negatives per training positive, resampled each epoch"},
-    {"max_epochs", CFG_INT, "20", "give up (run_stop aborted) after this many epochs"},
-    {"target_accuracy", CFG_FLOAT, "0.635", "HR@10 that ends the run (run_stop success)"},
-    {"eval_users", CFG_INT, "1024", "users scored per eval forward pass"},
+     "MLP widths; the first is the concatenated user+item embedding width", NULL},
+    {"train_negatives", CFG_INT, "4", "negatives per training positive, resampled each epoch", "[1, inf)"},
+    {"max_epochs", CFG_INT, "20", "give up (run_stop aborted) after this many epochs", "[1, inf)"},
+    {"target_accuracy", CFG_FLOAT, "0.635", "HR@10 that ends the run (run_stop success)", "(0, 1]"},
+    {"eval_users", CFG_INT, "1024", "users scored per eval forward pass", "[1, inf)"},
     {"bench_steps", CFG_INT, "0",
-     "throughput only: time this many training steps (after 5 warm-up), no eval or target"},
+     "throughput only: time this many training steps (after 5 warm-up), no eval or target", "[0, inf)"},
     {"profile_steps", CFG_INT, "0",
-     "after a bench_steps run: this many more steps timed op by op, printed as a table"},
+     "after a bench_steps run: this many more steps timed op by op, printed as a table", "[0, inf)"},
 };
 
 typedef struct NcfRun {

@@ -8,17 +8,18 @@
 #include "test.h"
 
 static const ConfigKey kKeys[] = {
-    {"batch_size", CFG_INT, "32", "samples per step"},
-    {"lr", CFG_FLOAT, "0.1", "learning rate"},
-    {"name", CFG_STRING, "resnet", "benchmark"},
-    {"synthetic", CFG_BOOL, "false", "random data"},
+    {"batch_size", CFG_INT, "32", "samples per step", "[1, 4096]"},
+    {"lr", CFG_FLOAT, "0.1", "learning rate", "(0, 10)"},
+    {"name", CFG_STRING, "resnet", "benchmark", "resnet|ssd|ncf"},
+    {"synthetic", CFG_BOOL, "false", "random data", NULL},
 };
-static const ConfigKey kMoreKeys[] = {{"epochs", CFG_INT, "10", NULL}};
+static const ConfigKey kMoreKeys[] = {{"epochs", CFG_INT, "10", NULL, NULL},
+                                      {"title", CFG_STRING, "", NULL, NULL}};
 
 static void make_config(Config *c) {
   config_init(c);
   config_add_keys(c, kKeys, 4);
-  config_add_keys(c, kMoreKeys, 1);
+  config_add_keys(c, kMoreKeys, 2);
 }
 
 static const char *write_file(const char *name, const char *text) {
@@ -78,30 +79,43 @@ static void file_then_flags(void) {
 // Each bad input must fail with a message naming the key (or line, or file).
 static void error_cases(void) {
   // write_file returns a static buffer: copy each path before the next call.
-  char cfg_bad_line[600], cfg_bad_type[600], cfg_unknown[600];
+  char cfg_bad_line[600], cfg_bad_type[600], cfg_unknown[600], cfg_range[600], cfg_dir[600];
   snprintf(cfg_bad_line, sizeof cfg_bad_line, "--config=%s",
            write_file("bad_line.conf", "batch_size = 1\nthis line has no equals\n"));
   snprintf(cfg_bad_type, sizeof cfg_bad_type, "--config=%s",
            write_file("bad_type.conf", "\n\nlr = fast\n"));
   snprintf(cfg_unknown, sizeof cfg_unknown, "--config=%s",
            write_file("unknown.conf", "momentum = 0.9\n"));
+  snprintf(cfg_range, sizeof cfg_range, "--config=%s", write_file("range.conf", "batch_size = 0\n"));
+  snprintf(cfg_dir, sizeof cfg_dir, "--config=%s", test_tmpdir());
   struct {
     const char *arg;
     const char *want[3];
   } cases[] = {
-      {"--momentum=0.9", {"unknown key 'momentum'", "flag"}},
-      {"--batch_size=", {"key 'batch_size' has no value"}},
-      {"--batch_size", {"key 'batch_size' has no value"}},
-      {"--batch_size=12x", {"key 'batch_size' wants an integer", "'12x'"}},
-      {"--batch_size=1.5", {"key 'batch_size' wants an integer"}},
-      {"--lr=abc", {"key 'lr' wants a number", "'abc'"}},
-      {"--lr=inf", {"key 'lr' wants a number"}},
-      {"--synthetic=maybe", {"key 'synthetic' wants a bool"}},
+      {"--momentum=0.9", {"--momentum: unknown key"}},
+      {"--batch_size=", {"--batch_size: no value given"}},
+      {"--batch_size", {"--batch_size: no value given"}},
+      {"--batch_size=12x", {"--batch_size: wants an integer", "'12x'"}},
+      {"--batch_size=1.5", {"--batch_size: wants an integer"}},
+      {"--lr=abc", {"--lr: wants a number", "'abc'"}},
+      {"--lr=inf", {"--lr: wants a number"}},
+      {"--synthetic=maybe", {"--synthetic: wants a bool"}},
       {"positional", {"argument 'positional': expected --key=value"}},
       {"--", {"expected --key=value"}},
+      // Allowed values: both ends of an interval, open and closed, and choices.
+      {"--batch_size=0", {"--batch_size: 0 is outside [1, 4096]"}},
+      {"--batch_size=4097", {"--batch_size: 4097 is outside [1, 4096]"}},
+      {"--batch_size=-1", {"--batch_size: -1 is outside [1, 4096]"}},
+      {"--lr=0", {"--lr: 0 is outside (0, 10)"}},
+      {"--lr=10", {"--lr: 10 is outside (0, 10)"}},
+      {"--lr=nan", {"--lr: wants a number"}},
+      {"--name=bert", {"--name: 'bert' is not one of resnet|ssd|ncf"}},
+      {"--name=res", {"--name: 'res' is not one of resnet|ssd|ncf"}},
+      {cfg_range, {"range.conf:1: batch_size: 0 is outside [1, 4096]"}},
       {cfg_bad_line, {"bad_line.conf:2", "expected 'key = value'"}},
-      {cfg_bad_type, {"bad_type.conf:3", "key 'lr' wants a number"}},
-      {cfg_unknown, {"unknown.conf:1", "unknown key 'momentum'"}},
+      {cfg_bad_type, {"bad_type.conf:3: lr: wants a number"}},
+      {cfg_unknown, {"unknown.conf:1: momentum: unknown key"}},
+      {cfg_dir, {"is not a config file (a directory?)"}},
       {"--config=/nonexistent/x.conf", {"/nonexistent/x.conf", "cannot open config file"}},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -130,7 +144,25 @@ static void die_on_bad_flag(void *ctx) {
 }
 
 static void from_args_dies_with_one_line(void) {
-  CHECK_DIES_WITH(die_on_bad_flag, NULL, "error: flag: unknown key 'nope'");
+  CHECK_DIES_WITH(die_on_bad_flag, NULL, "error: --nope: unknown key (--help lists the keys)");
+}
+
+// A line of any length is one line (a 10,000-byte value once split into two
+// lines at 4096 bytes), and a UTF-8 byte-order mark that an editor put at the
+// start of the file is not part of the first key.
+static void long_lines_and_bom(void) {
+  static char text[10100];
+  size_t n = (size_t)snprintf(text, sizeof text, "\xEF\xBB\xBFtitle = ");
+  memset(text + n, 'x', 10000);
+  strcpy(text + n + 10000, "\nbatch_size = 7\n");
+  Config c;
+  make_config(&c);
+  char err[512] = "";
+  CHECK_EQ_INT(config_load_file(&c, write_file("long.conf", text), err, sizeof err), 0);
+  CHECK_STR(err, "");
+  CHECK_EQ_INT(config_int(&c, "batch_size"), 7);
+  CHECK_EQ_INT(strlen(config_string(&c, "title")), 10000);
+  config_free(&c);
 }
 
 static void bool_spellings(void) {
@@ -151,5 +183,6 @@ int main(void) {
   TEST_RUN(error_cases);
   TEST_RUN(from_args_dies_with_one_line);
   TEST_RUN(bool_spellings);
+  TEST_RUN(long_lines_and_bom);
   return test_finish();
 }

@@ -7,7 +7,7 @@
 #include "test.h"
 #include "trainer.h"
 
-static const ConfigKey kOwnKeys[] = {{"epochs", CFG_INT, "3", NULL}};
+static const ConfigKey kOwnKeys[] = {{"epochs", CFG_INT, "3", NULL, NULL}};
 
 static void lifecycle_writes_required_events(void) {
   char log_arg[600], log_path[512];

@@ -91,13 +91,13 @@ static Net net_resnet(bool bottleneck, const int *blocks, int stages, int64_t wi
 }
 
 static const ConfigKey kKeys[] = {
-    {"net", CFG_STRING, "resnet50", "resnet50 | small (28x28 Fashion-MNIST ResNet)"},
-    {"device", CFG_STRING, "cuda", "cuda | cpu"},
-    {"dtype", CFG_STRING, "bf16", "activation dtype on cuda: bf16 | fp16 | fp32 (cpu: fp32)"},
-    {"batch", CFG_INT, "0", "images per batch; 0: 256 for resnet50, 128 for small"},
-    {"iters", CFG_INT, "20", "timed repetitions of each convolution"},
-    {"warmup", CFG_INT, "5", "untimed repetitions first (the first also picks cuDNN's algorithm)"},
-    {"json", CFG_STRING, "", "also write the results to this JSON file"},
+    {"net", CFG_STRING, "resnet50", "resnet50 | small (28x28 Fashion-MNIST ResNet)", NULL},
+    {"device", CFG_STRING, "cuda", "cuda | cpu", "auto|cpu|cuda"},
+    {"dtype", CFG_STRING, "bf16", "activation dtype on cuda: bf16 | fp16 | fp32 (cpu: fp32)", NULL},
+    {"batch", CFG_INT, "0", "images per batch; 0: 256 for resnet50, 128 for small", NULL},
+    {"iters", CFG_INT, "20", "timed repetitions of each convolution", NULL},
+    {"warmup", CFG_INT, "5", "untimed repetitions first (the first also picks cuDNN's algorithm)", NULL},
+    {"json", CFG_STRING, "", "also write the results to this JSON file", NULL},
 };
 
 typedef struct LayerTimes {

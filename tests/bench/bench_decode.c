@@ -23,9 +23,9 @@
 #include "timer.h"
 
 static const ConfigKey KEYS[] = {
-    {"list", CFG_STRING, "", "a file naming one JPEG per line"},
-    {"seconds", CFG_FLOAT, "5", "time per variant"},
-    {"side", CFG_INT, "224", "output side"},
+    {"list", CFG_STRING, "", "a file naming one JPEG per line", NULL},
+    {"seconds", CFG_FLOAT, "5", "time per variant", NULL},
+    {"side", CFG_INT, "224", "output side", "[1, 1024]"},
 };
 
 typedef struct Files {

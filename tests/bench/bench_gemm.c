@@ -49,10 +49,10 @@ static const GemmCase kCases[] = {
 #define N_CASES ((int)(sizeof kCases / sizeof kCases[0]))
 
 static const ConfigKey kKeys[] = {
-    {"dtype", CFG_STRING, "bf16", "input dtype: bf16 | fp16 | fp32 (fp32 runs TF32)"},
-    {"iters", CFG_INT, "50", "timed repetitions of each GEMM"},
-    {"warmup", CFG_INT, "10", "untimed repetitions first"},
-    {"json", CFG_STRING, "", "also write the results to this JSON file"},
+    {"dtype", CFG_STRING, "bf16", "input dtype: bf16 | fp16 | fp32 (fp32 runs TF32)", NULL},
+    {"iters", CFG_INT, "50", "timed repetitions of each GEMM", NULL},
+    {"warmup", CFG_INT, "10", "untimed repetitions first", NULL},
+    {"json", CFG_STRING, "", "also write the results to this JSON file", NULL},
 };
 
 // Mean milliseconds of one GEMM over iters runs.

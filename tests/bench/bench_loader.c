@@ -29,20 +29,20 @@
 #include "timer.h"
 
 static const ConfigKey KEYS[] = {
-    {"threads", CFG_INT, "2", "loader threads"},
-    {"images", CFG_INT, "512", "JPEGs in the generated data set"},
-    {"width", CFG_INT, "500", "their width"},
-    {"height", CFG_INT, "375", "their height"},
-    {"quality", CFG_INT, "90", "their JPEG quality"},
+    {"threads", CFG_INT, "2", "loader threads", NULL},
+    {"images", CFG_INT, "512", "JPEGs in the generated data set", NULL},
+    {"width", CFG_INT, "500", "their width", "[1, 4096]"},
+    {"height", CFG_INT, "375", "their height", NULL},
+    {"quality", CFG_INT, "90", "their JPEG quality", "[1, 100]"},
     // The photos, cropped and enlarged, are smoother than ImageNet's: about
     // 42 KB a JPEG against ImageNet's ~110 KB. Grain of +-40 brings them to
     // ~109 KB, so that the entropy decoding costs what it does on ImageNet.
-    {"grain", CFG_INT, "40", "uniform noise of +-grain added to every sample"},
-    {"list", CFG_STRING, "", "photos (one path a line) to cut the images from"},
-    {"batch", CFG_INT, "128", "batch size"},
-    {"batches", CFG_INT, "40", "batches timed (after 4 of warm-up)"},
-    {"device", CFG_STRING, "auto", "cpu | cuda | auto: cuda copies each batch to the GPU"},
-    {"out", CFG_STRING, "", "only write the data set here (DIR/lmdb/train, DIR/lmdb/val) and stop"},
+    {"grain", CFG_INT, "40", "uniform noise of +-grain added to every sample", NULL},
+    {"list", CFG_STRING, "", "photos (one path a line) to cut the images from", NULL},
+    {"batch", CFG_INT, "128", "batch size", NULL},
+    {"batches", CFG_INT, "40", "batches timed (after 4 of warm-up)", NULL},
+    {"device", CFG_STRING, "auto", "cpu | cuda | auto: cuda copies each batch to the GPU", "auto|cpu|cuda"},
+    {"out", CFG_STRING, "", "only write the data set here (DIR/lmdb/train, DIR/lmdb/val) and stop", NULL},
 };
 
 typedef struct Photos {

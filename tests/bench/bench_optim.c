@@ -69,9 +69,9 @@ static int bert_large_specs(ParamSpec *specs) {
 }
 
 static const ConfigKey kKeys[] = {
-    {"iters", CFG_INT, "20", "timed steps of each optimizer"},
-    {"warmup", CFG_INT, "5", "untimed steps first"},
-    {"json", CFG_STRING, "", "also write the results to this JSON file"},
+    {"iters", CFG_INT, "20", "timed steps of each optimizer", NULL},
+    {"warmup", CFG_INT, "5", "untimed steps first", NULL},
+    {"json", CFG_STRING, "", "also write the results to this JSON file", NULL},
 };
 
 // x = U(-bound, bound) on the GPU, from stream `stream` of seed 1.
