@@ -70,7 +70,7 @@ void trainer_begin(TrainerRun *run, const char *benchmark, Config *cfg, int argc
 
 const char *trainer_data_dir(const TrainerRun *run) {
   const char *dir = config_string(run->cfg, "data_dir");
-  if (!*dir) die_input("data_dir", "no data set given (--data_dir=DIR)");
+  if (!*dir) die_input("--data_dir", "no data set given (--data_dir=DIR)");
   return dir;
 }
 

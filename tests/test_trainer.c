@@ -60,11 +60,11 @@ static void begin_with(void *ctx) {
 
 static void bad_common_flags(void) {
   char *no_data[] = {"prog", "--device=cpu", "--log_file=/dev/null", NULL};
-  CHECK_DIES_WITH(begin_with, no_data, "error: data_dir: no data set given");
+  CHECK_DIES_WITH(begin_with, no_data, "error: --data_dir: no data set given");
   char *bad_division[] = {"prog", "--data_dir=x", "--submission_division=half", NULL};
-  CHECK_DIES_WITH(begin_with, bad_division, "error: submission_division: 'half'");
+  CHECK_DIES_WITH(begin_with, bad_division, "error: --submission_division: 'half' is not one of closed|open");
   char *bad_device[] = {"prog", "--data_dir=x", "--device=tpu", NULL};
-  CHECK_DIES_WITH(begin_with, bad_device, "error: device: 'tpu' is not a device");
+  CHECK_DIES_WITH(begin_with, bad_device, "error: --device: 'tpu' is not one of auto|cpu|cuda");
   char *unwritable[] = {"prog", "--data_dir=x", "--device=cpu", "--log_file=/proc/nope/x.log", NULL};
   CHECK_DIES_WITH(begin_with, unwritable, "/proc/nope");
 }
