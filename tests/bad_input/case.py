@@ -1,0 +1,42 @@
+"""One row of the bad-input table (tests/test_bad_input.py runs them all).
+
+A row is a bad input or a fault as a user meets it, the command that meets
+it, and what must come of it: the exact first error line and the exit
+status, or (error=None) a run that succeeds, optionally with a check of
+what it wrote. The table lives in tests/bad_input/cases_*.py, one file per
+area, each defining CASES = [Case(...), ...].
+
+    Case("resnet_eval_every_zero",
+         doc="--eval_every=0 (once a division by zero)",
+         cmd="{build}/bin/resnet --config={root}/image_classification/configs/small.conf "
+             "--data_dir={resnet_data} --device=cpu --eval_every=0",
+         error="error: --eval_every: 0 is outside [1, inf)", status=2)
+
+cmd is a shell command, formatted with {build} (the build directory),
+{root} (the repository), {tmp} (a fresh directory of this case), every
+fixture by name ({resnet_data}, {ncf_data}: shared data sets made once per
+run; copy one into {tmp} before changing it) and whatever setup returns.
+setup(t) prepares {tmp}: t.path (a pathlib.Path), t.write(name, text or
+bytes) -> Path, t.run(shell command) (must succeed), t.fixture(name) -> Path,
+t.build and t.root; it may return a dict of more substitutions.
+error is compared with the first line of stderr that starts with "error" or
+"internal error", after the same substitutions. check(t, proc) may return a
+string saying what is wrong with a run (proc: subprocess.CompletedProcess
+with text stdout and stderr), or None.
+A case also fails when the command dies by a signal, reports an internal
+error where a bad input was expected, or runs past timeout_s.
+"""
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+
+@dataclass
+class Case:
+    name: str
+    cmd: str
+    error: Optional[str]
+    status: int
+    doc: str = ""
+    setup: Optional[Callable] = None
+    check: Optional[Callable] = None
+    timeout_s: float = 120.0
