@@ -74,13 +74,23 @@ const char *trainer_data_dir(const TrainerRun *run) {
   return dir;
 }
 
+// A fatal error after run_start still ends the log as the rules want: with
+// run_stop aborted (check.h's exit hook, on the thread that exits).
+static void abort_on_error(void *ctx) {
+  TrainerRun *run = ctx;
+  MLLOG_END(&run->log, "run_stop", {"status", mlv_str("aborted")}, {"reason", mlv_str("error")});
+  mllog_close(&run->log);
+}
+
 void trainer_start(TrainerRun *run) {
   MLLOG_END(&run->log, "init_stop");
   MLLOG_START(&run->log, "run_start");
   run->run_start_ms = time_unix_ms();
+  check_set_exit_hook(abort_on_error, run);
 }
 
 void trainer_finish(TrainerRun *run, bool reached_target) {
+  check_set_exit_hook(NULL, NULL);
   MLLOG_END(&run->log, "run_stop", {"status", mlv_str(reached_target ? "success" : "aborted")});
   run->run_stop_ms = time_unix_ms();
   if (run->rank == 0) {
@@ -88,6 +98,22 @@ void trainer_finish(TrainerRun *run, bool reached_target) {
     printf("%s: %s, time to train %.1f s (%.2f min); log %s\n", run->benchmark,
            reached_target ? "target reached" : "target NOT reached (aborted)", seconds,
            seconds / 60.0, run->log_path);
+    fflush(stdout);
+  }
+}
+
+void trainer_start_benchmark(TrainerRun *run, const char *what) {
+  MLLOG_END(&run->log, "init_stop");
+  MLLOG_START(&run->log, "benchmark_start", {"what", mlv_str(what)});
+  run->benchmark_what = what;
+}
+
+void trainer_finish_benchmark(TrainerRun *run, double throughput, const char *unit) {
+  MLLOG_END(&run->log, "benchmark_stop", {"throughput", mlv_float(throughput)},
+            {"unit", mlv_str(unit)});
+  if (run->rank == 0) {
+    printf("%s: benchmark of %s: %.1f %s (not a training run: no target); log %s\n", run->benchmark,
+           run->benchmark_what, throughput, unit, run->log_path);
     fflush(stdout);
   }
 }

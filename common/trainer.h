@@ -40,6 +40,7 @@ typedef struct TrainerRun {
   int64_t run_start_ms;
   int64_t run_stop_ms;
   char log_path[1024];
+  const char *benchmark_what;  // trainer_start_benchmark's; NULL in a training run
 } TrainerRun;
 
 // Parses flags (dies on bad ones), opens the device (GPU device_index when
@@ -54,6 +55,14 @@ void trainer_start(TrainerRun *run);
 // run_stop with status success or aborted and the time-to-train line on
 // stdout.
 void trainer_finish(TrainerRun *run, bool reached_target);
+// A throughput benchmark (synthetic data, or --bench_steps with the real
+// loader) is not a training run and must not look like a failed one: its log
+// has init_stop, then benchmark_start (value: what is timed, e.g. "synthetic
+// data") where a training run has run_start, and benchmark_stop with the
+// throughput where it has run_stop. trainer_finish_benchmark prints
+//   resnet: benchmark of synthetic data: 1234.5 images/s (not a training run: no target); log PATH
+void trainer_start_benchmark(TrainerRun *run, const char *what);
+void trainer_finish_benchmark(TrainerRun *run, double throughput, const char *unit);
 // Closes the log and the device.
 void trainer_close(TrainerRun *run);
 
