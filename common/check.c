@@ -24,6 +24,7 @@ enum { kMessageBytes = 2048 };
 
 static _Thread_local CheckErrorHook t_error_hook;
 static _Thread_local void *t_error_ctx;
+static void (*g_stop_threads)(void);
 static void (*g_exit_hook)(void *);
 static void *g_exit_ctx;
 
@@ -31,6 +32,8 @@ void check_set_error_hook(CheckErrorHook hook, void *ctx) {
   t_error_hook = hook;
   t_error_ctx = ctx;
 }
+
+void check_set_thread_stopper(void (*stop_threads)(void)) { g_stop_threads = stop_threads; }
 
 void check_set_exit_hook(void (*hook)(void *ctx), void *ctx) {
   g_exit_hook = hook;
@@ -41,6 +44,9 @@ void check_set_exit_hook(void (*hook)(void *ctx), void *ctx) {
 // others. Under mpirun, the launcher then ends the whole job.
 void check_exit_with(int status, const char *message) {
   fprintf(stderr, "%s\n", message);
+  void (*stop)(void) = g_stop_threads;
+  g_stop_threads = NULL;
+  if (stop) stop();
   void (*hook)(void *) = g_exit_hook;
   g_exit_hook = NULL;  // an error inside the hook must not run it again
   if (hook) hook(g_exit_ctx);

@@ -31,6 +31,10 @@ void check_set_error_hook(CheckErrorHook hook, void *ctx);
 // there once the run has started. NULL removes it.
 void check_set_exit_hook(void (*hook)(void *ctx), void *ctx);
 
+// Runs first on a fatal error of the main thread: stops the worker threads
+// (the loaders'), so none runs on while the process exits under it.
+void check_set_thread_stopper(void (*stop_threads)(void));
+
 // Prints message (one or more lines, without the final newline), runs the
 // exit hook and exits with status: how a worker's error ends the process
 // once the trainer's thread has stopped the workers.

@@ -34,6 +34,7 @@ typedef struct EpochOrder {
 
 struct Loader {
   LoaderConfig cfg;
+  Loader *next_open;  // the list of open loaders
   int64_t shard_count, batches_per_epoch;
   bool cuda;
   RingSlot *slots;      // (ring_batches,)
@@ -46,6 +47,12 @@ struct Loader {
   int64_t released;     // batches the trainer is done with
   int64_t current;      // stream batch handed out last; -1 before the first
   bool stop;
+  bool joined;          // the workers have been joined
+  int started;          // workers started
+  // The first fatal error of a worker (check.h's error hook): the trainer's
+  // thread stops the workers and exits with it from loader_next.
+  int error_status;  // 0: none
+  char error[2048];
   LoaderBatch batch;
   LoaderStats stats;
 };
@@ -99,8 +106,26 @@ static void finish_batch(Loader *l, RingSlot *s, int64_t k, int64_t count) {
   pthread_mutex_unlock(&l->mu);
 }
 
+// A worker's fatal error (a corrupt record, an image that does not decode)
+// must not exit the process while the trainer and the other workers run:
+// it is handed to the trainer's thread and the worker ends.
+static void worker_error(void *ctx, int status, const char *message) {
+  Loader *l = ctx;
+  pthread_mutex_lock(&l->mu);
+  if (!l->error_status) {
+    l->error_status = status;
+    snprintf(l->error, sizeof l->error, "%s", message);
+  }
+  l->stop = true;
+  pthread_cond_broadcast(&l->batch_ready);
+  pthread_cond_broadcast(&l->slot_freed);
+  pthread_mutex_unlock(&l->mu);
+  pthread_exit(NULL);
+}
+
 static void *worker_main(void *arg) {
   Loader *l = arg;
+  check_set_error_hook(worker_error, l);
 #if HAVE_CUDA
   if (l->cuda) loader_thread_start_cuda(l->cfg.dev);
 #endif
@@ -126,6 +151,50 @@ static void *worker_main(void *arg) {
   if (l->cfg.thread_free) l->cfg.thread_free(l->cfg.ctx, state);
   return NULL;
 }
+
+static void join_workers(Loader *l) {
+  pthread_mutex_lock(&l->mu);
+  bool joined = l->joined;
+  l->stop = true;
+  l->joined = true;
+  pthread_cond_broadcast(&l->slot_freed);
+  pthread_mutex_unlock(&l->mu);
+  if (!joined)
+    for (int i = 0; i < l->started; i++) pthread_join(l->threads[i], NULL);
+}
+
+// Every open loader, so that a fatal error on the trainer's thread stops all
+// their workers before the process exits (check_set_thread_stopper).
+static pthread_mutex_t g_open_mu = PTHREAD_MUTEX_INITIALIZER;
+static Loader *g_open;
+
+static void stop_all_loaders(void) {
+  pthread_mutex_lock(&g_open_mu);
+  for (Loader *l = g_open; l; l = l->next_open) join_workers(l);
+  pthread_mutex_unlock(&g_open_mu);
+}
+
+static void list_add(Loader *l) {
+  pthread_mutex_lock(&g_open_mu);
+  l->next_open = g_open;
+  g_open = l;
+  check_set_thread_stopper(stop_all_loaders);
+  pthread_mutex_unlock(&g_open_mu);
+}
+
+static void list_remove(Loader *l) {
+  pthread_mutex_lock(&g_open_mu);
+  for (Loader **p = &g_open; *p; p = &(*p)->next_open)
+    if (*p == l) {
+      *p = l->next_open;
+      break;
+    }
+  pthread_mutex_unlock(&g_open_mu);
+}
+
+// On the trainer's thread: the worker's error ends the process as if the
+// trainer had raised it (check_exit_with stops every loader's workers first).
+static _Noreturn void fail_from_worker(Loader *l) { check_exit_with(l->error_status, l->error); }
 
 static void validate_config(const LoaderConfig *c) {
   if (c->batch_size <= 0) die_input("loader", "batch size %lld (must be > 0)", (long long)c->batch_size);
@@ -178,8 +247,14 @@ Loader *loader_open(const LoaderConfig *cfg) {
   pthread_cond_init(&l->slot_freed, NULL);
   pthread_cond_init(&l->batch_ready, NULL);
   l->threads = xcalloc((size_t)cfg->threads, sizeof *l->threads);
-  for (int i = 0; i < cfg->threads; i++)
-    if (pthread_create(&l->threads[i], NULL, worker_main, l) != 0) DIE("pthread_create failed");
+  list_add(l);
+  for (int i = 0; i < cfg->threads; i++) {
+    int rc = pthread_create(&l->threads[i], NULL, worker_main, l);
+    if (rc != 0)
+      die_input("--loader_threads", "cannot start loader thread %d of %d: %s", i + 1, cfg->threads,
+                strerror(rc));
+    l->started++;
+  }
   return l;
 }
 
@@ -206,8 +281,10 @@ const LoaderBatch *loader_next(Loader *l) {
   RingSlot *s = &l->slots[k % l->cfg.ring_batches];
   double start = time_now_s();
   pthread_mutex_lock(&l->mu);
-  while (s->ready_batch != k) pthread_cond_wait(&l->batch_ready, &l->mu);
+  while (s->ready_batch != k && !l->error_status) pthread_cond_wait(&l->batch_ready, &l->mu);
+  bool failed = l->error_status != 0;
   pthread_mutex_unlock(&l->mu);
+  if (failed) fail_from_worker(l);
   double waited = time_now_s() - start;
 #if HAVE_CUDA
   if (l->cuda) loader_stream_wait_cuda(l->cfg.dev, s->copied);
@@ -241,11 +318,8 @@ static void free_slot(Loader *l, RingSlot *s) {
 }
 
 void loader_close(Loader *l) {
-  pthread_mutex_lock(&l->mu);
-  l->stop = true;
-  pthread_cond_broadcast(&l->slot_freed);
-  pthread_mutex_unlock(&l->mu);
-  for (int i = 0; i < l->cfg.threads; i++) pthread_join(l->threads[i], NULL);
+  join_workers(l);
+  list_remove(l);
   for (int i = 0; i < l->cfg.ring_batches; i++) free_slot(l, &l->slots[i]);
   for (int i = 0; i <= l->cfg.ring_batches; i++) free(l->orders[i].records);
   if (l->cfg.ctx_free) l->cfg.ctx_free(l->cfg.ctx);

@@ -2,6 +2,7 @@
 // thread count, short last batches, shutdown mid-epoch, wait counters; and
 // the classification pipeline over a small LMDB of generated images.
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 #include <time.h>
 
 #include "augment.h"
+#include "check.h"
 #include "classify_data.h"
 #include "image.h"
 #include "lmdb_store.h"
@@ -197,6 +199,62 @@ static void batch_larger_than_shard_child(void *arg) {
 static void bad_config_named(void) {
   SynthCtx c = {.seed = 1};
   CHECK_DIES_WITH(batch_larger_than_shard_child, &c, "batch size 16 is larger than this rank's 10");
+}
+
+// A worker's fatal error (a corrupt record) once called exit() on the
+// worker's thread while the trainer and the other workers ran on, and the
+// process often died of SIGSEGV after the message. Now the error reaches the
+// trainer's thread, which stops every worker of every open loader and exits
+// with the worker's message and status. Here every record from 40 on is bad,
+// so four workers fail at about the same time while a second loader's
+// workers are busy; the exit hook, on the trainer's thread, counts the
+// workers still inside a sample: none may be.
+static atomic_int g_in_sample;
+static pthread_t g_trainer_thread;
+
+static void bad_from_40(void *ctx, void *state, int64_t epoch, int64_t record, void *const *slots) {
+  atomic_fetch_add(&g_in_sample, 1);
+  sleep_us(200);
+  if (record >= 40) {
+    atomic_fetch_sub(&g_in_sample, 1);
+    die_input("synthetic", "record %lld is bad", (long long)record);
+  }
+  synth_sample(ctx, state, epoch, record, slots);
+  atomic_fetch_sub(&g_in_sample, 1);
+}
+
+static void exit_hook_reports(void *ctx) {
+  (void)ctx;
+  fprintf(stderr, "exit hook: trainer thread %s, workers in a sample %d\n",
+          pthread_equal(pthread_self(), g_trainer_thread) ? "yes" : "no", atomic_load(&g_in_sample));
+}
+
+static void worker_error_child(void *arg) {
+  (void)arg;
+  static SynthCtx c = {.seed = 1}, busy = {.seed = 2, .sleep_us = 300};
+  g_trainer_thread = pthread_self();
+  check_set_exit_hook(exit_hook_reports, NULL);
+  LoaderConfig other = synth_config(&busy, 1000, 8, 2, true);
+  loader_open(&other);  // never read: its workers fill the ring and wait
+  LoaderConfig cfg = synth_config(&c, 200, 8, 4, false);
+  cfg.sample = bad_from_40;
+  Loader *l = loader_open(&cfg);
+  for (int k = 0; k < 25; k++) loader_next(l);
+  fprintf(stderr, "not reached\n");
+}
+
+static void worker_error_reaches_trainer(void) {
+  for (int i = 0; i < 20; i++) {
+    char msg[1024];
+    int st = test_run_child(worker_error_child, NULL, msg, sizeof msg);
+    CHECK_MSG(st == 2, "try %d: exit status %d (want 2); stderr: %s", i, st, msg);
+    CHECK_MSG(strncmp(msg, "error: synthetic: record ", 25) == 0 && strstr(msg, " is bad\n"),
+              "try %d: first line is not the worker's error: %s", i, msg);
+    const char *second = strchr(msg, '\n');
+    CHECK_MSG(second && strcmp(second + 1, "exit hook: trainer thread yes, workers in a sample 0") == 0,
+              "try %d: want one error line, then the hook on the trainer's thread with no worker "
+              "running; got: %s", i, msg);
+  }
 }
 
 // ---------------------------------------------------------------- images
@@ -397,6 +455,7 @@ int main(void) {
   TEST_RUN(same_batches_whatever_the_threads);
   TEST_RUN(close_mid_epoch_and_wait_counters);
   TEST_RUN(bad_config_named);
+  TEST_RUN(worker_error_reaches_trainer);
   TEST_RUN(classify_eval_every_image_with_label);
   TEST_RUN(classify_train_same_whatever_the_threads);
   TEST_RUN(classify_bad_record_named);
