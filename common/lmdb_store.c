@@ -23,6 +23,7 @@ struct LmdbWriter {
   MDB_dbi dbi;
   int64_t count;
   char dir[1024];
+  char partial[1100];  // where it is written: dir + ".partial"
 };
 
 struct LmdbReader {
@@ -46,19 +47,43 @@ void lmdb_record_name(const char *dir, int64_t index, char *buf, size_t buf_byte
   snprintf(buf, buf_bytes, "%s record %lld", dir, (long long)index);
 }
 
+// A data set is written into DIR.partial and renamed to DIR by
+// lmdb_writer_close, so DIR exists only complete: a converter that fails or
+// is killed midway leaves DIR.partial, which no trainer reads and the next
+// conversion replaces.
+static void partial_name(const char *dir, char *buf, size_t buf_bytes) {
+  snprintf(buf, buf_bytes, "%s.partial", dir);
+}
+
+static void remove_leftover(const char *partial) {
+  const char *files[] = {"data.mdb", "lock.mdb"};
+  char path[1200];
+  for (int i = 0; i < 2; i++) {
+    snprintf(path, sizeof path, "%s/%s", partial, files[i]);
+    if (unlink(path) != 0 && errno != ENOENT) die_input(path, "cannot remove: %s", strerror(errno));
+  }
+}
+
 LmdbWriter *lmdb_writer_open(const char *dir) {
-  file_make_dirs(dir);
-  char data_path[1100];
-  snprintf(data_path, sizeof data_path, "%s/data.mdb", dir);
-  if (access(data_path, F_OK) == 0)
-    die_input(dir, "already holds an LMDB data set (data.mdb); remove it first");
+  struct stat st;
+  if (stat(dir, &st) == 0) {
+    char data_path[1100];
+    snprintf(data_path, sizeof data_path, "%s/data.mdb", dir);
+    if (access(data_path, F_OK) == 0)
+      die_input(dir, "already holds an LMDB data set (data.mdb); remove it first");
+    if (!S_ISDIR(st.st_mode) || rmdir(dir) != 0)
+      die_input(dir, "exists and is not an empty directory; the data set goes there");
+  }
   LmdbWriter *w = xcalloc(1, sizeof *w);
   snprintf(w->dir, sizeof w->dir, "%s", dir);
+  partial_name(dir, w->partial, sizeof w->partial);
+  file_make_dirs(w->partial);
+  remove_leftover(w->partial);
   CHECK_LMDB(mdb_env_create(&w->env));
   CHECK_LMDB(mdb_env_set_mapsize(w->env, kMapBytes));
   // The data set is rebuilt from the raw files after a crash, so commits need
   // not wait for the disk.
-  CHECK_LMDB(mdb_env_open(w->env, dir, MDB_NOSYNC, 0644));
+  CHECK_LMDB(mdb_env_open(w->env, w->partial, MDB_NOSYNC, 0644));
   CHECK_LMDB(mdb_txn_begin(w->env, NULL, 0, &w->txn));
   CHECK_LMDB(mdb_dbi_open(w->txn, NULL, 0, &w->dbi));
   return w;
@@ -84,12 +109,23 @@ void lmdb_writer_close(LmdbWriter *w) {
   CHECK_LMDB(mdb_txn_commit(w->txn));
   CHECK_LMDB(mdb_env_sync(w->env, 1));
   mdb_env_close(w->env);
+  // The lock file is the writer's; readers open with MDB_NOLOCK.
+  char lock[1200];
+  snprintf(lock, sizeof lock, "%s/lock.mdb", w->partial);
+  unlink(lock);
+  if (rename(w->partial, w->dir) != 0)
+    die_input(w->dir, "cannot move the finished data set %s here: %s", w->partial, strerror(errno));
   free(w);
 }
 
 // Returns the size of dir/data.mdb.
 static size_t check_reader_dir(const char *dir) {
   struct stat st;
+  char partial[1100];
+  partial_name(dir, partial, sizeof partial);
+  if (stat(dir, &st) != 0 && stat(partial, &st) == 0)
+    die_input(dir, "missing; %s is an unfinished conversion (the converter failed or was "
+              "stopped): convert again", partial);
   if (stat(dir, &st) != 0) die_input(dir, "cannot open LMDB directory: %s", strerror(errno));
   if (!S_ISDIR(st.st_mode)) die_input(dir, "is not a directory (an LMDB data set is a directory with data.mdb)");
   char data_path[1100];
@@ -117,6 +153,19 @@ static void check_keys(LmdbReader *r) {
   mdb_txn_abort(txn);
 }
 
+// Every page the environment's metadata names must be in the file: a read
+// past the end of a truncated data.mdb is a SIGBUS, not an error code.
+static void check_size(const LmdbReader *r, size_t file_bytes) {
+  MDB_envinfo info;
+  MDB_stat st;
+  CHECK_LMDB(mdb_env_info(r->env, &info));
+  CHECK_LMDB(mdb_env_stat(r->env, &st));
+  size_t need = ((size_t)info.me_last_pgno + 1) * st.ms_psize;
+  if (file_bytes < need)
+    die_input(r->dir, "data.mdb is truncated: %zu bytes, its LMDB metadata needs %zu (a copy "
+              "cut short?): copy or convert it again", file_bytes, need);
+}
+
 LmdbReader *lmdb_reader_open(const char *dir) {
   size_t file_bytes = check_reader_dir(dir);
   LmdbReader *r = xcalloc(1, sizeof *r);
@@ -127,6 +176,7 @@ LmdbReader *lmdb_reader_open(const char *dir) {
   // Random access over a data set larger than memory: no read-ahead.
   int rc = mdb_env_open(r->env, dir, MDB_RDONLY | MDB_NOLOCK | MDB_NOTLS | MDB_NORDAHEAD, 0);
   if (rc != 0) die_input(dir, "cannot open as LMDB: %s", mdb_strerror(rc));
+  check_size(r, file_bytes);
   MDB_txn *txn;
   CHECK_LMDB(mdb_txn_begin(r->env, NULL, MDB_RDONLY, &txn));
   CHECK_LMDB(mdb_dbi_open(txn, NULL, 0, &r->dbi));

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "check.h"
+#include "file.h"
 #include "lmdb_store.h"
 #include "record.h"
 #include "sampler.h"
@@ -234,6 +235,66 @@ static void lmdb_bad_directories(void) {
   CHECK_DIES_WITH(writer_child, (void *)test_store(), "already holds an LMDB data set");
 }
 
+// A writer that never closes (a converter killed midway) leaves DIR.partial
+// and no DIR; a reader names the unfinished conversion, and the next writer
+// replaces the leftover.
+static void unfinished_writer_child(void *arg) {
+  LmdbWriter *w = lmdb_writer_open(arg);
+  uint8_t buf[128], image[64];
+  for (int64_t i = 0; i < 2000; i++) lmdb_writer_put(w, buf, test_record(i % 60, buf, sizeof buf, image));
+  exit(1);  // killed before lmdb_writer_close
+}
+
+static void lmdb_unfinished_conversion(void) {
+  static char dir[512], partial[600];
+  snprintf(dir, sizeof dir, "%s/unfinished/train", test_tmpdir());
+  snprintf(partial, sizeof partial, "%s.partial", dir);
+  char msg[1024];
+  test_run_child(unfinished_writer_child, dir, msg, sizeof msg);
+  struct stat st;
+  CHECK_MSG(stat(dir, &st) != 0, "%s exists after an unfinished conversion", dir);
+  CHECK_MSG(stat(partial, &st) == 0, "no %s", partial);
+  CHECK_DIES_WITH(open_child, dir, "unfinished/train: missing; ");
+  CHECK_DIES_WITH(open_child, dir, "train.partial is an unfinished conversion");
+  // The next conversion starts afresh and ends complete.
+  LmdbWriter *w = lmdb_writer_open(dir);
+  uint8_t buf[128], image[64];
+  for (int64_t i = 0; i < 5; i++) lmdb_writer_put(w, buf, test_record(i, buf, sizeof buf, image));
+  lmdb_writer_close(w);
+  CHECK_MSG(stat(partial, &st) != 0, "%s left behind", partial);
+  LmdbReader *r = lmdb_reader_open(dir);
+  CHECK_EQ_INT(lmdb_reader_count(r), 5);
+  lmdb_reader_close(r);
+}
+
+static void read_all_child(void *arg) {
+  LmdbReader *r = lmdb_reader_open(arg);
+  LmdbTxn *t = lmdb_txn_begin(r);
+  for (int64_t i = 0; i < lmdb_reader_count(r); i++) check_record(t, i);
+}
+
+// A data.mdb cut short (a copy that ran out of disk) once killed the trainer
+// with SIGBUS on the first read past the end; now the reader refuses it at
+// open. Cut at several places, each must be refused by name, never a signal.
+static void lmdb_truncated_refused(void) {
+  const char *src = test_store();
+  char src_data[600];
+  snprintf(src_data, sizeof src_data, "%s/data.mdb", src);
+  size_t n;
+  uint8_t *bytes = file_read(src_data, &n);
+  const double cuts[] = {0.99, 0.75, 0.5, 0.1};
+  for (int c = 0; c < 4; c++) {
+    static char dir[512];
+    char data[600];
+    snprintf(dir, sizeof dir, "%s/cut%d", test_tmpdir(), c);
+    mkdir(dir, 0755);
+    snprintf(data, sizeof data, "%s/data.mdb", dir);
+    file_write(data, bytes, (size_t)((double)n * cuts[c]) / 4096 * 4096);
+    CHECK_DIES_WITH(read_all_child, dir, "data.mdb is truncated");
+  }
+  free(bytes);
+}
+
 static void eval_shards_cover_once(void) {
   enum { kCount = 103, kWorld = 4 };
   int seen[kCount] = {0};
@@ -289,6 +350,8 @@ int main(void) {
   TEST_RUN(lmdb_round_trip_random_access);
   TEST_RUN(lmdb_many_reader_threads);
   TEST_RUN(lmdb_bad_directories);
+  TEST_RUN(lmdb_unfinished_conversion);
+  TEST_RUN(lmdb_truncated_refused);
   TEST_RUN(eval_shards_cover_once);
   TEST_RUN(train_shards_shuffle);
   return test_finish();
