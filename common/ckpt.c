@@ -52,6 +52,9 @@ static void put_meta(CkptFile *w, const ParamSet *ps, const ParamSet *buffers, c
   PUT(w, m->rng.seed), PUT(w, m->rng.stream), PUT(w, m->rng.counter);
   PUT(w, m->loss_scale), PUT(w, n_buffers), PUT(w, m->scaler_good_steps),
       PUT(w, m->scaler_skipped_steps);
+  uint32_t config_len = (uint32_t)strnlen(m->run_config, sizeof m->run_config - 1);
+  PUT(w, config_len);
+  put(w, m->run_config, config_len);
 }
 
 static void get_meta(CkptFile *r, const ParamSet *ps, const ParamSet *buffers, CkptMeta *m) {
@@ -73,6 +76,12 @@ static void get_meta(CkptFile *r, const ParamSet *ps, const ParamSet *buffers, C
   GET(r, m->rng.seed), GET(r, m->rng.stream), GET(r, m->rng.counter);
   GET(r, m->loss_scale), GET(r, n_buffers), GET(r, m->scaler_good_steps),
       GET(r, m->scaler_skipped_steps);
+  uint32_t config_len;
+  GET(r, config_len);
+  if (config_len >= sizeof m->run_config)
+    die_input(r->path, "run config of %u bytes (corrupt file?)", config_len);
+  get(r, m->run_config, config_len, "the run config");
+  m->run_config[config_len] = 0;
   if (n_buffers != buffer_count(buffers))
     die_input(r->path, "checkpoint holds %u model buffer tensors; this model has %u", n_buffers,
               buffer_count(buffers));
@@ -195,9 +204,12 @@ void ckpt_read(const char *path, const Device *dev, ParamSet *ps, ParamSet *buff
 }
 
 CkptMeta ckpt_meta_make(const Optimizer *opt, const LossScaler *sc, int64_t epoch,
-                        int64_t data_position, Rng rng) {
+                        int64_t data_position, Rng rng, const char *run_config) {
   CkptMeta m = {.epoch = epoch, .step = opt->step, .data_position = data_position, .rng = rng,
                 .opt_kind = (int32_t)opt->cfg.kind, .loss_scale = 1.0f};
+  if (strlen(run_config) >= sizeof m.run_config)
+    DIE("ckpt: a run config of %zu bytes", strlen(run_config));
+  snprintf(m.run_config, sizeof m.run_config, "%s", run_config);
   if (sc) {
     m.loss_scale = sc->scale;
     m.scaler_good_steps = sc->good_steps;
@@ -222,9 +234,21 @@ void ckpt_meta_apply(const CkptMeta *m, const char *path, Optimizer *opt, LossSc
 
 void ckpt_save(const char *path, const Device *dev, const ParamSet *ps, const ParamSet *buffers,
                const Optimizer *opt, const LossScaler *sc, int64_t epoch, int64_t data_position,
-               Rng rng) {
-  CkptMeta m = ckpt_meta_make(opt, sc, epoch, data_position, rng);
+               Rng rng, const char *run_config) {
+  CkptMeta m = ckpt_meta_make(opt, sc, epoch, data_position, rng, run_config);
   ckpt_write(path, dev, ps, buffers, &m);
+}
+
+void ckpt_check_writable(const char *path) {
+  char tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  struct stat st;
+  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+    die_input("--checkpoint", "%s is not a file (a directory?)", path);
+  FILE *f = fopen(tmp, "wb");
+  if (!f) die_input("--checkpoint", "cannot write %s: %s", tmp, strerror(errno));
+  fclose(f);
+  unlink(tmp);
 }
 
 bool ckpt_resume(const char *path, const Device *dev, ParamSet *ps, ParamSet *buffers,

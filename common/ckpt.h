@@ -7,7 +7,7 @@
 //   "MLSCKPT\0", u32 version, u32 n_tensors, u32 n_state, i32 opt_kind,
 //   i64 epoch, i64 step, i64 data_position, u64 rng seed, stream, counter,
 //   f32 loss_scale, u32 n_buffer_tensors, i64 scaler good steps,
-//   i64 scaler skipped steps,
+//   i64 scaler skipped steps, u32 run config length, the run config text,
 //   per tensor: u32 name length, name, i64 numel,
 //   the parameters tensor by tensor (unpadded fp32), then each state buffer
 //   the same way,
@@ -30,7 +30,8 @@
 extern "C" {
 #endif
 
-#define CKPT_VERSION 2
+#define CKPT_VERSION 3
+#define CKPT_RUN_CONFIG_BYTES 8192
 
 typedef struct CkptMeta {
   int64_t epoch;          // epochs completed
@@ -41,11 +42,15 @@ typedef struct CkptMeta {
   float loss_scale;
   int64_t scaler_good_steps;
   int64_t scaler_skipped_steps;
+  // What shaped the run that wrote it (config_snapshot: "key = value"
+  // lines), so a resume with another batch size, seed or learning rate is
+  // refused by name rather than continued as a different run.
+  char run_config[CKPT_RUN_CONFIG_BYTES];
 } CkptMeta;
 
 // The scalar state of opt and sc (sc may be NULL: scale 1) with the trainer's.
 CkptMeta ckpt_meta_make(const Optimizer *opt, const LossScaler *sc, int64_t epoch,
-                        int64_t data_position, Rng rng);
+                        int64_t data_position, Rng rng, const char *run_config);
 // Puts the optimizer step and the scaler state back (the scaler's only when
 // it is dynamic, i.e. fp16: other precisions keep a scale of 1); a
 // checkpoint of another optimizer kind is refused (its state buffers mean
@@ -67,7 +72,10 @@ void ckpt_read(const char *path, const Device *dev, ParamSet *ps, ParamSet *buff
 // The whole training state: ckpt_meta_make + ckpt_write ...
 void ckpt_save(const char *path, const Device *dev, const ParamSet *ps, const ParamSet *buffers,
                const Optimizer *opt, const LossScaler *sc, int64_t epoch, int64_t data_position,
-               Rng rng);
+               Rng rng, const char *run_config);
+// A checkpoint can be written at path: checked before run_start (rank 0), so
+// that a bad --checkpoint fails at once, not after the first epochs.
+void ckpt_check_writable(const char *path);
 // ... and back: false (nothing changed) when path does not exist; otherwise
 // ckpt_read + ckpt_meta_apply, with epoch, data position and RNG returned.
 bool ckpt_resume(const char *path, const Device *dev, ParamSet *ps, ParamSet *buffers,

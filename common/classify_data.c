@@ -69,6 +69,7 @@ void classify_augment_image(ImageDecoder *d, ClassifyScratch *scratch, const Cla
 typedef struct ClassifySource {
   LmdbReader *reader;
   ClassifyAugment augment;
+  int32_t num_classes;
 } ClassifySource;
 
 typedef struct ClassifyWorker {
@@ -117,6 +118,11 @@ static void classify_sample(void *ctx, void *state, int64_t epoch, int64_t recor
   record_parse(value, value_bytes, name, &r);
   if (r.kind != RECORD_IMAGE_LABEL)
     die_input(name, "a %s record where image+label records belong", record_kind_name(r.kind));
+  // A label out of range was once ignored in training (it matched the loss's
+  // ignore index -1) and counted wrong in eval, without a word.
+  if (r.label < 0 || r.label >= src->num_classes)
+    die_input(name, "label %d is outside the %d classes of this run (--num_classes)", (int)r.label,
+              (int)src->num_classes);
   uint8_t *pixels = a->float_output ? w->pixels : slots[0];
   classify_augment_image(w->decoder, &w->scratch, a, r.image, r.image_bytes, name, epoch, record,
                          pixels);
@@ -129,6 +135,8 @@ Loader *classify_loader_open(const ClassifyLoaderConfig *cfg, int64_t *record_co
   ClassifySource *src = xcalloc(1, sizeof *src);
   src->reader = lmdb_reader_open(cfg->lmdb_dir);
   src->augment = cfg->augment;
+  src->num_classes = cfg->num_classes;
+  if (cfg->num_classes < 1) DIE("classify_loader_open: num_classes %d", (int)cfg->num_classes);
   int64_t count = lmdb_reader_count(src->reader);
   if (record_count) *record_count = count;
   size_t pixels = (size_t)cfg->augment.out_side * cfg->augment.out_side * 3;

@@ -55,6 +55,7 @@ typedef struct ClassifyLoaderConfig {
   int rank, world;
   int64_t start_epoch;
   const Device *dev;  // NULL: host only
+  int32_t num_classes;  // a record's label outside 0..num_classes-1 is an error naming it
 } ClassifyLoaderConfig;
 
 // A loader over lmdb_dir; training (augment.train) shuffles per epoch and

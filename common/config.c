@@ -309,6 +309,58 @@ static void sorted_keys(const Config *c, const ConfigKey **out) {
   qsort(out, (size_t)c->count, sizeof *out, by_name);
 }
 
+static bool is_ignored(const char *const *ignore, const char *key) {
+  for (; ignore && *ignore; ignore++)
+    if (strcmp(*ignore, key) == 0) return true;
+  return false;
+}
+
+void config_snapshot(const Config *c, const char *const *ignore, char *buf, size_t buf_bytes) {
+  const ConfigKey *keys[CONFIG_MAX_KEYS];
+  sorted_keys(c, keys);
+  size_t len = 0;
+  buf[0] = 0;
+  for (int k = 0; k < c->count; k++) {
+    if (is_ignored(ignore, keys[k]->name)) continue;
+    int n = snprintf(buf + len, buf_bytes - len, "%s = %s\n", keys[k]->name,
+                     c->values[find_key(c, keys[k]->name)]);
+    if (n < 0 || (size_t)n >= buf_bytes - len) DIE("config: snapshot longer than %zu bytes", buf_bytes);
+    len += (size_t)n;
+  }
+}
+
+static bool same_value(ConfigType type, const char *a, const char *b) {
+  double x, y;
+  bool p, q;
+  switch (type) {
+    case CFG_INT:
+    case CFG_FLOAT: return parse_float(a, &x) && parse_float(b, &y) && x == y;
+    case CFG_BOOL: return parse_bool(a, &p) && parse_bool(b, &q) && p == q;
+    case CFG_STRING: return strcmp(a, b) == 0;
+  }
+  return false;
+}
+
+int config_check_snapshot(const Config *c, const char *snapshot, const char *const *ignore,
+                          const char *where, char *err, size_t err_bytes) {
+  for (const char *line = snapshot; *line;) {
+    const char *end = strchr(line, '\n');
+    size_t len = end ? (size_t)(end - line) : strlen(line);
+    char text[4400];
+    snprintf(text, sizeof text, "%.*s", (int)len, line);
+    line += len + (end != NULL);
+    char *eq = strstr(text, " = ");
+    if (!eq) continue;
+    *eq = 0;
+    const char *key = text, *value = eq + 3;
+    int i = find_key(c, key);
+    if (i < 0 || is_ignored(ignore, key)) continue;  // a key another build had
+    if (!same_value(c->keys[i]->type, c->values[i], value))
+      return fail(err, err_bytes, "--%s: %s here, %s in the run of %s", key, c->values[i], value, where);
+  }
+  return 0;
+}
+
 void config_print(const Config *c, FILE *out) {
   const ConfigKey *keys[CONFIG_MAX_KEYS];
   sorted_keys(c, keys);

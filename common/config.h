@@ -59,6 +59,16 @@ double config_float(const Config *c, const char *key);
 const char *config_string(const Config *c, const char *key);
 bool config_bool(const Config *c, const char *key);
 
+// What shapes a run, for a checkpoint to keep: every key but those named in
+// ignore (a NULL-terminated list), one "key = value" line each, sorted.
+void config_snapshot(const Config *c, const char *const *ignore, char *buf, size_t buf_bytes);
+// Whether c continues the run a snapshot describes: 0 when each key of the
+// snapshot that c declares and ignore does not name has an equal value
+// (numbers compared as numbers); else -1 with a message naming the first
+// that differs: "--batch_size: 128 here, 256 in the run of <where>".
+int config_check_snapshot(const Config *c, const char *snapshot, const char *const *ignore,
+                          const char *where, char *err, size_t err_bytes);
+
 // The effective config, one "key = value  # origin" line each, sorted by key.
 void config_print(const Config *c, FILE *out);
 void config_print_help(const Config *c, FILE *out, const char *program);

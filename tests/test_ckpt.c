@@ -89,7 +89,8 @@ static void round_trip(void) {
   run_init(&a, 1);
   run_steps(&a, 9);
   const char *path = tmp_path("rt.ckpt");
-  ckpt_save(path, &a.dev, &a.ps, NULL, &a.opt, &a.sc, a.epoch, a.position, a.rng);
+  ckpt_save(path, &a.dev, &a.ps, NULL, &a.opt, &a.sc, a.epoch, a.position, a.rng,
+            "batch_size = 32\nseed = 1\n");
   run_init(&b, 2);
   CkptMeta m;
   REQUIRE(ckpt_resume(path, &b.dev, &b.ps, NULL, &b.opt, &b.sc, &m));
@@ -100,6 +101,7 @@ static void round_trip(void) {
   CHECK_EQ_INT(b.sc.good_steps, a.sc.good_steps);
   CHECK_EQ_INT(m.data_position, 9 * BATCH);
   CHECK(m.rng.seed == a.rng.seed && m.rng.counter == a.rng.counter);
+  CHECK_STR(m.run_config, "batch_size = 32\nseed = 1\n");
   run_free(&a);
   run_free(&b);
 }
@@ -115,7 +117,7 @@ static void resume_matches_uninterrupted(void) {
   run_steps(&first, N);
   const char *path = tmp_path("resume.ckpt");
   ckpt_save(path, &first.dev, &first.ps, NULL, &first.opt, &first.sc, first.epoch, first.position,
-            first.rng);
+            first.rng, "");
   run_free(&first);
   run_init(&second, 99);
   CkptMeta m;
@@ -157,7 +159,7 @@ static const char *good_checkpoint(void) {
     Run r;
     run_init(&r, 1);
     snprintf(path, sizeof path, "%s", tmp_path("good.ckpt"));
-    ckpt_save(path, &r.dev, &r.ps, NULL, &r.opt, &r.sc, 0, 0, r.rng);
+    ckpt_save(path, &r.dev, &r.ps, NULL, &r.opt, &r.sc, 0, 0, r.rng, "");
     run_free(&r);
   }
   return path;
@@ -265,7 +267,7 @@ static void buffers_round_trip(void) {
   make_buffers(&ba, 0.5f);
   make_buffers(&bb, -9.0f);
   const char *path = tmp_path("buffers.ckpt");
-  ckpt_save(path, &a.dev, &a.ps, &ba, &a.opt, &a.sc, 0, 0, a.rng);
+  ckpt_save(path, &a.dev, &a.ps, &ba, &a.opt, &a.sc, 0, 0, a.rng, "");
   CkptMeta m;
   REQUIRE(ckpt_resume(path, &b.dev, &b.ps, &bb, &b.opt, &b.sc, &m));
   for (int t = 0; t < ba.count; t++)
@@ -358,7 +360,7 @@ static void cuda_round_trip(void) {
   for (int k = 0; k < g.n_state; k++)
     device_copy(DEVICE_CUDA, g.state[k], DEVICE_CPU, cpu.ps.state[k], bytes);
   const char *path = tmp_path("gpu.ckpt");
-  CkptMeta m = ckpt_meta_make(&cpu.opt, &cpu.sc, 0, 0, cpu.rng), back;
+  CkptMeta m = ckpt_meta_make(&cpu.opt, &cpu.sc, 0, 0, cpu.rng, ""), back;
   ckpt_write(path, &gpu, &g, NULL, &m);
   Run fresh;
   run_init(&fresh, 4);

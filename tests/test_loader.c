@@ -309,7 +309,8 @@ static ClassifyLoaderConfig image_config(bool train, int threads, int64_t batch)
   a.out_side = kSide;
   a.resize_side = 37;
   return (ClassifyLoaderConfig){.lmdb_dir = image_store(), .augment = a, .batch_size = batch,
-                                .threads = threads, .ring_batches = 2, .world = 1};
+                                .threads = threads, .ring_batches = 2, .world = 1,
+                                .num_classes = 5};
 }
 
 static void classify_eval_every_image_with_label(void) {
@@ -389,6 +390,22 @@ static void bad_record_child(void *arg) {
   for (int k = 0; k < 6; k++) loader_next(l);
 }
 
+// Labels run 0..4: with 4 classes, the first record labelled 4 (record 4) is
+// named, in eval and in training alike.
+static void four_classes_child(void *arg) {
+  ClassifyLoaderConfig cfg = image_config(*(bool *)arg, 2, 4);
+  cfg.num_classes = 4;
+  Loader *l = classify_loader_open(&cfg, NULL);
+  for (int k = 0; k < 6; k++) loader_next(l);
+}
+
+static void classify_label_out_of_range_named(void) {
+  bool train = false;
+  CHECK_DIES_WITH(four_classes_child, &train, "record 4: label 4 is outside the 4 classes of this run (--num_classes)");
+  train = true;
+  CHECK_DIES_WITH(four_classes_child, &train, "label 4 is outside the 4 classes of this run (--num_classes)");
+}
+
 static void classify_bad_record_named(void) {
   static char dir[600];
   snprintf(dir, sizeof dir, "%s/bad_version", test_tmpdir());
@@ -459,6 +476,7 @@ int main(void) {
   TEST_RUN(classify_eval_every_image_with_label);
   TEST_RUN(classify_train_same_whatever_the_threads);
   TEST_RUN(classify_bad_record_named);
+  TEST_RUN(classify_label_out_of_range_named);
   TEST_RUN(classify_device_copy_matches_host);
   return test_finish();
 }

@@ -20,23 +20,29 @@ setup(t) prepares {tmp}: t.path (a pathlib.Path), t.write(name, text or
 bytes) -> Path, t.run(shell command) (must succeed), t.fixture(name) -> Path,
 t.build and t.root; it may return a dict of more substitutions.
 error is compared with the first line of stderr that starts with "error" or
-"internal error", after the same substitutions. check(t, proc) may return a
+"internal error", after the same substitutions; where a part cannot be known
+in advance (which record of a shuffled epoch a worker met first) error may
+be a compiled regular expression the whole line must match. An internal
+error (a broken invariant) never passes. check(t, proc) may return a
 string saying what is wrong with a run (proc: subprocess.CompletedProcess
 with text stdout and stderr), or None.
+needs names programs that must be on PATH (mpirun): without one the case
+reports SKIP.
 A case also fails when the command dies by a signal, reports an internal
 error where a bad input was expected, or runs past timeout_s.
 """
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Optional, Pattern, Union
 
 
 @dataclass
 class Case:
     name: str
     cmd: str
-    error: Optional[str]
+    error: Optional[Union[str, Pattern]]
     status: int
     doc: str = ""
     setup: Optional[Callable] = None
     check: Optional[Callable] = None
     timeout_s: float = 120.0
+    needs: tuple = ()
