@@ -85,12 +85,21 @@ typedef struct JpegHeader {
   int width, height, subsamp, colorspace;
 } JpegHeader;
 
+// Whether a header's size is within IMAGE_MAX_PIXELS; else the reason in msg.
+static bool size_allowed(int64_t width, int64_t height, char *msg, size_t msg_bytes) {
+  if (width * height <= IMAGE_MAX_PIXELS) return true;
+  snprintf(msg, msg_bytes, "%lldx%lld pixels: over this suite's limit of %lld megapixels a decode "
+           "(IMAGE_MAX_PIXELS)", (long long)width, (long long)height,
+           (long long)(IMAGE_MAX_PIXELS >> 20));
+  return false;
+}
+
 static bool jpeg_header(ImageDecoder *d, const uint8_t *bytes, size_t n_bytes, JpegHeader *h,
                         char *msg, size_t msg_bytes) {
   h->width = h->height = 0;
   int rc = tjDecompressHeader3(d->tj, bytes, (unsigned long)n_bytes, &h->width, &h->height,
                                &h->subsamp, &h->colorspace);
-  if (rc == 0 && h->width > 0 && h->height > 0) return true;
+  if (rc == 0 && h->width > 0 && h->height > 0) return size_allowed(h->width, h->height, msg, msg_bytes);
   tj_status(d, "bad JPEG header", msg, msg_bytes);
   return false;
 }
@@ -100,7 +109,11 @@ static bool png_begin(png_image *img, const uint8_t *bytes, size_t n_bytes, char
                       size_t msg_bytes) {
   memset(img, 0, sizeof *img);
   img->version = PNG_IMAGE_VERSION;
-  if (png_image_begin_read_from_memory(img, bytes, n_bytes)) return true;
+  if (png_image_begin_read_from_memory(img, bytes, n_bytes)) {
+    if (size_allowed(img->width, img->height, msg, msg_bytes)) return true;
+    png_image_free(img);
+    return false;
+  }
   snprintf(msg, msg_bytes, "bad PNG header: %s", img->message);
   return false;
 }

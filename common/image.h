@@ -26,6 +26,12 @@ void image_free(Image *img);
 // JPEG, PNG, or IMAGE_FORMAT_NONE for anything else (empty input included).
 ImageFormat image_sniff(const uint8_t *bytes, size_t n_bytes);
 
+// The largest image decoded: 64 megapixels (192 MiB of RGB), above any
+// ImageNet or COCO photo (the largest ImageNet image is about 32
+// megapixels). A header that claims more (a 20000x20000 PNG, a JPEG whose
+// header says 65000x65000) is an error before any memory is taken.
+#define IMAGE_MAX_PIXELS ((int64_t)64 << 20)
+
 typedef enum {
   IMAGE_OK = 0,
   IMAGE_WARNING = 1,  // decoded, but libjpeg reported corrupt data (message says what)

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "augment.h"
 #include "classify_data.h"
@@ -252,6 +253,51 @@ static void bad_images(void) {
   free(src);
 }
 
+static void put_be(uint8_t *p, uint32_t v, int bytes) {
+  for (int i = 0; i < bytes; i++) p[i] = (uint8_t)(v >> (8 * (bytes - 1 - i)));
+}
+
+// Headers that claim more than IMAGE_MAX_PIXELS are refused before any
+// memory is taken (a 20000x20000 PNG once took 1.2 GB a decode); one just
+// under the limit is not refused for its size.
+static void oversized_headers_refused(void) {
+  uint8_t *src = pattern(16, 16, 3);
+  size_t n, n_png;
+  uint8_t *jpeg = image_encode_jpeg(src, 16, 16, 3, 90, &n);
+  uint8_t *png = image_encode_png(src, 16, 16, 3, &n_png);
+  ImageDecoder *d = image_decoder_create();
+  ImageInfo info;
+  char msg[512] = "";
+  // The JPEG's frame header (SOF0: FF C0, length, precision, height, width).
+  uint8_t *sof = NULL;
+  for (size_t i = 2; i + 9 < n && !sof; i++)
+    if (jpeg[i] == 0xFF && jpeg[i + 1] == 0xC0) sof = jpeg + i;
+  REQUIRE(sof);
+  put_be(sof + 5, 65000, 2);
+  put_be(sof + 7, 65000, 2);
+  CHECK_EQ_INT(image_header(d, jpeg, n, &info, msg, sizeof msg), IMAGE_ERROR);
+  CHECK_STR(msg, "65000x65000 pixels: over this suite's limit of 64 megapixels a decode (IMAGE_MAX_PIXELS)");
+  put_be(sof + 5, 8192, 2);  // 8192 x 8192 = the limit: allowed
+  put_be(sof + 7, 8192, 2);
+  CHECK_EQ_INT(image_header(d, jpeg, n, &info, msg, sizeof msg), IMAGE_OK);
+  // The PNG's IHDR chunk after the 8-byte signature: length, "IHDR", width,
+  // height, 5 more bytes, then the CRC of type and data.
+  uint8_t *ihdr = png + 8;
+  REQUIRE(memcmp(ihdr + 4, "IHDR", 4) == 0);
+  put_be(ihdr + 8, 20000, 4);
+  put_be(ihdr + 12, 20000, 4);
+  put_be(ihdr + 21, (uint32_t)crc32(0, ihdr + 4, 17), 4);
+  Image img = {0};
+  CHECK_EQ_INT(image_decode(d, png, n_png, 0, 0, &img, msg, sizeof msg), IMAGE_ERROR);
+  CHECK_STR(msg, "20000x20000 pixels: over this suite's limit of 64 megapixels a decode (IMAGE_MAX_PIXELS)");
+  CHECK_EQ_INT(image_header(d, png, n_png, &info, msg, sizeof msg), IMAGE_ERROR);
+  image_free(&img);
+  image_decoder_free(d);
+  free(jpeg);
+  free(png);
+  free(src);
+}
+
 static void random_resized_crop_ranges(void) {
   enum { kDraws = 20000 };
   double scale_sum = 0;
@@ -435,6 +481,7 @@ int main(void) {
   TEST_RUN(png_alpha_onto_black);
   TEST_RUN(dct_scaling_picks_smallest_enough);
   TEST_RUN(bad_images);
+  TEST_RUN(oversized_headers_refused);
   TEST_RUN(random_resized_crop_ranges);
   TEST_RUN(center_crop_box);
   TEST_RUN(crop_resize_identity_flip_ramp);
