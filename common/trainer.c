@@ -2,9 +2,12 @@
 #include "trainer.h"
 
 #include <math.h>
+#include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "ops_elem.h"
@@ -76,10 +79,75 @@ const char *trainer_data_dir(const TrainerRun *run) {
 
 // A fatal error after run_start still ends the log as the rules want: with
 // run_stop aborted (check.h's exit hook, on the thread that exits).
+static void release_stop_signals(void);
+
 static void abort_on_error(void *ctx) {
   TrainerRun *run = ctx;
+  release_stop_signals();
   MLLOG_END(&run->log, "run_stop", {"status", mlv_str("aborted")}, {"reason", mlv_str("error")});
   mllog_close(&run->log);
+}
+
+// A run ended by a signal still ends its log with run_stop aborted: when one
+// rank dies, mpirun sends SIGTERM to the others; a user presses Ctrl-C. The
+// line is formatted at run_start but for its time, so that the handler only
+// calls async-signal-safe functions (clock_gettime, write, raise).
+static struct {
+  char head[64], tail[512];  // the line before and after the time
+  int fds[2], n_fds;
+} g_signal_stop;
+static const int kStopSignals[] = {SIGTERM, SIGINT, SIGHUP};
+
+static void write_all(int fd, const char *s, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, s, n);
+    if (w <= 0) return;
+    s += w;
+    n -= (size_t)w;
+  }
+}
+
+static void stop_on_signal(int sig) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  uint64_t ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+  char digits[24];
+  int n = 0;
+  do digits[sizeof digits - 1 - n++] = (char)('0' + ms % 10);
+  while ((ms /= 10) > 0);
+  for (int i = 0; i < g_signal_stop.n_fds; i++) {
+    int fd = g_signal_stop.fds[i];
+    write_all(fd, g_signal_stop.head, strlen(g_signal_stop.head));
+    write_all(fd, digits + sizeof digits - n, (size_t)n);
+    write_all(fd, g_signal_stop.tail, strlen(g_signal_stop.tail));
+  }
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+static void catch_stop_signals(TrainerRun *run) {
+  if (!run->log.enabled) return;
+  MLMeta meta[] = {{"status", mlv_str("aborted")}, {"reason", mlv_str("signal")}};
+  char line[600];
+  mllog_format(line, sizeof line, 0, __FILE__, __LINE__, MLLOG_INTERVAL_END, "run_stop", mlv_null(),
+               meta, 2);
+  const char *time = strstr(line, "\"time_ms\": 0");
+  if (!time) DIE("trainer: no time_ms in a formatted MLLOG line");
+  size_t head = (size_t)(time - line) + strlen("\"time_ms\": ");
+  snprintf(g_signal_stop.head, sizeof g_signal_stop.head, ":::MLLOG %.*s", (int)head, line);
+  snprintf(g_signal_stop.tail, sizeof g_signal_stop.tail, "%s\n", time + strlen("\"time_ms\": 0"));
+  g_signal_stop.n_fds = 0;
+  if (run->log.to_stdout) g_signal_stop.fds[g_signal_stop.n_fds++] = STDOUT_FILENO;
+  if (run->log.file) g_signal_stop.fds[g_signal_stop.n_fds++] = fileno(run->log.file);
+  // A signal ignored when the run began (nohup, a background job of a
+  // script) stays ignored.
+  for (size_t i = 0; i < sizeof kStopSignals / sizeof kStopSignals[0]; i++)
+    if (signal(kStopSignals[i], stop_on_signal) == SIG_IGN) signal(kStopSignals[i], SIG_IGN);
+}
+
+static void release_stop_signals(void) {
+  for (size_t i = 0; i < sizeof kStopSignals / sizeof kStopSignals[0]; i++)
+    if (signal(kStopSignals[i], SIG_DFL) == SIG_IGN) signal(kStopSignals[i], SIG_IGN);
 }
 
 void trainer_start(TrainerRun *run) {
@@ -87,10 +155,12 @@ void trainer_start(TrainerRun *run) {
   MLLOG_START(&run->log, "run_start");
   run->run_start_ms = time_unix_ms();
   check_set_exit_hook(abort_on_error, run);
+  catch_stop_signals(run);
 }
 
 void trainer_finish(TrainerRun *run, bool reached_target) {
   check_set_exit_hook(NULL, NULL);
+  release_stop_signals();
   MLLOG_END(&run->log, "run_stop", {"status", mlv_str(reached_target ? "success" : "aborted")});
   run->run_stop_ms = time_unix_ms();
   if (run->rank == 0) {

@@ -109,6 +109,20 @@ def benchmark_log(t, proc):
     return None
 
 
+def ended_by_signal(status):
+    def check(t, proc):
+        if f"exit status {status}" not in proc.stdout:
+            return f"want the run to end with status {status}, got {proc.stdout.strip()!r}"
+        stops = [e for e in log_events(t) if e["key"] == "run_stop"]
+        if len(stops) != 1 or stops[0]["metadata"].get("status") != "aborted":
+            return f"want one run_stop aborted in the log, got {stops}"
+        return None
+    return check
+
+
+MPIRUN = "mpirun --allow-run-as-root --oversubscribe -np 2 "
+SIGNAL_RUN = "bash {root}/tests/bad_input/signal_run.sh "
+
 CASES = [
     Case("lmdb_truncated", RESNET + " --data_dir={tmp}/d",
          "error: {tmp}/d/lmdb/train: data.mdb is truncated: {size} bytes, its LMDB metadata needs "
@@ -143,6 +157,15 @@ CASES = [
          "--target_accuracy=0.999", None, 0,
          "max_epochs off the eval cadence: no eval there (once an extra eval at max_epochs could "
          "end the run in a success the rules do not allow)", check=evals_on_cadence),
+    Case("rank_killed_under_mpirun",
+         SIGNAL_RUN + "rank1 {tmp}/run.log -- " + MPIRUN + RESNET +
+         " --data_dir={resnet_data} --max_epochs=50 --target_accuracy=0.999", None, 0,
+         "rank 1 of 2 killed mid-run: mpirun ends the job, rank 0 logs run_stop aborted on its "
+         "SIGTERM (once no run_stop)", check=ended_by_signal(137), needs=("mpirun",), timeout_s=90),
+    Case("ctrl_c", SIGNAL_RUN + "int {tmp}/run.log -- " + RESNET +
+         " --data_dir={resnet_data} --max_epochs=50 --target_accuracy=0.999", None, 0,
+         "Ctrl-C (SIGINT) mid-run: run_stop aborted, then the signal's usual end",
+         check=ended_by_signal(130), timeout_s=90),
     Case("synthetic_is_a_benchmark", RESNET + " --synthetic --synthetic_steps=1", None, 0,
          "a synthetic run logs benchmark_start/benchmark_stop, not a failed training run",
          check=benchmark_log),
