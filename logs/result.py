@@ -44,10 +44,14 @@ def summarize(path):
     bench = first("submission_benchmark")
     start, stop = first("run_start"), first("run_stop")
     accs = [e["value"] for e in events if e["key"] == "eval_accuracy"]
+    # A throughput benchmark (--synthetic, --bench_steps) logs
+    # benchmark_start/benchmark_stop instead: not a training run.
+    status = (stop["metadata"].get("status") if stop
+              else "benchmark" if first("benchmark_start") else "no run_stop")
     return {
         "benchmark": bench["value"] if bench else None,
         "division": (first("submission_division") or {}).get("value", "closed"),
-        "status": stop["metadata"].get("status") if stop else "no run_stop",
+        "status": status,
         "minutes": (stop["time_ms"] - start["time_ms"]) / 60000.0 if start and stop else None,
         "accuracy": accs[-1] if accs else None,
         "evals": len(accs),

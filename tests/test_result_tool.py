@@ -86,6 +86,15 @@ with tempfile.TemporaryDirectory() as tmp:
     rc, out = run("--no-check", "--require-success", aborted)
     case("require_success_rejects_aborted", rc != 0 and "aborted" in out, out)
 
+    # A throughput benchmark's log: benchmark_start/stop, no run_start/stop.
+    bench = os.path.join(tmp, "bench.log")
+    with open(bench, "w") as f:
+        f.write("\n".join([event(1, "POINT_IN_TIME", "submission_benchmark", "resnet"),
+                           event(2, "INTERVAL_START", "benchmark_start", what="synthetic data"),
+                           event(9, "INTERVAL_END", "benchmark_stop", throughput=812.5)]) + "\n")
+    rc, out = run("--no-check", "--require-success", bench)
+    case("benchmark_log_is_a_benchmark", rc != 0 and "benchmark" in out and "no run_stop" not in out, out)
+
     rc, out = run(os.path.join(tmp, "missing.log"))
     case("missing_log_named", rc == 2 and "missing.log: no such log file" in out, out)
 
