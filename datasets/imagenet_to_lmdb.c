@@ -4,7 +4,11 @@
 //   <root>/val/<wnid>/<name>.JPEG, or flat
 //   <root>/val/<name>.JPEG + LOC_val_solution.csv   -> <out>/val
 //   class index = position of the wnid among train/'s sorted folder names,
-//   written to <out>/classes.txt ("index wnid" per line).
+//   written to <out>/classes.txt ("index wnid" per line) once the splits
+//   are converted, so that a run that fails leaves none.
+// The whole tree is listed and checked before anything is written: every
+// class folder holds files and no folders, a flat val/ and its CSV match one
+// to one, and <out> holds none of the splits asked for yet.
 // Records are written class by class in sorted file order (the trainer
 // shuffles per epoch). Each file is stored as found with its format (JPEG or
 // PNG) taken from its bytes, not its name: ImageNet's CMYK JPEGs stay JPEG
@@ -38,19 +42,23 @@ static const ConfigKey KEYS[] = {
     {"accept_warnings", CFG_BOOL, "false", "keep JPEGs libjpeg decodes with a warning", NULL},
 };
 
+// Room for one more element in an array of count elements of elem_bytes each.
+static void *grow(void *array, int64_t count, int64_t *capacity, size_t elem_bytes) {
+  if (count < *capacity) return array;
+  *capacity = *capacity ? 2 * *capacity : 64;
+  void *grown = xmalloc((size_t)*capacity * elem_bytes);
+  if (count) memcpy(grown, array, (size_t)count * elem_bytes);
+  free(array);
+  return grown;
+}
+
 typedef struct Names {
   char **items;  // sorted
   int64_t count, capacity;
 } Names;
 
 static void names_add(Names *n, const char *s) {
-  if (n->count == n->capacity) {
-    n->capacity = n->capacity ? 2 * n->capacity : 64;
-    char **grown = xmalloc((size_t)n->capacity * sizeof *grown);
-    if (n->count) memcpy(grown, n->items, (size_t)n->count * sizeof *grown);
-    free(n->items);
-    n->items = grown;
-  }
+  n->items = grow(n->items, n->count, &n->capacity, sizeof *n->items);
   n->items[n->count++] = strdup(s);
 }
 
@@ -76,21 +84,20 @@ static int64_t names_find(const Names *n, const char *s) {
   return hit ? hit - n->items : -1;
 }
 
-static bool is_dir(const char *path) {
-  struct stat st;
-  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-// The entries of dir, files and folders apart, each sorted.
+// The entries of dir, files and folders apart, each sorted. Anything else (a
+// link to nothing, a pipe, a device) is an error naming it.
 static void list_dir(const char *dir, Names *files, Names *folders) {
   DIR *d = opendir(dir);
   if (!d) die_input(dir, "cannot open the folder: %s", strerror(errno));
   struct dirent *e;
   char path[4096];
+  struct stat st;
   while ((e = readdir(d))) {
     if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
     snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    names_add(is_dir(path) ? folders : files, e->d_name);
+    if (stat(path, &st) != 0) die_input(path, "cannot read: %s", strerror(errno));
+    if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) die_input(path, "neither a file nor a folder");
+    names_add(S_ISDIR(st.st_mode) ? folders : files, e->d_name);
   }
   closedir(d);
   names_sort(files);
@@ -109,13 +116,7 @@ typedef struct Items {
 } Items;
 
 static void items_add(Items *it, const char *dir, const char *name, int32_t label) {
-  if (it->count == it->capacity) {
-    it->capacity = it->capacity ? 2 * it->capacity : 1024;
-    Item *grown = xmalloc((size_t)it->capacity * sizeof *grown);
-    if (it->count) memcpy(grown, it->items, (size_t)it->count * sizeof *grown);
-    free(it->items);
-    it->items = grown;
-  }
+  it->items = grow(it->items, it->count, &it->capacity, sizeof *it->items);
   char path[4096];
   snprintf(path, sizeof path, "%s/%s", dir, name);
   it->items[it->count++] = (Item){strdup(path), label};
@@ -126,7 +127,8 @@ static void items_free(Items *it) {
   free(it->items);
 }
 
-// The images of class folders <dir>/<wnid>/; a wnid must be a known class.
+// The images of class folders <dir>/<wnid>/; a wnid must be a known class and
+// its folder must hold images (an empty class means a broken copy).
 static void add_class_folders(const char *dir, const Names *wnids, const Names *classes, Items *out) {
   char class_dir[4096];
   for (int64_t c = 0; c < wnids->count; c++) {
@@ -137,10 +139,24 @@ static void add_class_folders(const char *dir, const Names *wnids, const Names *
     list_dir(class_dir, &files, &folders);
     if (folders.count)
       die_input(class_dir, "holds a folder '%s'; a class folder holds only images", folders.items[0]);
+    if (!files.count) die_input(class_dir, "an empty class folder: a class without images (a broken copy?)");
     for (int64_t i = 0; i < files.count; i++) items_add(out, class_dir, files.items[i], (int32_t)label);
     names_free(&files);
     names_free(&folders);
   }
+}
+
+// A class name goes into classes.txt and LOC_val_solution.csv, which separate
+// names by spaces; and every folder of train/ is a class, so a hidden one (a
+// tool's cache, say) would add a class and shift the indices after it.
+static void check_class_name(const char *dir, const char *name) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  if (name[0] == '.') die_input(path, "a hidden folder among the class folders (every folder of train/ is a class)");
+  for (const char *p = name; *p; p++)
+    if ((unsigned char)*p <= ' ' || *p == 0x7f)
+      die_input(path, "a class name with a space or control character (classes.txt and the val CSV "
+                      "separate names by spaces)");
 }
 
 // The classes: train/'s folder names, sorted. train/ holds nothing else.
@@ -155,50 +171,108 @@ static void read_classes(const char *root, Names *classes, Items *train) {
     die_input(stray, "an image in no class folder (images belong in train/<wnid>/)");
   }
   if (classes->count == 0) die_input(dir, "has no class folders");
+  for (int64_t c = 0; c < classes->count; c++) check_class_name(dir, classes->items[c]);
   add_class_folders(dir, classes, classes, train);
   names_free(&files);
 }
 
+// A row of LOC_val_solution.csv and the image found for it.
+typedef struct ValRow {
+  char *id;
+  int32_t label;
+  int64_t line;
+  const char *image;  // its file in val/, NULL until found
+} ValRow;
+
+typedef struct ValCsv {
+  const char *path;
+  ValRow *rows;  // sorted by ImageId, then line
+  int64_t count, capacity;
+} ValCsv;
+
+static int compare_ids(const void *a, const void *b) {
+  return strcmp(((const ValRow *)a)->id, ((const ValRow *)b)->id);
+}
+
+static int compare_rows(const void *a, const void *b) {
+  int64_t line_a = ((const ValRow *)a)->line, line_b = ((const ValRow *)b)->line;
+  int by_id = compare_ids(a, b);
+  return by_id ? by_id : (line_a > line_b) - (line_a < line_b);
+}
+
 // LOC_val_solution.csv: ImageId,PredictionString "wnid x0 y0 x1 y1 [wnid ...]";
-// the first wnid is the label. ids gets the ImageIds sorted, labels (by id
-// position) their classes.
-static void read_val_csv(const char *path, const Names *classes, Names *ids, int32_t **labels) {
-  FILE *f = fopen(path, "r");
-  if (!f) die_input(path, "cannot open the val labels: %s", strerror(errno));
-  char line[8192];
-  Names rows = {0};  // "id\twnid_index" so that sorting keeps the pairs
-  int64_t line_no = 0;
-  while (fgets(line, sizeof line, f)) {
-    line_no++;
-    line[strcspn(line, "\r\n")] = 0;
-    if (line_no == 1 && strncmp(line, "ImageId,", 8) == 0) continue;
-    if (!line[0]) continue;
-    char *comma = strchr(line, ',');
+// the first wnid is the label. A header line and a UTF-8 byte-order mark are
+// skipped; an ImageId on two rows is an error.
+static void read_val_csv(ValCsv *csv, const Names *classes) {
+  FILE *f = fopen(csv->path, "r");
+  if (!f) die_input(csv->path, "cannot open the val labels: %s", strerror(errno));
+  char *line = NULL;
+  size_t cap = 0;
+  for (int64_t line_no = 1; getline(&line, &cap, f) >= 0; line_no++) {
+    char *text = line;
+    if (line_no == 1 && strncmp(text, "\xEF\xBB\xBF", 3) == 0) text += 3;
+    text[strcspn(text, "\r\n")] = 0;
+    if (!text[0] || (line_no == 1 && strncmp(text, "ImageId,", 8) == 0)) continue;
+    char *comma = strchr(text, ',');
     char wnid[128] = "";
-    if (!comma || sscanf(comma + 1, "%127s", wnid) != 1)
-      die_input(path, "line %lld: want ImageId,PredictionString, got '%.80s'", (long long)line_no, line);
+    if (!comma || comma == text || sscanf(comma + 1, "%127s", wnid) != 1)
+      die_input(csv->path, "line %lld: want ImageId,PredictionString, got '%.80s'", (long long)line_no, text);
     *comma = 0;
     int64_t label = names_find(classes, wnid);
     if (label < 0)
-      die_input(path, "line %lld: wnid '%s' of %s is not one of train/'s classes", (long long)line_no,
-                wnid, line);
-    char row[8300];
-    snprintf(row, sizeof row, "%s\t%lld", line, (long long)label);
-    names_add(&rows, row);
+      die_input(csv->path, "line %lld: wnid '%s' of %s is not one of train/'s classes", (long long)line_no,
+                wnid, text);
+    csv->rows = grow(csv->rows, csv->count, &csv->capacity, sizeof *csv->rows);
+    csv->rows[csv->count++] = (ValRow){strdup(text), (int32_t)label, line_no, NULL};
   }
+  if (ferror(f)) die_input(csv->path, "cannot read: %s", strerror(errno));
+  free(line);
   fclose(f);
-  names_sort(&rows);
-  *labels = xmalloc((size_t)(rows.count ? rows.count : 1) * sizeof **labels);
-  for (int64_t i = 0; i < rows.count; i++) {
-    char *tab = strchr(rows.items[i], '\t');
-    *tab = 0;
-    (*labels)[i] = (int32_t)atoi(tab + 1);
-    names_add(ids, rows.items[i]);
-  }
-  names_free(&rows);
+  if (csv->count) qsort(csv->rows, (size_t)csv->count, sizeof *csv->rows, compare_rows);
+  const ValRow *again = NULL;  // the first repeat in file order; the row before it is the first
+  for (int64_t i = 1; i < csv->count; i++)
+    if (compare_ids(&csv->rows[i], &csv->rows[i - 1]) == 0 && (!again || csv->rows[i].line < again->line))
+      again = &csv->rows[i];
+  if (again)
+    die_input(csv->path, "line %lld: ImageId '%s' again (first on line %lld)", (long long)again->line,
+              again->id, (long long)again[-1].line);
 }
 
-static void read_val(const char *root, const char *csv, const Names *classes, Items *val) {
+static void val_csv_free(ValCsv *csv) {
+  for (int64_t i = 0; i < csv->count; i++) free(csv->rows[i].id);
+  free(csv->rows);
+}
+
+// A flat val/: an image's ImageId is its name without the extension. Every
+// image needs a row and every row exactly one image.
+static void add_flat_val(const char *dir, const Names *files, ValCsv *csv, Items *val) {
+  char id[4096], path[4200];
+  for (int64_t i = 0; i < files->count; i++) {
+    snprintf(path, sizeof path, "%s/%s", dir, files->items[i]);
+    snprintf(id, sizeof id, "%s", files->items[i]);
+    char *dot = strrchr(id, '.');
+    if (dot) *dot = 0;
+    ValRow *row = csv->count ? bsearch(&(ValRow){.id = id}, csv->rows, (size_t)csv->count,
+                                       sizeof *csv->rows, compare_ids)
+                             : NULL;
+    if (!row) die_input(path, "a val image with no row in %s", csv->path);
+    if (row->image)
+      die_input(path, "a second image of ImageId '%s' (line %lld of %s), after %s", row->id,
+                (long long)row->line, csv->path, row->image);
+    row->image = files->items[i];
+    items_add(val, dir, files->items[i], row->label);
+  }
+  const ValRow *missing = NULL;  // the first row without an image, in file order
+  for (int64_t i = 0; i < csv->count; i++)
+    if (!csv->rows[i].image && (!missing || csv->rows[i].line < missing->line)) missing = &csv->rows[i];
+  if (missing)
+    die_input(csv->path, "line %lld: ImageId '%s' has no image in %s", (long long)missing->line,
+              missing->id, dir);
+}
+
+// val/ in class folders, or flat with the CSV (csv_given: --val_csv named it).
+static void read_val(const char *root, const char *csv_path, bool csv_given, const Names *classes,
+                     Items *val) {
   char dir[4096];
   snprintf(dir, sizeof dir, "%s/val", root);
   Names files = {0}, folders = {0};
@@ -206,22 +280,14 @@ static void read_val(const char *root, const char *csv, const Names *classes, It
   if (files.count && folders.count)
     die_input(dir, "mixes class folders ('%s') and images ('%s'); use one layout", folders.items[0],
               files.items[0]);
+  if (!files.count && !folders.count) die_input(dir, "holds no images (--splits=train converts train alone)");
+  if (folders.count && csv_given) die_input("--val_csv", "given, but %s is in class folders, which need no CSV", dir);
   add_class_folders(dir, &folders, classes, val);
   if (files.count) {
-    Names ids = {0};
-    int32_t *labels;
-    read_val_csv(csv, classes, &ids, &labels);
-    char id[4096];
-    for (int64_t i = 0; i < files.count; i++) {
-      snprintf(id, sizeof id, "%s", files.items[i]);
-      char *dot = strrchr(id, '.');
-      if (dot) *dot = 0;
-      int64_t k = names_find(&ids, id);
-      if (k < 0) die_input(files.items[i], "a val image with no row in %s", csv);
-      items_add(val, dir, files.items[i], labels[k]);
-    }
-    free(labels);
-    names_free(&ids);
+    ValCsv csv = {.path = csv_path};
+    read_val_csv(&csv, classes);
+    add_flat_val(dir, &files, &csv, val);
+    val_csv_free(&csv);
   }
   names_free(&files);
   names_free(&folders);
@@ -279,13 +345,56 @@ static void convert_split(Converter *c, const char *split, const Items *items, c
          total_bytes / 1e6, dir);
 }
 
+// classes.txt is written last, to a temporary name then renamed, so that a
+// run that fails leaves none behind.
 static void write_classes(const char *out, const Names *classes) {
-  char path[4096];
+  char path[4096], tmp[4200];
   snprintf(path, sizeof path, "%s/classes.txt", out);
-  FILE *f = fopen(path, "w");
-  CHECK_FILE(f, path);
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *f = fopen(tmp, "w");
+  CHECK_FILE(f, tmp);
   for (int64_t i = 0; i < classes->count; i++) fprintf(f, "%lld %s\n", (long long)i, classes->items[i]);
-  CHECK_FILE(fclose(f) == 0, path);
+  CHECK_FILE(fclose(f) == 0, tmp);
+  CHECK_FILE(rename(tmp, path) == 0, path);
+}
+
+// --splits: a comma-separated list of train and val, each at most once.
+static void parse_splits(const char *splits, bool *do_train, bool *do_val) {
+  static const char want[] = "want train, val or train,val";
+  *do_train = *do_val = false;
+  for (const char *p = splits;; p++) {
+    int n = (int)strcspn(p, ",");
+    bool *seen = n == 5 && strncmp(p, "train", 5) == 0 ? do_train
+                 : n == 3 && strncmp(p, "val", 3) == 0 ? do_val : NULL;
+    if (!seen && (size_t)n == strlen(splits)) die_input("--splits", "'%s' is not a split: %s", splits, want);
+    if (!seen) die_input("--splits", "'%.*s' in '%s' is not a split: %s", n, p, splits, want);
+    if (*seen) die_input("--splits", "'%s' names %.*s twice: %s", splits, n, p, want);
+    *seen = true;
+    p += n;
+    if (!*p) break;
+  }
+}
+
+// Dies unless path is a folder; flag names it in the message.
+static void require_folder(const char *flag, const char *path) {
+  struct stat st;
+  if (stat(path, &st) != 0) die_input(flag, "'%s': %s", path, strerror(errno));
+  if (!S_ISDIR(st.st_mode)) die_input(flag, "'%s' is not a folder", path);
+}
+
+// A split already in out would stop the run only once the splits before it
+// are converted (hours of ImageNet): refuse it before converting any.
+static void check_out_free(const char *out, bool do_train, bool do_val) {
+  struct stat st;
+  if (stat(out, &st) == 0 && !S_ISDIR(st.st_mode)) die_input("--out", "'%s' is not a folder", out);
+  const char *splits[2] = {do_train ? "train" : NULL, do_val ? "val" : NULL};
+  char dir[4096];
+  for (int i = 0; i < 2; i++) {
+    if (!splits[i]) continue;
+    snprintf(dir, sizeof dir, "%s/%s", out, splits[i]);
+    if (stat(dir, &st) == 0)
+      die_input(dir, "already exists; remove it first (or leave %s out of --splits)", splits[i]);
+  }
 }
 
 int main(int argc, char **argv) {
@@ -294,27 +403,30 @@ int main(int argc, char **argv) {
   config_add_keys(&cfg, KEYS, (int)(sizeof KEYS / sizeof KEYS[0]));
   config_from_args(&cfg, argc, argv, "imagenet_to_lmdb");
   const char *root = config_string(&cfg, "root"), *out = config_string(&cfg, "out");
-  const char *splits = config_string(&cfg, "splits");
+  const char *splits = config_string(&cfg, "splits"), *val_csv = config_string(&cfg, "val_csv");
   if (!*root) die_input("--root", "missing: the ImageNet root (with train/ and val/)");
   if (!*out) die_input("--out", "missing: the output folder");
-  bool do_train = strstr(splits, "train") != NULL, do_val = strstr(splits, "val") != NULL;
-  if (!do_train && !do_val) die_input("--splits", "'%s' names neither train nor val", splits);
+  bool do_train, do_val;
+  parse_splits(splits, &do_train, &do_val);
+  if (*val_csv && !do_val) die_input("--val_csv", "given, but --splits=%s converts no val", splits);
+  require_folder("--root", root);
   char csv[4096];
-  snprintf(csv, sizeof csv, "%s", config_string(&cfg, "val_csv"));
+  snprintf(csv, sizeof csv, "%s", val_csv);
   if (!csv[0]) snprintf(csv, sizeof csv, "%s/LOC_val_solution.csv", root);
 
   double start = time_now_s();
   Names classes = {0};
   Items train = {0}, val = {0};
   read_classes(root, &classes, &train);
-  if (do_val) read_val(root, csv, &classes, &val);
+  if (do_val) read_val(root, csv, *val_csv != 0, &classes, &val);
+  check_out_free(out, do_train, do_val);
   printf("imagenet_to_lmdb: %lld classes; %lld train and %lld val images listed\n",
          (long long)classes.count, (long long)train.count, (long long)val.count);
   file_make_dirs(out);
-  write_classes(out, &classes);
   Converter c = {.decoder = image_decoder_create(), .accept_warnings = config_bool(&cfg, "accept_warnings")};
   if (do_train) convert_split(&c, "train", &train, out);
   if (do_val) convert_split(&c, "val", &val, out);
+  write_classes(out, &classes);
   printf("imagenet_to_lmdb: done in %.1f s\n", time_now_s() - start);
   image_free(&c.scratch);
   image_decoder_free(c.decoder);

@@ -2,7 +2,8 @@
 // CMYK JPEGs, a PNG named .JPEG; val/ flat with LOC_val_solution.csv and per
 // class) and Fashion-MNIST through fmnist_to_imagenet, into LMDB and back
 // through the reader: every image with its label. Then each kind of bad input
-// stops the converter with a message naming the file.
+// stops the converters with a one-line message naming the file, flag or CSV
+// line, exit status 2, and no classes.txt left behind.
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -31,11 +32,12 @@ static void find_bin(void) {
   snprintf(g_bin, sizeof g_bin, "%s/bin", self);
 }
 
-// Runs a program of <build>/bin; its stderr goes to err. Returns the exit status.
+// Runs a program of <build>/bin; its stderr goes to err. Returns the exit
+// status, 124 when it hangs (a minute; a named pipe once made it wait forever).
 static int run_tool(const char *args, char *err, size_t err_bytes) {
   char cmd[8192], err_path[600];
   snprintf(err_path, sizeof err_path, "%s/stderr.txt", test_tmpdir());
-  snprintf(cmd, sizeof cmd, "%s/%s >/dev/null 2>%s", g_bin, args, err_path);
+  snprintf(cmd, sizeof cmd, "timeout 60 %s/%s >/dev/null 2>%s", g_bin, args, err_path);
   int st = system(cmd);
   err[0] = 0;
   FILE *f = fopen(err_path, "r");
@@ -213,6 +215,13 @@ static void imagenet_val_per_class(void) {
   CHECK(access(args, F_OK) != 0);  // not asked for
 }
 
+// Converts root into root/lmdb with extra flags: the exit status; stderr in err.
+static int convert_tree(const char *root, const char *extra_args, char *err, size_t err_bytes) {
+  char args[4096];
+  snprintf(args, sizeof args, "imagenet_to_lmdb --root=%s --out=%s/lmdb %s", root, root, extra_args);
+  return run_tool(args, err, err_bytes);
+}
+
 // A fresh copy of a one-class tree, spoiled by `spoil`, converted: the
 // converter must fail and its message contain `needle`.
 typedef void (*Spoil)(const char *root);
@@ -224,11 +233,13 @@ static void expect_failure(const char *name, Spoil spoil, const char *extra_args
   put_image(root, "val/ok.JPEG", RGB_JPEG, 2);
   put_text(root, "LOC_val_solution.csv", "ImageId,PredictionString\nok,n01 0 0 1 1\n");
   spoil(root);
-  snprintf(args, sizeof args, "imagenet_to_lmdb --root=%s --out=%s/lmdb %s", root, root, extra_args);
-  int st = run_tool(args, err, sizeof err);
-  CHECK_MSG(st != 0 && st < 128, "%s: exit status %d", name, st);
-  CHECK_MSG(strstr(err, needle) != NULL, "%s: stderr \"%s\" lacks \"%s\"", name, err, needle);
+  int st = convert_tree(root, extra_args, err, sizeof err);
+  CHECK_MSG(st == 2, "%s: exit status %d, want 2", name, st);
+  CHECK_MSG(strncmp(err, "error: ", 7) == 0 && strstr(err, needle) != NULL,
+            "%s: stderr \"%s\" is not \"error: ...\" with \"%s\"", name, err, needle);
   CHECK_MSG(strchr(err, '\n') == err + strlen(err) - 1, "%s: not one line: \"%s\"", name, err);
+  snprintf(args, sizeof args, "%s/lmdb/classes.txt", root);
+  CHECK_MSG(access(args, F_OK) != 0, "%s: a failed run left %s", name, args);
 }
 
 static void truncated(const char *root) {
@@ -252,16 +263,124 @@ static void no_train(const char *root) {
   if (system(cmd) != 0) test_fail(__FILE__, __LINE__, "rm failed");
 }
 static void mixed_val(const char *root) { put_image(root, "val/n01/x.JPEG", RGB_JPEG, 6); }
+static void repeated_id(const char *root) {
+  put_text(root, "LOC_val_solution.csv", "ImageId,PredictionString\nok,n01 0 0 1 1\nok,n01 2 2 3 3\n");
+}
+static void row_without_image(const char *root) {
+  put_text(root, "LOC_val_solution.csv", "ImageId,PredictionString\nok,n01 0 0 1 1\ngone,n01 0 0 1 1\n");
+}
+static void second_image(const char *root) { put_image(root, "val/ok.png", PNG_FILE, 7); }
+static void empty_class(const char *root) {
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s/train/n02", root);
+  make_dirs(dir);
+}
+static void empty_val(const char *root) {
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/val/ok.JPEG", root);
+  unlink(path);
+}
+static void hidden_class(const char *root) { put_image(root, "train/.cache/x.JPEG", RGB_JPEG, 8); }
+static void spaced_class(const char *root) { put_image(root, "train/n0 2/x.JPEG", RGB_JPEG, 9); }
+static void dangling_link(const char *root) {
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/train/n01/gone.JPEG", root);
+  if (symlink("/nonexistent/x.JPEG", path) != 0) test_fail(__FILE__, __LINE__, "symlink failed");
+}
+static void named_pipe(const char *root) {
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/train/n01/pipe.JPEG", root);
+  if (mkfifo(path, 0644) != 0) test_fail(__FILE__, __LINE__, "mkfifo failed");
+}
+static void unspoilt(const char *root) { (void)root; }
+
+#define WANT_SPLITS ": want train, val or train,val\n"
+
+// Each spoilt tree or bad flag, and what its message must contain.
+static const struct {
+  const char *name;
+  Spoil spoil;
+  const char *extra_args, *needle;
+} kBadInputs[] = {
+    {"truncated", truncated, "", "cut.JPEG: JPEG decode: Premature end of JPEG file"},
+    {"zero", zero_bytes, "", "empty.JPEG: empty (0 bytes), not an image"},
+    {"text", not_image, "", "notes.JPEG: not a JPEG or PNG image"},
+    {"stray", no_class, "", "train/stray.JPEG: an image in no class folder"},
+    {"wnid", unknown_wnid, "", "LOC_val_solution.csv: line 3: wnid 'n99'"},
+    {"orphan", not_in_csv, "", "/val/orphan.JPEG: a val image with no row in"},
+    {"no_train", no_train, "", "/train: cannot open the folder"},
+    {"mixed", mixed_val, "", "/val: mixes class folders"},
+    {"repeated_id", repeated_id, "", "/LOC_val_solution.csv: line 3: ImageId 'ok' again (first on line 2)\n"},
+    {"row_without_image", row_without_image, "", "/LOC_val_solution.csv: line 3: ImageId 'gone' has no image in "},
+    {"second_image", second_image, "", "/val/ok.png: a second image of ImageId 'ok' (line 2 of "},
+    {"empty_class", empty_class, "", "/train/n02: an empty class folder"},
+    {"empty_val", empty_val, "", "/val: holds no images"},
+    {"hidden_class", hidden_class, "", "/train/.cache: a hidden folder among the class folders"},
+    {"spaced_class", spaced_class, "", "/train/n0 2: a class name with a space"},
+    {"dangling_link", dangling_link, "", "/n01/gone.JPEG: cannot read: No such file or directory"},
+    {"named_pipe", named_pipe, "", "/n01/pipe.JPEG: neither a file nor a folder"},
+    // --splits is a list of train and val, each once; flags are named as written.
+    {"splits_substring", unspoilt, "--splits=trainval_extra",
+     "error: --splits: 'trainval_extra' is not a split" WANT_SPLITS},
+    {"splits_twice", unspoilt, "--splits=train,train", "error: --splits: 'train,train' names train twice" WANT_SPLITS},
+    {"splits_empty_item", unspoilt, "--splits=val,", "error: --splits: '' in 'val,' is not a split" WANT_SPLITS},
+    {"root_missing", unspoilt, "--root=/nonexistent/imagenet",
+     "error: --root: '/nonexistent/imagenet': No such file or directory\n"},
+    {"val_csv_unused", unspoilt, "--splits=train --val_csv=x.csv",
+     "error: --val_csv: given, but --splits=train converts no val\n"},
+};
 
 static void bad_inputs_named(void) {
-  expect_failure("truncated", truncated, "", "cut.JPEG: JPEG decode: Premature end of JPEG file");
-  expect_failure("zero", zero_bytes, "", "empty.JPEG: empty (0 bytes), not an image");
-  expect_failure("text", not_image, "", "notes.JPEG: not a JPEG or PNG image");
-  expect_failure("stray", no_class, "", "train/stray.JPEG: an image in no class folder");
-  expect_failure("wnid", unknown_wnid, "", "LOC_val_solution.csv: line 3: wnid 'n99'");
-  expect_failure("orphan", not_in_csv, "", "orphan.JPEG: a val image with no row in");
-  expect_failure("no_train", no_train, "", "/train: cannot open the folder");
-  expect_failure("mixed", mixed_val, "", "/val: mixes class folders");
+  for (size_t i = 0; i < sizeof kBadInputs / sizeof *kBadInputs; i++)
+    expect_failure(kBadInputs[i].name, kBadInputs[i].spoil, kBadInputs[i].extra_args, kBadInputs[i].needle);
+}
+
+// A one-class tree with val/ in class folders, under the test's folder.
+static const Expect kOneTrain[] = {{"train/n01/a.JPEG", 0, IMAGE_FORMAT_JPEG}};
+static const Expect kOneVal[] = {{"val/n01/b.JPEG", 0, IMAGE_FORMAT_JPEG}};
+
+static void make_one_class_tree(const char *name, char *root, size_t root_bytes) {
+  snprintf(root, root_bytes, "%s/%s", test_tmpdir(), name);
+  put_image(root, kOneTrain[0].rel, RGB_JPEG, 1);
+  put_image(root, kOneVal[0].rel, RGB_JPEG, 2);
+}
+
+// The splits in either order convert both.
+static void splits_any_order(void) {
+  char root[512], err[4096];
+  make_one_class_tree("order", root, sizeof root);
+  REQUIRE(convert_tree(root, "--splits=val,train", err, sizeof err) == 0);
+  check_lmdb(root, root, "lmdb/train", kOneTrain, 1);
+  check_lmdb(root, root, "lmdb/val", kOneVal, 1);
+}
+
+// A CSV saved with a UTF-8 byte-order mark and CRLF line ends (a spreadsheet's
+// export) reads like the plain one.
+static void csv_byte_order_mark(void) {
+  char root[512], err[4096];
+  snprintf(root, sizeof root, "%s/bom", test_tmpdir());
+  put_image(root, "train/n01/a.JPEG", RGB_JPEG, 1);
+  put_image(root, "train/n02/a.JPEG", RGB_JPEG, 2);
+  static const Expect val[] = {{"val/v1.JPEG", 1, IMAGE_FORMAT_JPEG}, {"val/v2.JPEG", 0, IMAGE_FORMAT_JPEG}};
+  for (int i = 0; i < 2; i++) put_image(root, val[i].rel, RGB_JPEG, 3 + i);
+  put_text(root, "LOC_val_solution.csv",
+           "\xEF\xBB\xBFImageId,PredictionString\r\nv1,n02 0 0 1 1\r\nv2,n01 0 0 1 1\r\n");
+  int st = convert_tree(root, "--splits=val", err, sizeof err);
+  REQUIRE(st == 0 || (test_fail(__FILE__, __LINE__, "exit %d: %s", st, err), false));
+  check_lmdb(root, root, "lmdb/val", val, 2);
+}
+
+// A split already in --out is refused before any split is converted (hours
+// of ImageNet), and the split there is left as it was.
+static void existing_split_refused_first(void) {
+  char root[512], path[600], err[4096];
+  make_one_class_tree("again", root, sizeof root);
+  REQUIRE(convert_tree(root, "--splits=val", err, sizeof err) == 0);
+  CHECK_EQ_INT(convert_tree(root, "", err, sizeof err), 2);
+  CHECK_CONTAINS(err, "/lmdb/val: already exists; remove it first (or leave val out of --splits)");
+  snprintf(path, sizeof path, "%s/lmdb/train", root);
+  CHECK_MSG(access(path, F_OK) != 0, "train was converted before the refusal");
+  check_lmdb(root, root, "lmdb/val", kOneVal, 1);
 }
 
 static void truncated_accepted_with_flag(void) {
@@ -375,12 +494,65 @@ static void fmnist_through_converter(void) {
   free(val_labels);
 }
 
+// One command line of fmnist_to_imagenet that must fail with status 2, a
+// one-line message containing needle, and nothing written to out.
+static void expect_fmnist_failure(const char *args, const char *out, const char *needle) {
+  char cmd[4096], err[4096];
+  snprintf(cmd, sizeof cmd, "fmnist_to_imagenet --out=%s %s", out, args);
+  int st = run_tool(cmd, err, sizeof err);
+  CHECK_MSG(st == 2, "%s: exit status %d, want 2", args, st);
+  CHECK_MSG(strncmp(err, "error: ", 7) == 0 && strstr(err, needle) && strchr(err, '\n') == err + strlen(err) - 1,
+            "%s: stderr \"%s\" is not one line \"error: ...\" with \"%s\"", args, err, needle);
+  CHECK_MSG(access(out, F_OK) != 0, "%s: %s was written", args, out);
+}
+
+// fmnist_to_imagenet reads a source folder whose name holds a quote (once cut
+// a shell command short); a source file cut short, too few training images
+// for every class and the output of an earlier run are refused before
+// anything is written.
+static void fmnist_bad_inputs(void) {
+  if (access(kFmnist, R_OK) != 0) test_skip("%s missing (Debian dataset-fashion-mnist)", kFmnist);
+  static const char *const kFiles[] = {"train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
+                                       "t10k-labels-idx1-ubyte.gz", "train-images-idx3-ubyte.gz"};
+  char src[600], from[1200], to[1200], out[600], args[4096], err[4096];
+  snprintf(src, sizeof src, "%s/fm'src", test_tmpdir());
+  make_dirs(src);
+  for (int i = 0; i < 4; i++) {
+    snprintf(from, sizeof from, "%s/%s", kFmnist, kFiles[i]);
+    snprintf(to, sizeof to, "%s/%s", src, kFiles[i]);
+    REQUIRE(symlink(from, to) == 0);
+  }
+  snprintf(out, sizeof out, "%s/fm_out", test_tmpdir());
+  snprintf(args, sizeof args, "fmnist_to_imagenet --src=\"%s\" --out=%s --train_count=100 --val_count=10", src, out);
+  int st = run_tool(args, err, sizeof err);
+  CHECK_MSG(st == 0, "a source folder named with a quote: exit %d: %s", st, err);
+  snprintf(args, sizeof args, "fmnist_to_imagenet --out=%s --train_count=100 --val_count=10", out);
+  CHECK_EQ_INT(run_tool(args, err, sizeof err), 2);
+  CHECK_CONTAINS(err, "/fm_out/train: already exists; remove it first");
+  // An interrupted download: the first 3,000 bytes of the training images.
+  size_t n;
+  uint8_t *bytes = read_bytes(to, &n);
+  REQUIRE(bytes && n > 3000);
+  REQUIRE(unlink(to) == 0);
+  write_bytes(to, bytes, 3000);
+  free(bytes);
+  snprintf(out, sizeof out, "%s/fm_cut", test_tmpdir());
+  snprintf(args, sizeof args, "--src=\"%s\" --train_count=100", src);
+  expect_fmnist_failure(args, out, "fm'src/train-images-idx3-ubyte.gz: truncated: ");
+  snprintf(out, sizeof out, "%s/fm_few", test_tmpdir());
+  expect_fmnist_failure("--train_count=5", out, "error: --train_count: the first 5 training images hold no ");
+}
+
 int main(void) {
   find_bin();
   TEST_RUN(imagenet_tree_round_trip);
   TEST_RUN(imagenet_val_per_class);
   TEST_RUN(bad_inputs_named);
+  TEST_RUN(splits_any_order);
+  TEST_RUN(csv_byte_order_mark);
+  TEST_RUN(existing_split_refused_first);
   TEST_RUN(truncated_accepted_with_flag);
   TEST_RUN(fmnist_through_converter);
+  TEST_RUN(fmnist_bad_inputs);
   return test_finish();
 }
