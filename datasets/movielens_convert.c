@@ -1,6 +1,9 @@
 // movielens_convert: a MovieLens ratings.csv (ml-20m) into the NCF trainer's
 // binary file <out>/ncf.bin - the MLPerf split described in movielens.h.
 //   movielens_convert --input=ml-20m/ratings.csv --out=data/ncf/ml-20m
+// It first removes an earlier <out>/ncf.bin and writes the new one through a
+// temporary name, so that a failed or killed conversion leaves no ncf.bin
+// for a later run to train on.
 
 #include "config.h"
 #include "file.h"
@@ -11,8 +14,10 @@ static const ConfigKey CONVERT_KEYS[] = {
     {"input", CFG_STRING, "", "ratings.csv (userId,movieId,rating,timestamp)", NULL},
     {"out", CFG_STRING, "", "output directory (created); ncf.bin goes there", NULL},
     {"seed", CFG_INT, "0", "seed of the test negatives", "[0, inf)"},
-    {"negatives", CFG_INT, "999", "test negatives per user", "[1, inf)"},
-    {"min_ratings", CFG_INT, "20", "users with fewer ratings are dropped", "[1, inf)"},
+    {"negatives", CFG_INT, "999", "test negatives per user (ML_MAX_NEGATIVES at most)",
+     "[1, 100000]"},
+    {"min_ratings", CFG_INT, "20", "users with fewer ratings are dropped (one is held out)",
+     "[2, inf)"},
 };
 
 int main(int argc, char **argv) {
@@ -24,10 +29,8 @@ int main(int argc, char **argv) {
   int64_t n_neg = config_int(&cfg, "negatives"), min_ratings = config_int(&cfg, "min_ratings");
   if (!*input) die_input("--input", "missing: the path of ratings.csv");
   if (!*out) die_input("--out", "missing: the output directory");
-  if (n_neg < 1 || n_neg > 100000) die_input("--negatives", "want 1..100000, got %lld",
-                                             (long long)n_neg);
-  if (min_ratings < 2) die_input("--min_ratings", "want >= 2 (one rating is held out)");
   file_make_dirs(out);
+  ml_data_remove(out);
 
   double t0 = time_now_s();
   MlRatings ratings;

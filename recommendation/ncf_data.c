@@ -15,14 +15,13 @@ void ncf_data_open(NcfData *d, const char *dir, int64_t train_negatives, uint64_
                    DeviceKind device) {
   memset(d, 0, sizeof *d);
   char path[1024];
-  snprintf(path, sizeof path, "%s/%s", dir, ML_FILE_NAME);
+  ml_data_path(dir, path, sizeof path);
   ml_data_map(path, &d->file);
   const MlData *f = &d->file;
   d->device = device;
   d->n_users = f->n_users;
   d->n_items = f->n_items;
   d->n_test_neg = f->n_neg;
-  if (f->n_train == 0) die_input(path, "no training positives");
 
   // The user of each training positive: the CSR row it lies in.
   int32_t *users = xmalloc((size_t)f->n_train * sizeof(int32_t));  // (n_train)
