@@ -3,6 +3,7 @@
 // (every function is host and device code), so that test negatives, training
 // negatives and the hit-rate rule are one definition everywhere.
 #pragma once
+#include <math.h>
 #include <stdint.h>
 
 #if defined(__CUDACC__)
@@ -55,6 +56,24 @@ ML_FN int ml_is_rated(const int32_t *rated, int64_t n_rated, int32_t item) {
   return lo < n_rated && rated[lo] == item;
 }
 
+// What the eval ranks of a model's logit: its fp32 sigmoid, computed the way
+// PyTorch computes an fp32 sigmoid (1 / (1 + exp(-x)), each step rounded to
+// fp32), because the MLPerf reference ranks the model's sigmoid outputs.
+// Those saturate: every logit above ~16.6 gives exactly 1.0f, and above ~9
+// neighbouring logits round to one value - ties, which count against the
+// positive (below). Ranking the logits themselves would break those ties and
+// score hits the reference does not.
+ML_FN float ml_sigmoid(float logit) { return 1.0f / (1.0f + expf(-logit)); }
+
+// What a rank compares: scores as given (the generator's true model, whose
+// scores are not a trained model's logits) or their ml_sigmoid (a model's
+// logits, as the reference ranks them).
+typedef enum { ML_RANK_SCORES, ML_RANK_SIGMOID } MlRankOn;
+
+ML_FN float ml_rank_value(float score, MlRankOn on) {
+  return on == ML_RANK_SIGMOID ? ml_sigmoid(score) : score;
+}
+
 // The rank (0 = first) of a user's held-out positive among its test
 // negatives, the rule of the MLPerf NCF reference: there the candidates are a
 // dict {item: score} with the positive inserted last, ranked by a stable
@@ -63,23 +82,25 @@ ML_FN int ml_is_rated(const int32_t *rated, int64_t n_rated, int32_t item) {
 //   - a negative whose score equals the positive's ranks above it (it came
 //     first in the stable order): ties go against the positive.
 // neg_items (n_neg) is ascending, so repeats are neighbours; neg_scores are
-// their scores. HR@K counts rank < K; NDCG@K adds 1 / log2(rank + 2).
+// their scores, each compared as ml_rank_value(score, on). HR@K counts
+// rank < K; NDCG@K adds 1 / log2(rank + 2).
 // "Not below" rather than ">=" makes a NaN score rank above the positive, and
 // a NaN positive rank last: a diverged model scores 0, never a hit.
 // ml_positive_rank_part counts the negatives first, first + stride, ... only
 // (the rank is their sum over first = 0..stride-1: a GPU warp splits a user).
-ML_FN int64_t ml_positive_rank_part(float pos_score, const float *neg_scores,
+ML_FN int64_t ml_positive_rank_part(MlRankOn on, float pos_score, const float *neg_scores,
                                     const int32_t *neg_items, int64_t n_neg, int64_t first,
                                     int64_t stride) {
+  float pos = ml_rank_value(pos_score, on);
   int64_t rank = 0;
   for (int64_t j = first; j < n_neg; j += stride) {
     int repeat = j > 0 && neg_items[j] == neg_items[j - 1];
-    rank += !repeat && !(neg_scores[j] < pos_score);
+    rank += !repeat && !(ml_rank_value(neg_scores[j], on) < pos);
   }
   return rank;
 }
 
-ML_FN int64_t ml_positive_rank(float pos_score, const float *neg_scores,
+ML_FN int64_t ml_positive_rank(MlRankOn on, float pos_score, const float *neg_scores,
                                const int32_t *neg_items, int64_t n_neg) {
-  return ml_positive_rank_part(pos_score, neg_scores, neg_items, n_neg, 0, 1);
+  return ml_positive_rank_part(on, pos_score, neg_scores, neg_items, n_neg, 0, 1);
 }

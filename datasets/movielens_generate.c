@@ -202,7 +202,9 @@ typedef struct GenScore {
 } GenScore;
 
 // HR@10 and NDCG@10 over the split's users of a scorer: the true model
-// (popularity_only false) or item popularity alone.
+// (popularity_only false) or item popularity alone. Its scores are ranked as
+// they are: they are preferences, not a trained model's logits, so the
+// trainer's sigmoid (and its saturated ties) does not apply.
 static GenScore gen_ceiling(const GenModel *m, const MlData *d, bool popularity_only) {
   float *neg_scores = xmalloc((size_t)d->n_neg * sizeof(float));  // (n_neg)
   double hits = 0, ndcg = 0;
@@ -214,7 +216,7 @@ static GenScore gen_ceiling(const GenModel *m, const MlData *d, bool popularity_
     float pos = (float)GEN_SCORE(d->test_items[u]);
     for (int64_t j = 0; j < d->n_neg; j++) neg_scores[j] = (float)GEN_SCORE(negs[j]);
 #undef GEN_SCORE
-    int64_t rank = ml_positive_rank(pos, neg_scores, negs, d->n_neg);
+    int64_t rank = ml_positive_rank(ML_RANK_SCORES, pos, neg_scores, negs, d->n_neg);
     if (rank < 10) {
       hits += 1;
       ndcg += 1 / log2((double)rank + 2);

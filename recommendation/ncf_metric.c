@@ -11,7 +11,7 @@ void ncf_metric_add_cpu(const Device *dev, const float *scores, const int32_t *n
   (void)acc;
   for (int64_t u = 0; u < n_users; u++) {
     const float *row = scores + u * (1 + n_neg);
-    int64_t rank = ml_positive_rank(row[0], row + 1, neg_items + u * n_neg, n_neg);
+    int64_t rank = ml_positive_rank(ML_RANK_SIGMOID, row[0], row + 1, neg_items + u * n_neg, n_neg);
     if (rank < k) {
       sums->hits += 1;
       sums->ndcg += 1.0 / log2((double)rank + 2);

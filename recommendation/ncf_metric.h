@@ -1,10 +1,11 @@
 // ncf_metric.h: HR@K and NDCG@K of NCF's test split - each user's held-out
-// positive ranked among its test negatives by the model's scores, with the
-// MLPerf reference's rule for repeated negatives and ties
-// (ml_positive_rank in common/movielens_sampling.h: a repeated negative
-// counts once, a negative scoring equal to the positive ranks above it).
+// positive ranked among its test negatives by the fp32 sigmoid of the
+// model's logits, as the MLPerf reference ranks, with its rule for repeated
+// negatives and ties (ml_positive_rank in common/movielens_sampling.h: a
+// repeated negative counts once, a negative whose sigmoid equals the
+// positive's ranks above it - saturated sigmoids of large logits tie).
 // A rank scores a slice of the users; the sums are added over ranks by the
-// caller (ncf_metric_result after the reduction), so HR is over all users.
+// caller (ncf_metric_hr / _ndcg after the reduction), so HR is over all users.
 #pragma once
 #include <stdint.h>
 

@@ -1,9 +1,12 @@
 // ncf_metric_cuda.cu: the NCF eval metric on the GPU. One warp per user: the
-// lanes take every 32nd negative (coalesced reads of the score row) and count
-// them by the shared rule (ml_positive_rank_part), a warp sum gives the rank;
-// then each block adds its hits and NDCG terms to two device doubles. Hits
-// are whole numbers, exact in a double whatever the order of the additions;
-// the NDCG sum may differ from the CPU's in the last bits only.
+// lanes take every 32nd negative (coalesced reads of the logit row) and count
+// them by the shared rule (ml_positive_rank_part on the fp32 sigmoids), a
+// warp sum gives the rank; then each block adds its hits and NDCG terms to
+// two device doubles. Hits are whole numbers, exact in a double whatever the
+// order of the additions; the NDCG sum may differ from the CPU's in the last
+// bits only. CUDA's expf may differ from the C library's by an ulp, which
+// can move a sigmoid across a rounding boundary of 1 + exp(-x): a rare
+// tie more or less than on the CPU (the reference itself ranked on either).
 #include <math.h>
 
 #include "movielens_sampling.h"
@@ -22,7 +25,7 @@ static __global__ void ncf_metric_kernel(const float *scores, const int32_t *neg
   long long rank = 0;
   if (u < n_users) {
     const float *row = scores + u * (1 + n_neg);
-    rank = ml_positive_rank_part(row[0], row + 1, neg_items + u * n_neg, n_neg, lane, 32);
+    rank = ml_positive_rank_part(ML_RANK_SIGMOID, row[0], row + 1, neg_items + u * n_neg, n_neg, lane, 32);
   }
   for (int s = 16; s > 0; s >>= 1) rank += __shfl_down_sync(0xffffffffu, rank, s);
   if (lane == 0) {

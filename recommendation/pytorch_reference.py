@@ -174,8 +174,10 @@ def build_model(conf, data, device):
 @torch.no_grad()
 def evaluate(model, test_items, test_negs, users_per_pass):
     """HR@10 and NDCG@10 with the trainer's rule (common/movielens_sampling.h,
-    ml_positive_rank): a repeated negative counts once, a negative scoring
-    equal to the positive ranks above it, a NaN never makes a hit."""
+    ml_positive_rank), the MLPerf reference's: the fp32 sigmoids of the
+    logits are ranked, a repeated negative counts once, a negative whose
+    sigmoid equals the positive's (saturated ones do) ranks above it, a NaN
+    never makes a hit."""
     n_users = len(test_items)
     hits = ndcg = 0.0
     for u0 in range(0, n_users, users_per_pass):
@@ -183,7 +185,8 @@ def evaluate(model, test_items, test_negs, users_per_pass):
         negs = test_negs[u0:u1]
         items = torch.cat([test_items[u0:u1, None], negs], 1)  # (n, 1 + n_neg)
         users = torch.arange(u0, u1, device=items.device)[:, None].expand_as(items)
-        scores = model(users.reshape(-1), items.reshape(-1)).float().view(items.shape)
+        logits = model(users.reshape(-1), items.reshape(-1)).float().view(items.shape)
+        scores = torch.sigmoid(logits)
         repeat = torch.zeros_like(negs, dtype=torch.bool)
         repeat[:, 1:] = negs[:, 1:] == negs[:, :-1]
         rank = (~(scores[:, 1:] < scores[:, :1]) & ~repeat).sum(1)

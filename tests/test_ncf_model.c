@@ -307,12 +307,15 @@ static void gpu_batches_and_metric_match_cpu(void) {
   CHECK(memcmp(eu, geu, sizeof eu) == 0 && memcmp(ei, gei, sizeof ei) == 0);
 
   // The metric over 300 users of 70 negatives (more than a warp's 32 lanes),
-  // scores on a coarse grid so that ties are common, repeated negatives.
+  // logits on a coarse grid so that ties are common, from 8 to 17.75 so that
+  // the fp32 sigmoids the metric ranks round together and saturate (1 in 8),
+  // repeated negatives.
   enum { U = 300, N = 70 };
   float *scores = malloc((size_t)U * (1 + N) * sizeof(float));
   int32_t *negs = malloc((size_t)U * N * sizeof(int32_t));
   Rng r = rng_make(5, 0);
-  for (int64_t i = 0; i < (int64_t)U * (1 + N); i++) scores[i] = (float)rng_next_below(&r, 40) / 8;
+  for (int64_t i = 0; i < (int64_t)U * (1 + N); i++)
+    scores[i] = 8.0f + (float)rng_next_below(&r, 40) / 4;
   for (int64_t i = 0; i < U; i++) {
     int32_t item = 0;
     for (int64_t j = 0; j < N; j++) negs[i * N + j] = item += (int32_t)rng_next_below(&r, 3);
