@@ -7,8 +7,11 @@
 // every user's held-out positive and its test negatives (ncf_metric.h); the
 // run stops at target_accuracy (run_stop success) or after max_epochs
 // (aborted). On CUDA every part of a step - sampling, lookups, MLP, loss,
-// optimizer - runs on the GPU and the host only launches.
+// optimizer - runs on the GPU and the host only launches. With
+// --bench_steps=N it times N steps instead, a benchmark run (trainer.h:
+// benchmark_start / benchmark_stop, no eval and no target).
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "amp.h"
@@ -29,18 +32,21 @@
 #define NCF_BENCH_WARMUP 5  // untimed steps before a bench_steps measurement
 
 static const ConfigKey NCF_KEYS[] = {
-    {"batch_size", CFG_INT, "2048", "global batch: (user, item) pairs per step", "[1, inf)"},
+    {"batch_size", CFG_INT, "2048", "global batch: (user, item) pairs per step", "[1, 1073741824]"},
     {"learning_rate", CFG_FLOAT, "0.0005", "Adam learning rate (constant)", "(0, inf)"},
     {"adam_beta1", CFG_FLOAT, "0.9", "Adam beta1", "[0, 1)"},
     {"adam_beta2", CFG_FLOAT, "0.999", "Adam beta2", "[0, 1)"},
     {"adam_eps", CFG_FLOAT, "1e-8", "Adam epsilon", "(0, inf)"},
-    {"mf_dim", CFG_INT, "64", "GMF embedding width", "[1, inf)"},
+    {"mf_dim", CFG_INT, "64", "GMF embedding width", "[1, 65536]"},
     {"mlp_layers", CFG_STRING, "256,256,128,64",
      "MLP widths; the first is the concatenated user+item embedding width", NULL},
-    {"train_negatives", CFG_INT, "4", "negatives per training positive, resampled each epoch", "[1, inf)"},
-    {"max_epochs", CFG_INT, "20", "give up (run_stop aborted) after this many epochs", "[1, inf)"},
+    {"train_negatives", CFG_INT, "4", "negatives per training positive, resampled each epoch",
+     "[1, 1000]"},
+    {"max_epochs", CFG_INT, "20", "give up (run_stop aborted) after this many epochs",
+     "[1, 1000000]"},
     {"target_accuracy", CFG_FLOAT, "0.635", "HR@10 that ends the run (run_stop success)", "(0, 1]"},
-    {"eval_users", CFG_INT, "1024", "users scored per eval forward pass", "[1, inf)"},
+    {"eval_users", CFG_INT, "1024", "users scored per eval forward pass (at most a rank's users)",
+     "[1, inf)"},
     {"bench_steps", CFG_INT, "0",
      "throughput only: time this many training steps (after 5 warm-up), no eval or target", "[0, inf)"},
     {"profile_steps", CFG_INT, "0",
@@ -76,10 +82,18 @@ static OptConfig ncf_optimizer_config(const Config *cfg, MLLog *log) {
   return oc;
 }
 
-static int64_t ncf_positive_key(const Config *cfg, const char *key) {
-  int64_t v = config_int(cfg, key);
-  if (v < 1) die_input(key, "want a positive number, got %lld", (long long)v);
-  return v;
+// Limits eval_users to this rank's share of the users (a larger pass would
+// only allocate more) and returns the rows of one eval pass: each user's
+// positive and test negatives. A GEMM takes them as an int.
+static int64_t ncf_plan_eval(NcfRun *r) {
+  int64_t users = (r->data.n_users + r->dist.size - 1) / r->dist.size;
+  if (r->eval_users > users) r->eval_users = users;
+  int64_t rows = r->eval_users * (1 + r->data.n_test_neg);
+  if (rows > INT32_MAX)
+    die_input("--eval_users", "%lld users of %lld candidates each are %lld rows in one pass, "
+              "more than 2^31 - 1", (long long)r->eval_users, (long long)(1 + r->data.n_test_neg),
+              (long long)rows);
+  return rows;
 }
 
 // Opens the data, builds the model and optimizer (after run_start: the data
@@ -88,18 +102,20 @@ static void ncf_setup(NcfRun *r, const OptConfig *oc) {
   Config *cfg = r->run.cfg;
   DeviceKind kind = r->dev->kind;
   uint64_t seed = (uint64_t)config_int(cfg, "seed");
-  ncf_data_open(&r->data, trainer_data_dir(&r->run),
-                ncf_positive_key(cfg, "train_negatives"), seed, kind);
+  ncf_data_open(&r->data, trainer_data_dir(&r->run), config_int(cfg, "train_negatives"), seed,
+                kind);
   MLLOG_POINT(&r->run.log, "train_samples", mlv_int(ncf_epoch_samples(&r->data.train)));
   MLLOG_POINT(&r->run.log, "eval_samples", mlv_int(r->data.n_users * (1 + r->data.n_test_neg)));
 
   NcfShape shape = {.n_users = r->data.n_users, .n_items = r->data.n_items,
-                    .mf_dim = ncf_positive_key(cfg, "mf_dim"),
+                    .mf_dim = config_int(cfg, "mf_dim"),
                     .dtype = amp_compute_dtype(r->amp.precision)};
-  ncf_parse_layers("mlp_layers", config_string(cfg, "mlp_layers"), &shape);
-  int64_t eval_rows = r->eval_users * (1 + r->data.n_test_neg);
+  ncf_parse_layers("--mlp_layers", config_string(cfg, "mlp_layers"), &shape);
+  // A step has at most a batch of rows, and no more than the epoch has.
+  int64_t epoch = ncf_epoch_samples(&r->data.train), eval_rows = ncf_plan_eval(r);
+  int64_t rows = r->batch < epoch ? r->batch : epoch;
   ncf_model_init(&r->model, &shape, optim_state_count(OPT_ADAM),
-                 r->batch > eval_rows ? r->batch : eval_rows, seed, kind);
+                 rows > eval_rows ? rows : eval_rows, seed, kind);
   optim_init(&r->opt, oc, &r->model.ps);
   dist_attach(&r->dist, r->dev, &r->model.ps, NCF_BUCKET_BYTES);
   dist_broadcast_params(&r->dist);
@@ -179,22 +195,26 @@ static void ncf_bench_step(void *ctx, int64_t i) {
 
 // Throughput only: `steps` timed training steps of epoch 1's full batches
 // (wrapping around the epoch) after NCF_BENCH_WARMUP untimed ones; no eval.
-static void ncf_bench(NcfRun *r, int64_t steps) {
-  int64_t full = ncf_epoch_samples(&r->data.train) / r->batch;
-  if (full < 1) die_input("batch_size", "%lld is larger than an epoch", (long long)r->batch);
+// Returns the samples per second.
+static double ncf_bench(NcfRun *r, int64_t steps) {
+  int64_t n = ncf_epoch_samples(&r->data.train), full = n / r->batch;
+  if (full < 1)
+    die_input("--batch_size", "%lld is larger than an epoch (%lld samples); a bench run times "
+              "full batches", (long long)r->batch, (long long)n);
   for (int64_t s = 0; s < NCF_BENCH_WARMUP; s++) ncf_train_step(r, 1, s % full);
   device_sync(r->dev);
   double t0 = time_now_s();
   for (int64_t s = 0; s < steps; s++) ncf_train_step(r, 1, (NCF_BENCH_WARMUP + s) % full);
   device_sync(r->dev);
-  double seconds = time_now_s() - t0;
+  double seconds = time_now_s() - t0, samples_per_s = (double)(steps * r->batch) / seconds;
   if (r->run.rank == 0)
     printf("ncf: bench: %lld steps of %lld samples: %.3f ms/step, %.0f samples/s (loss %.4f)\n",
-           (long long)steps, (long long)r->batch, 1e3 * seconds / (double)steps,
-           (double)(steps * r->batch) / seconds, ncf_loss(r));
+           (long long)steps, (long long)r->batch, 1e3 * seconds / (double)steps, samples_per_s,
+           ncf_loss(r));
   NcfBenchStep more = {r, NCF_BENCH_WARMUP + steps, full};
   profile_run(r->dev, config_int(r->run.cfg, "profile_steps"), ncf_bench_step, &more,
               r->run.rank == 0 ? stdout : NULL);
+  return samples_per_s;
 }
 
 // HR@10 and NDCG@10 over all users: each rank scores its slice of them,
@@ -220,7 +240,7 @@ static NcfMetricSums ncf_evaluate(NcfRun *r) {
 // Epochs until the target or the limit; returns whether the target was met.
 static bool ncf_train(NcfRun *r) {
   const Config *cfg = r->run.cfg;
-  int64_t max_epochs = ncf_positive_key(cfg, "max_epochs");
+  int64_t max_epochs = config_int(cfg, "max_epochs");
   double target = config_float(cfg, "target_accuracy");
   MLLog *log = &r->run.log;
   for (int64_t epoch = 1; epoch <= max_epochs; epoch++) {
@@ -257,24 +277,27 @@ int main(int argc, char **argv) {
   trainer_begin(&r.run, "ncf", &cfg, argc, argv, r.dist.rank, dist_device_index(&r.dist));
   r.dev = &r.run.dev;
   amp_setup(&cfg, r.dev, &r.amp, &r.scaler);
-  r.batch = ncf_positive_key(&cfg, "batch_size");
+  r.batch = config_int(&cfg, "batch_size");
   if (r.batch < r.dist.size)
-    die_input("batch_size", "%lld is smaller than the %d ranks", (long long)r.batch, r.dist.size);
-  r.eval_users = ncf_positive_key(&cfg, "eval_users");
+    die_input("--batch_size", "%lld is smaller than the %d ranks", (long long)r.batch, r.dist.size);
+  r.eval_users = config_int(&cfg, "eval_users");
+  int64_t bench_steps = config_int(&cfg, "bench_steps");
+  if (config_int(&cfg, "profile_steps") > 0 && bench_steps == 0)
+    die_input("--profile_steps", "profiles the steps after a bench run: give --bench_steps=N too");
   r.lr = (float)config_float(&cfg, "learning_rate");
   MLLOG_POINT(&r.run.log, "global_batch_size", mlv_int(r.batch));
   MLLOG_POINT(&r.run.log, "gradient_accumulation_steps", mlv_int(1));
   OptConfig oc = ncf_optimizer_config(&cfg, &r.run.log);
 
-  trainer_start(&r.run);
-  ncf_setup(&r, &oc);
-  int64_t bench_steps = config_int(&cfg, "bench_steps");
-  bool success = false;
-  if (bench_steps > 0)
-    ncf_bench(&r, bench_steps);
-  else
-    success = ncf_train(&r);
-  trainer_finish(&r.run, success);
+  if (bench_steps > 0) {
+    trainer_start_benchmark(&r.run, "training steps on the data set");
+    ncf_setup(&r, &oc);
+    trainer_finish_benchmark(&r.run, ncf_bench(&r, bench_steps), "samples/s");
+  } else {
+    trainer_start(&r.run);
+    ncf_setup(&r, &oc);
+    trainer_finish(&r.run, ncf_train(&r));
+  }
 
   if (r.eval_acc) device_free(r.dev->kind, r.eval_acc);
   loss_mean_free(&r.epoch_loss);

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# NCF end to end on CPU: generate the small MovieLens-format set, convert it,
-# train to recommendation/configs/small.conf's target, and check the log with
-# the official MLPerf compliance checker under the suite's NCF rules
-# (recommendation/compliance/, target filled in from the config).
+# NCF end to end on CPU: generate the small MovieLens-format set, convert it
+# (a killed conversion leaves no ncf.bin), train to
+# recommendation/configs/small.conf's target, and check the log with the
+# official MLPerf compliance checker under the suite's NCF rules
+# (recommendation/compliance/, target filled in from the config); a
+# --bench_steps run logs as a benchmark.
 # Usage: tests/test_ncf_e2e.sh BUILD_DIR
 set -uo pipefail
 build=${1:-build}
@@ -54,6 +56,27 @@ else
   echo "FAIL ncf_convert_bad_line: exit $rc, $(head -n 1 "$tmp/bad.out")"
 fi
 
+# A conversion killed while writing (the file size limit: SIGXFSZ) leaves no
+# ncf.bin - not the earlier one it replaces, nor its partial new one - and a
+# stale ncf.bin.tmp is ignored by the trainer and replaced by the next run.
+mkdir -p "$tmp/killed"
+cp "$tmp/data/ncf.bin" "$tmp/killed/"
+{ (ulimit -f 1000; exec "$build/bin/movielens_convert" --input="$tmp/data/ratings.csv" \
+  --out="$tmp/killed"); } >/dev/null 2>&1
+rc=$?
+[[ -e $tmp/killed/ncf.bin.tmp ]] && partial=yes || partial=no
+"$build/bin/ncf" --config=$conf --data_dir="$tmp/killed" --log_file="$tmp/killed.log" \
+  >"$tmp/killed.out" 2>&1
+first_error=$(grep -m1 '^error' "$tmp/killed.out")
+"$build/bin/movielens_convert" --input="$tmp/data/ratings.csv" --out="$tmp/killed" >/dev/null 2>&1
+if [[ $rc -gt 128 && $partial == yes &&
+  $first_error == "error: $tmp/killed/ncf.bin: cannot open: No such file or directory"* ]] &&
+  cmp -s "$tmp/data/ncf.bin" "$tmp/killed/ncf.bin" && [[ ! -e $tmp/killed/ncf.bin.tmp ]]; then
+  echo "PASS ncf_convert_killed_leaves_no_output"
+else
+  echo "FAIL ncf_convert_killed_leaves_no_output: exit $rc, partial file: $partial, then: $first_error"
+fi
+
 # 3. Train on CPU to the config's target; the log goes under logs/ncf/.
 mkdir -p logs/ncf
 log=logs/ncf/e2e-small-$(date +%Y%m%d-%H%M%S).log
@@ -87,6 +110,21 @@ if ! check 0.99 "$tmp/rules_high"; then
   echo "PASS ncf_compliance_rejects_unmet_target"
 else
   echo "FAIL ncf_compliance_rejects_unmet_target: the checker accepted HR@10 >= 0.99"
+fi
+
+# A throughput run says what it is: benchmark_start / benchmark_stop with its
+# samples/s in the log, no run_start or run_stop, no target line.
+"$build/bin/ncf" --config=$conf --data_dir="$tmp/data" --log_file="$tmp/bench.log" --bench_steps=3 \
+  >"$tmp/bench.out" 2>&1
+rc=$?
+if [[ $rc == 0 ]] && grep -q '^ncf: bench: 3 steps of' "$tmp/bench.out" &&
+  grep -q '^ncf: benchmark of training steps on the data set: [0-9.]* samples/s (not a training run' "$tmp/bench.out" &&
+  grep -q '"key": "benchmark_stop".*"throughput": [0-9]' "$tmp/bench.log" &&
+  ! grep -qE '"key": "run_(start|stop)"' "$tmp/bench.log" &&
+  ! grep -qE '^ncf: target (reached|NOT reached)' "$tmp/bench.out"; then
+  echo "PASS ncf_bench_is_a_benchmark_run"
+else
+  echo "FAIL ncf_bench_is_a_benchmark_run: exit $rc: $(grep -E '^(ncf|error)' "$tmp/bench.out" | tail -n 2 | tr '\n' ' ')"
 fi
 
 # The HR@10 of epoch N in a trainer's output.
