@@ -33,7 +33,7 @@ const ConfigKey amp_config_keys[] = {
      "compute precision: fp32 | tf32 | fp16 | bf16 (master weights stay fp32; fp16 scales the loss)", "fp32|tf32|fp16|bf16"},
     {"loss_scale_init", CFG_FLOAT, "65536", "fp16: the first loss scale", "(0, inf)"},
     {"loss_scale_growth_interval", CFG_INT, "2000", "fp16: clean steps before the scale grows", "[1, inf)"},
-    {"loss_scale_growth_factor", CFG_FLOAT, "2", "fp16: factor of each growth", "[1, inf)"},
+    {"loss_scale_growth_factor", CFG_FLOAT, "2", "fp16: factor of each growth", "(1, inf)"},
     {"loss_scale_backoff", CFG_FLOAT, "0.5", "fp16: factor applied on overflow", "(0, 1)"},
     {"loss_scale_min", CFG_FLOAT, "1", "fp16: the scale never backs off below this", "(0, inf)"},
 };
@@ -42,9 +42,9 @@ const int amp_config_key_count = (int)(sizeof amp_config_keys / sizeof amp_confi
 AmpConfig amp_config_get(const Config *c, DeviceKind device) {
   const char *prec = config_string(c, "precision");
   int p = amp_precision_parse(prec);
-  if (p < 0) die_input("precision", "'%s' is not a precision; use fp32, tf32, fp16 or bf16", prec);
+  if (p < 0) DIE("precision '%s' passed the config's choices", prec);
   if (p != PREC_FP32 && device == DEVICE_CPU)
-    die_input("precision", "'%s' needs a GPU; the CPU path computes in fp32", prec);
+    die_input("--precision", "'%s' needs a GPU; the CPU path computes in fp32", prec);
   AmpConfig a = {
       .precision = (Precision)p,
       .scale_init = (float)config_float(c, "loss_scale_init"),
@@ -53,14 +53,9 @@ AmpConfig amp_config_get(const Config *c, DeviceKind device) {
       .backoff = (float)config_float(c, "loss_scale_backoff"),
       .scale_min = (float)config_float(c, "loss_scale_min"),
   };
-  if (!(a.scale_min > 0)) die_input("loss_scale_min", "%g must be positive", a.scale_min);
+  // Each key's own range is its allowed values (config.c).
   if (!(a.scale_init >= a.scale_min))
-    die_input("loss_scale_init", "%g is below loss_scale_min %g", a.scale_init, a.scale_min);
-  if (a.growth_interval < 1)
-    die_input("loss_scale_growth_interval", "%lld must be >= 1", (long long)a.growth_interval);
-  if (!(a.growth_factor > 1)) die_input("loss_scale_growth_factor", "%g must exceed 1", a.growth_factor);
-  if (!(a.backoff > 0 && a.backoff < 1))
-    die_input("loss_scale_backoff", "%g must lie in (0, 1)", a.backoff);
+    die_input("--loss_scale_init", "%g is below --loss_scale_min=%g", a.scale_init, a.scale_min);
   return a;
 }
 

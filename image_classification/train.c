@@ -95,9 +95,10 @@ typedef struct Trainer {
 } Trainer;
 
 // Keys a resumed run may change: where things are, how fast the input is
-// read, and labels of the log; every other key shapes the training.
+// read, labels of the log, and the epoch limit (the schedule's length is
+// decay_epochs, resolved at the start); every other key shapes the training.
 static const char *const kResumeMayChange[] = {
-    "data_dir", "log_file", "checkpoint", "resume", "loader_threads", "device",
+    "data_dir", "log_file", "checkpoint", "resume", "loader_threads", "device", "max_epochs",
     "submission_org", "submission_division", "submission_status", "submission_platform",
     "synthetic", "synthetic_steps", "bench_steps", "profile_steps", NULL};
 
@@ -193,6 +194,16 @@ static void maybe_resume(Trainer *t) {
             (long long)meta.epoch, (long long)meta.step);
 }
 
+// decay_epochs 0 means "until max_epochs": the value is set here, so that the
+// effective config and a checkpoint hold the schedule's length itself, and a
+// resume may raise the epoch limit without stretching the schedule.
+static void resolve_decay_epochs(Config *cfg) {
+  if (config_float(cfg, "decay_epochs") > 0) return;
+  char value[32], err[256];
+  snprintf(value, sizeof value, "%lld", (long long)config_int(cfg, "max_epochs"));
+  if (config_set(cfg, "decay_epochs", value, "max_epochs", err, sizeof err)) DIE("%s", err);
+}
+
 static void setup_optimizer(Trainer *t) {
   const Config *cfg = &t->cfg;
   int kind = optim_kind_parse(config_string(cfg, "optimizer"));  // checked in main
@@ -203,7 +214,6 @@ static void setup_optimizer(Trainer *t) {
   optim_init(&t->opt, &oc, &t->net.params);
 
   double warmup = config_float(cfg, "warmup_epochs"), decay = config_float(cfg, "decay_epochs");
-  if (decay <= 0) decay = (double)config_int(cfg, "max_epochs");
   t->sched = (Schedule){
       .kind = SCHED_POLY, .base_lr = config_float(cfg, "base_lr"),
       .warmup_steps = (int64_t)llround(warmup * (double)t->steps_per_epoch),
@@ -492,6 +502,7 @@ int main(int argc, char **argv) {
     die_input("--resize_side", "%lld is smaller than the %d-pixel eval crop (--image_size)",
               (long long)config_int(cfg, "resize_side"), model.image_size);
   check_cadence(&t);
+  resolve_decay_epochs(&t.cfg);
   config_snapshot(cfg, kResumeMayChange, t.run_config, sizeof t.run_config);
   model.dtype = amp_compute_dtype(t.amp.precision);
   int opt_kind = optim_kind_parse(config_string(cfg, "optimizer"));  // lars or sgd: config.c

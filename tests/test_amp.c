@@ -151,10 +151,13 @@ static void config_keys(void) {
   config_free(&c);
 }
 
-static void die_unknown_precision(void *ctx) {
-  (void)ctx;
+// A flag as a user gives it: the config refuses values outside a key's range.
+static void die_on_flag(void *ctx) {
   Config c;
-  config_with(&c, "precision", "fp8");
+  config_init(&c);
+  config_add_keys(&c, amp_config_keys, amp_config_key_count);
+  char *argv[] = {"prog", ctx};
+  config_from_args(&c, 2, argv, "prog");
   amp_config_get(&c, DEVICE_CUDA);
 }
 
@@ -165,17 +168,13 @@ static void die_fp16_on_cpu(void *ctx) {
   amp_config_get(&c, DEVICE_CPU);
 }
 
-static void die_bad_backoff(void *ctx) {
-  (void)ctx;
-  Config c;
-  config_with(&c, "loss_scale_backoff", "2");
-  amp_config_get(&c, DEVICE_CPU);
-}
-
 static void bad_config_dies(void) {
-  CHECK_DIES_WITH(die_unknown_precision, NULL, "precision: 'fp8' is not a precision");
-  CHECK_DIES_WITH(die_fp16_on_cpu, NULL, "precision: 'fp16' needs a GPU");
-  CHECK_DIES_WITH(die_bad_backoff, NULL, "loss_scale_backoff: 2 must lie in (0, 1)");
+  CHECK_DIES_WITH(die_on_flag, "--precision=fp8", "error: --precision: 'fp8' is not one of fp32|tf32|fp16|bf16");
+  CHECK_DIES_WITH(die_fp16_on_cpu, NULL, "error: --precision: 'fp16' needs a GPU");
+  CHECK_DIES_WITH(die_on_flag, "--loss_scale_backoff=2", "error: --loss_scale_backoff: 2 is outside (0, 1)");
+  CHECK_DIES_WITH(die_on_flag, "--loss_scale_growth_factor=1", "error: --loss_scale_growth_factor: 1 is outside (1, inf)");
+  CHECK_DIES_WITH(die_on_flag, "--loss_scale_min=0", "error: --loss_scale_min: 0 is outside (0, inf)");
+  CHECK_DIES_WITH(die_on_flag, "--loss_scale_min=100000", "error: --loss_scale_init: 65536 is below --loss_scale_min=100000");
 }
 
 // Known encodings: 1 -> 0x3c00 / 0x3f80, fp16's largest 65504 -> 0x7bff,

@@ -97,17 +97,17 @@ expect_error() {  # name, expected text, args...
     echo "FAIL $name: exit $rc, '$err' lacks '$want'"
   fi
 }
-expect_error resnet_no_data_dir "error: data_dir: no data set given" --config=$conf
+expect_error resnet_no_data_dir "error: --data_dir: no data set given" --config=$conf
 expect_error resnet_missing_lmdb "$tmp/nowhere/lmdb/train" --config=$conf --data_dir="$tmp/nowhere"
-expect_error resnet_bad_stages "error: stages: '3,x'" --config=$conf --data_dir="$tmp/data" --stages=3,x
-expect_error resnet_bad_optimizer "error: optimizer: 'adam' is neither lars nor sgd" --config=$conf \
+expect_error resnet_bad_stages "error: --stages: '3,x' is not 1 to 4 comma-separated block counts" --config=$conf --data_dir="$tmp/data" --stages=3,x
+expect_error resnet_bad_optimizer "error: --optimizer: 'adam' is not one of lars|sgd" --config=$conf \
   --data_dir="$tmp/data" --optimizer=adam
-expect_error resnet_unknown_key "unknown key 'depth'" --config=$conf --data_dir="$tmp/data" --depth=50
-expect_error resnet_resume_without_checkpoint "error: resume: needs --checkpoint=PATH" --config=$conf \
+expect_error resnet_unknown_key "error: --depth: unknown key" --config=$conf --data_dir="$tmp/data" --depth=50
+expect_error resnet_resume_without_checkpoint "error: --resume: needs --checkpoint=PATH" --config=$conf \
   --data_dir="$tmp/data" --resume
-expect_error resnet_uneven_accumulation "error: grad_accumulation: 3 does not split the 128 images per rank evenly" \
+expect_error resnet_uneven_accumulation "error: --grad_accumulation: 3 does not split the 128 images per rank evenly" \
   --config=$conf --data_dir="$tmp/data" --grad_accumulation=3
-expect_error resnet_lowp_on_cpu "error: precision: 'bf16' needs a GPU" --config=$conf \
+expect_error resnet_lowp_on_cpu "error: --precision: 'bf16' needs a GPU" --config=$conf \
   --data_dir="$tmp/data" --precision=bf16
 printf 'not a checkpoint\n' >"$tmp/junk.ckpt"
 expect_error resnet_resume_from_junk "junk.ckpt: not a checkpoint of this suite" --config=$conf \
