@@ -2,8 +2,6 @@
 #include "ckpt.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +10,7 @@
 #include <zlib.h>
 
 #include "check.h"
+#include "file.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "checkpoints are written in the host's byte order, which must be little-endian"
@@ -147,24 +146,12 @@ static void move_data(CkptFile *w, CkptFile *r, const ParamSet *ps) {
   free(host);
 }
 
-// The rename is durable only once the directory entry is on disk too.
-static void fsync_parent_dir(const char *path) {
-  char *copy = strdup(path);
-  int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY);
-  if (fd >= 0) {
-    fsync(fd);
-    close(fd);
-  }
-  free(copy);
-}
-
 void ckpt_write(const char *path, const Device *dev, const ParamSet *ps, const ParamSet *buffers,
                 const CkptMeta *meta) {
   device_sync(dev);
-  char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  CkptFile w = {NULL, tmp, crc32(0, NULL, 0)};
-  CHECK_FILE(w.f = fopen(tmp, "wb"), tmp);
+  AtomicFile out;
+  atomic_file_begin(&out, path);
+  CkptFile w = {out.f, out.tmp, crc32(0, NULL, 0)};
   put_meta(&w, ps, buffers, meta);
   put_table(&w, ps);
   move_data(&w, NULL, ps);
@@ -173,12 +160,8 @@ void ckpt_write(const char *path, const Device *dev, const ParamSet *ps, const P
     move_data(&w, NULL, buffers);
   }
   uint32_t crc = (uint32_t)w.crc;
-  CHECK_FILE(fwrite(&crc, sizeof crc, 1, w.f) == 1, tmp);
-  CHECK_FILE(fflush(w.f) == 0, tmp);
-  CHECK_FILE(fsync(fileno(w.f)) == 0, tmp);
-  CHECK_FILE(fclose(w.f) == 0, tmp);
-  CHECK_FILE(rename(tmp, path) == 0, path);
-  fsync_parent_dir(path);
+  CHECK_FILE(fwrite(&crc, sizeof crc, 1, w.f) == 1, out.tmp);
+  atomic_file_commit(&out);
 }
 
 void ckpt_read(const char *path, const Device *dev, ParamSet *ps, ParamSet *buffers,

@@ -2,6 +2,7 @@
 // converters, logs and benchmarks.
 #pragma once
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -19,6 +20,20 @@ void file_write(const char *path, const void *bytes, size_t n);
 void file_make_dirs(const char *dir);
 // The same for the directories leading to file `path` (not path itself).
 void file_make_parent_dirs(const char *path);
+
+// A file written whole or not at all (checkpoints, ncf.bin):
+// atomic_file_begin opens PATH.tmp for writing (a stale one of a killed
+// writer is replaced); atomic_file_commit flushes it to disk, closes it,
+// renames it over PATH and syncs the directory. A writer that dies in
+// between leaves PATH as it was: the old file, or none. A failure is a
+// one-line error naming the file.
+typedef struct AtomicFile {
+  FILE *f;
+  char path[4096];
+  char tmp[4100];  // PATH.tmp
+} AtomicFile;
+void atomic_file_begin(AtomicFile *a, const char *path);
+void atomic_file_commit(AtomicFile *a);
 
 #ifdef __cplusplus
 }

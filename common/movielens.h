@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "file.h"
 #include "movielens_sampling.h"
 #include "rng.h"
 
@@ -467,13 +468,12 @@ static inline void ml_data_remove(const char *dir) {
 // killed run is replaced; readers never open it), flushed to disk, then
 // renamed over ncf.bin.
 static inline void ml_data_write(const MlData *d, const char *dir) {
-  char path[1024], tmp[1040];
+  char path[1024];
   ml_data_path(dir, path, sizeof path);
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  if (unlink(tmp) != 0 && errno != ENOENT)
-    die_input(tmp, "cannot remove this stale temporary file: %s", strerror(errno));
-  FILE *f = fopen(tmp, "wb");
-  if (!f) die_input(tmp, "cannot create: %s", strerror(errno));
+  AtomicFile out;
+  atomic_file_begin(&out, path);
+  FILE *f = out.f;
+  const char *tmp = out.tmp;
   MlFileHeader h = ml_header_of(d);
   ml_write_at(f, tmp, 0, &h, sizeof h);
   ml_write_at(f, tmp, h.off_train_offsets, d->train_offsets,
@@ -484,9 +484,7 @@ static inline void ml_data_write(const MlData *d, const char *dir) {
               (size_t)(d->n_users * d->n_neg) * sizeof(int32_t));
   ml_write_at(f, tmp, h.off_user_ids, d->user_ids, (size_t)d->n_users * sizeof(int32_t));
   ml_write_at(f, tmp, h.off_item_ids, d->item_ids, (size_t)d->n_items * sizeof(int32_t));
-  if (fflush(f) != 0 || fsync(fileno(f)) != 0 || fclose(f) != 0)
-    die_input(tmp, "cannot write: %s", strerror(errno));
-  if (rename(tmp, path) != 0) die_input(path, "cannot rename %s to it: %s", tmp, strerror(errno));
+  atomic_file_commit(&out);
 }
 
 // ---------------------------------------------------------------- reading ncf.bin
