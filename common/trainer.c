@@ -172,13 +172,22 @@ void trainer_finish(TrainerRun *run, bool reached_target) {
   }
 }
 
+// A benchmark that a fatal error stops still ends its log.
+static void benchmark_abort_on_error(void *ctx) {
+  TrainerRun *run = ctx;
+  MLLOG_END(&run->log, "benchmark_stop", {"status", mlv_str("aborted")}, {"reason", mlv_str("error")});
+  mllog_close(&run->log);
+}
+
 void trainer_start_benchmark(TrainerRun *run, const char *what) {
   MLLOG_END(&run->log, "init_stop");
   MLLOG_START(&run->log, "benchmark_start", {"what", mlv_str(what)});
   run->benchmark_what = what;
+  check_set_exit_hook(benchmark_abort_on_error, run);
 }
 
 void trainer_finish_benchmark(TrainerRun *run, double throughput, const char *unit) {
+  check_set_exit_hook(NULL, NULL);
   MLLOG_END(&run->log, "benchmark_stop", {"throughput", mlv_float(throughput)},
             {"unit", mlv_str(unit)});
   if (run->rank == 0) {

@@ -100,6 +100,13 @@ def evals_on_cadence(t, proc):
     return run_stop_aborted(t, proc)
 
 
+def benchmark_aborted(t, proc):
+    stops = [e for e in log_events(t) if e["key"] == "benchmark_stop"]
+    if len(stops) != 1 or stops[0]["metadata"].get("status") != "aborted":
+        return f"want one benchmark_stop aborted in the log, got {stops}"
+    return None
+
+
 def benchmark_log(t, proc):
     k = keys(t)
     if "run_start" in k or "run_stop" in k or "benchmark_stop" not in k:
@@ -169,6 +176,11 @@ CASES = [
     Case("synthetic_is_a_benchmark", RESNET + " --synthetic --synthetic_steps=1", None, 0,
          "a synthetic run logs benchmark_start/benchmark_stop, not a failed training run",
          check=benchmark_log),
+    Case("bench_steps_corrupt_record", RESNET + " --data_dir={tmp}/d --bench_steps=20",
+         re.compile(r"error: .*/d/lmdb/train record \d+: not a record of this suite \(\d+ bytes, "
+                    r"no MLRC magic\)"), 2,
+         "a benchmark run stopped by a corrupt record ends its log with benchmark_stop aborted",
+         setup=bad_magic, check=benchmark_aborted),
     Case("bench_steps_is_a_benchmark", RESNET + " --data_dir={resnet_data} --bench_steps=2", None, 0,
          "a real-loader throughput run, the same", check=benchmark_log),
 ]
