@@ -315,18 +315,45 @@ static bool is_ignored(const char *const *ignore, const char *key) {
   return false;
 }
 
-void config_snapshot(const Config *c, const char *const *ignore, char *buf, size_t buf_bytes) {
+// A value as the snapshot keeps it: numbers in one spelling ("0.1" and
+// "0.100000" alike), bounded in length.
+static void canonical(const ConfigKey *k, const char *value, char *buf, size_t buf_bytes) {
+  int64_t i;
+  double f;
+  bool b;
+  if (k->type == CFG_INT && parse_int(value, &i))
+    snprintf(buf, buf_bytes, "%lld", (long long)i);
+  else if (k->type == CFG_FLOAT && parse_float(value, &f))
+    snprintf(buf, buf_bytes, "%.17g", f);
+  else if (k->type == CFG_BOOL && parse_bool(value, &b))
+    snprintf(buf, buf_bytes, "%s", b ? "true" : "false");
+  else
+    snprintf(buf, buf_bytes, "%s", value);
+}
+
+int config_snapshot(const Config *c, const char *const *ignore, char *buf, size_t buf_bytes,
+                    char *err, size_t err_bytes) {
   const ConfigKey *keys[CONFIG_MAX_KEYS];
   sorted_keys(c, keys);
   size_t len = 0;
   buf[0] = 0;
   for (int k = 0; k < c->count; k++) {
     if (is_ignored(ignore, keys[k]->name)) continue;
-    int n = snprintf(buf + len, buf_bytes - len, "%s = %s\n", keys[k]->name,
-                     c->values[find_key(c, keys[k]->name)]);
-    if (n < 0 || (size_t)n >= buf_bytes - len) DIE("config: snapshot longer than %zu bytes", buf_bytes);
+    const char *value = c->values[find_key(c, keys[k]->name)];
+    char number[64];
+    if (keys[k]->type != CFG_STRING) {
+      canonical(keys[k], value, number, sizeof number);
+      value = number;
+    }
+    int n = snprintf(buf + len, buf_bytes - len, "%s = %s\n", keys[k]->name, value);
+    if (n < 0 || (size_t)n >= buf_bytes - len) {
+      buf[len] = 0;
+      return fail(err, err_bytes, "--%s: a value of %zu bytes; the run's settings must fit in %zu",
+                  keys[k]->name, strlen(value), buf_bytes);
+    }
     len += (size_t)n;
   }
+  return 0;
 }
 
 static bool same_value(ConfigType type, const char *a, const char *b) {
@@ -343,22 +370,25 @@ static bool same_value(ConfigType type, const char *a, const char *b) {
 
 int config_check_snapshot(const Config *c, const char *snapshot, const char *const *ignore,
                           const char *where, char *err, size_t err_bytes) {
-  for (const char *line = snapshot; *line;) {
+  int rc = 0;
+  for (const char *line = snapshot; *line && rc == 0;) {
     const char *end = strchr(line, '\n');
     size_t len = end ? (size_t)(end - line) : strlen(line);
-    char text[4400];
-    snprintf(text, sizeof text, "%.*s", (int)len, line);
+    char *text = strndup(line, len);
     line += len + (end != NULL);
     char *eq = strstr(text, " = ");
-    if (!eq) continue;
-    *eq = 0;
-    const char *key = text, *value = eq + 3;
-    int i = find_key(c, key);
-    if (i < 0 || is_ignored(ignore, key)) continue;  // a key another build had
-    if (!same_value(c->keys[i]->type, c->values[i], value))
-      return fail(err, err_bytes, "--%s: %s here, %s in the run of %s", key, c->values[i], value, where);
+    if (eq) {
+      *eq = 0;
+      const char *key = text, *value = eq + 3;
+      int i = find_key(c, key);
+      // A key this build lacks is one another build had.
+      if (i >= 0 && !is_ignored(ignore, key) && !same_value(c->keys[i]->type, c->values[i], value))
+        rc = fail(err, err_bytes, "--%s: %.200s here, %.200s in the run of %s", key, c->values[i],
+                  value, where);
+    }
+    free(text);
   }
-  return 0;
+  return rc;
 }
 
 void config_print(const Config *c, FILE *out) {

@@ -60,8 +60,11 @@ const char *config_string(const Config *c, const char *key);
 bool config_bool(const Config *c, const char *key);
 
 // What shapes a run, for a checkpoint to keep: every key but those named in
-// ignore (a NULL-terminated list), one "key = value" line each, sorted.
-void config_snapshot(const Config *c, const char *const *ignore, char *buf, size_t buf_bytes);
+// ignore (a NULL-terminated list), one "key = value" line each, sorted,
+// numbers in one spelling. Returns 0, or -1 with a message naming the key
+// whose value does not fit in buf.
+int config_snapshot(const Config *c, const char *const *ignore, char *buf, size_t buf_bytes,
+                    char *err, size_t err_bytes);
 // Whether c continues the run a snapshot describes: 0 when each key of the
 // snapshot that c declares and ignore does not name has an equal value
 // (numbers compared as numbers); else -1 with a message naming the first

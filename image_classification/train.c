@@ -503,7 +503,12 @@ int main(int argc, char **argv) {
               (long long)config_int(cfg, "resize_side"), model.image_size);
   check_cadence(&t);
   resolve_decay_epochs(&t.cfg);
-  config_snapshot(cfg, kResumeMayChange, t.run_config, sizeof t.run_config);
+  char err[600];
+  if (config_snapshot(cfg, kResumeMayChange, t.run_config, sizeof t.run_config, err, sizeof err)) {
+    char *rest = strstr(err, ": ");  // "--key: what"
+    *rest = 0;
+    die_input(err, "%s", rest + 2);
+  }
   model.dtype = amp_compute_dtype(t.amp.precision);
   int opt_kind = optim_kind_parse(config_string(cfg, "optimizer"));  // lars or sgd: config.c
   resnet_init(&t.net, &model, t.micro_batch, optim_state_count((OptKind)opt_kind), t.run.dev.kind,

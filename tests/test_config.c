@@ -165,6 +165,37 @@ static void long_lines_and_bom(void) {
   config_free(&c);
 }
 
+// What a checkpoint keeps of a run: numbers in one spelling (a 9,000-digit
+// 0.1000... once overflowed the checkpoint's buffer), every key compared
+// whatever the length of its value, an over-long string refused by name.
+static void snapshot_round_trip(void) {
+  Config c;
+  make_config(&c);
+  char err[512] = "", snap[256];
+  static char long_lr[9100];
+  strcpy(long_lr, "0.1");
+  memset(long_lr + 3, '0', 9000);
+  CHECK_EQ_INT(config_set(&c, "lr", long_lr, "flag", err, sizeof err), 0);
+  const char *const ignore[] = {"title", NULL};
+  CHECK_EQ_INT(config_snapshot(&c, ignore, snap, sizeof snap, err, sizeof err), 0);
+  CHECK_STR(snap, "batch_size = 32\nepochs = 10\nlr = 0.10000000000000001\nname = resnet\nsynthetic = false\n");
+  CHECK_EQ_INT(config_check_snapshot(&c, snap, ignore, "x.ckpt", err, sizeof err), 0);
+  config_set(&c, "lr", "0.1", "flag", err, sizeof err);
+  CHECK_EQ_INT(config_check_snapshot(&c, snap, ignore, "x.ckpt", err, sizeof err), 0);
+  config_set(&c, "batch_size", "64", "flag", err, sizeof err);
+  CHECK_EQ_INT(config_check_snapshot(&c, snap, ignore, "x.ckpt", err, sizeof err), -1);
+  CHECK_STR(err, "--batch_size: 64 here, 32 in the run of x.ckpt");
+  // A line longer than any buffer is still compared whole.
+  static char title[6000], big[7000];
+  memset(title, 'a', 5000);
+  CHECK_EQ_INT(config_set(&c, "title", title, "flag", err, sizeof err), 0);
+  snprintf(big, sizeof big, "title = %sb\n", title);
+  CHECK_EQ_INT(config_check_snapshot(&c, big, NULL, "x.ckpt", err, sizeof err), -1);
+  CHECK_EQ_INT(config_snapshot(&c, NULL, snap, sizeof snap, err, sizeof err), -1);
+  CHECK_STR(err, "--title: a value of 5000 bytes; the run's settings must fit in 256");
+  config_free(&c);
+}
+
 static void bool_spellings(void) {
   const char *yes[] = {"true", "1", "yes", "on"}, *no[] = {"false", "0", "no", "off"};
   Config c;
@@ -184,5 +215,6 @@ int main(void) {
   TEST_RUN(from_args_dies_with_one_line);
   TEST_RUN(bool_spellings);
   TEST_RUN(long_lines_and_bom);
+  TEST_RUN(snapshot_round_trip);
   return test_finish();
 }
