@@ -324,7 +324,10 @@ static void canonical(const ConfigKey *k, const char *value, char *buf, size_t b
   if (k->type == CFG_INT && parse_int(value, &i))
     snprintf(buf, buf_bytes, "%lld", (long long)i);
   else if (k->type == CFG_FLOAT && parse_float(value, &f))
-    snprintf(buf, buf_bytes, "%.17g", f);
+    for (int digits = 15; digits <= 17; digits++) {  // the shortest that reads back the same
+      snprintf(buf, buf_bytes, "%.*g", digits, f);
+      if (strtod(buf, NULL) == f) break;
+    }
   else if (k->type == CFG_BOOL && parse_bool(value, &b))
     snprintf(buf, buf_bytes, "%s", b ? "true" : "false");
   else

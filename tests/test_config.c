@@ -178,7 +178,7 @@ static void snapshot_round_trip(void) {
   CHECK_EQ_INT(config_set(&c, "lr", long_lr, "flag", err, sizeof err), 0);
   const char *const ignore[] = {"title", NULL};
   CHECK_EQ_INT(config_snapshot(&c, ignore, snap, sizeof snap, err, sizeof err), 0);
-  CHECK_STR(snap, "batch_size = 32\nepochs = 10\nlr = 0.10000000000000001\nname = resnet\nsynthetic = false\n");
+  CHECK_STR(snap, "batch_size = 32\nepochs = 10\nlr = 0.1\nname = resnet\nsynthetic = false\n");
   CHECK_EQ_INT(config_check_snapshot(&c, snap, ignore, "x.ckpt", err, sizeof err), 0);
   config_set(&c, "lr", "0.1", "flag", err, sizeof err);
   CHECK_EQ_INT(config_check_snapshot(&c, snap, ignore, "x.ckpt", err, sizeof err), 0);
