@@ -132,7 +132,7 @@ BENCH_BINS := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(wildcard tests/bench
 ALL_OBJ := $(COMMON_OBJ) $(HARNESS_OBJ)
 
 # ---------------------------------------------------------------- rules
-.PHONY: all deps test test-emu test-san test-matrix run bench clean probe goldens
+.PHONY: all deps test test-emu test-san test-matrix run bench clean probe goldens fuzz
 # Keep the objects of every program: make would otherwise delete them as
 # intermediate files and compile them again next time.
 .SECONDARY:
@@ -272,3 +272,4 @@ goldens:
 
 clean:
 	rm -rf $(BUILD) build-emu build-san
+include tests/fuzz/fuzz.mk

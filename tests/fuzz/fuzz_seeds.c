@@ -1,0 +1,244 @@
+// fuzz_seeds: writes the binary seed corpora, small valid inputs made with
+// the suite's own writers, so they follow the formats when those change:
+//   fuzz_seeds OUT  ->  OUT/<target>/<seed> for record, lmdb_record, image,
+//                       ckpt, ncf_bin and movielens_csv.
+// The text seeds (config files, LOC_val_solution.csv) are committed under
+// tests/fuzz/corpus/.
+#include <png.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <turbojpeg.h>
+
+#include "ckpt.h"
+#include "file.h"
+#include "fuzz_inputs.h"
+#include "image.h"
+#include "movielens.h"
+#include "record.h"
+
+static const char *g_out;
+
+static void put(const char *target, const char *name, const void *bytes, size_t n) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s", g_out, target);
+  file_make_dirs(path);
+  snprintf(path, sizeof path, "%s/%s/%s", g_out, target, name);
+  file_write(path, bytes, n);
+}
+
+// A w x h picture with every channel varying, so the encoders keep detail.
+static uint8_t *picture(int32_t w, int32_t h, int channels) {
+  uint8_t *p = malloc((size_t)w * h * channels);
+  for (int32_t y = 0; y < h; y++)
+    for (int32_t x = 0; x < w; x++)
+      for (int c = 0; c < channels; c++)
+        p[((size_t)y * w + x) * channels + c] = (uint8_t)(x * 37 + y * 91 + c * 59);
+  return p;
+}
+
+static uint8_t *jpeg(int32_t w, int32_t h, int channels, size_t *n) {
+  uint8_t *pixels = picture(w, h, channels);
+  uint8_t *bytes = image_encode_jpeg(pixels, w, h, channels, 90, n);
+  free(pixels);
+  return bytes;
+}
+
+static uint8_t *png(int32_t w, int32_t h, int channels, size_t *n) {
+  uint8_t *pixels = picture(w, h, channels);
+  uint8_t *bytes = image_encode_png(pixels, w, h, channels, n);
+  free(pixels);
+  return bytes;
+}
+
+// JPEG variants the suite's encoder does not make: other chroma subsampling,
+// progressive.
+static uint8_t *jpeg_variant(int32_t w, int32_t h, int subsamp, int flags, size_t *n) {
+  uint8_t *pixels = picture(w, h, 3);
+  tjhandle tj = tjInitCompress();
+  unsigned char *out = NULL;
+  unsigned long bytes = 0;
+  if (!tj || tjCompress2(tj, pixels, w, 0, h, TJPF_RGB, &out, &bytes, subsamp, 85, flags) != 0) {
+    fprintf(stderr, "fuzz_seeds: tjCompress2: %s\n", tjGetErrorStr2(tj));
+    exit(1);
+  }
+  uint8_t *copy = malloc(bytes);
+  memcpy(copy, out, bytes);
+  *n = bytes;
+  tjFree(out);
+  tjDestroy(tj);
+  free(pixels);
+  return copy;
+}
+
+// PNG variants: 16-bit with alpha, and a palette.
+static uint8_t *png_variant(int32_t w, int32_t h, bool palette, size_t *n) {
+  png_image img;
+  memset(&img, 0, sizeof img);
+  img.version = PNG_IMAGE_VERSION;
+  img.width = (png_uint_32)w;
+  img.height = (png_uint_32)h;
+  img.format = palette ? PNG_FORMAT_RGB_COLORMAP : PNG_FORMAT_LINEAR_RGB_ALPHA;
+  uint8_t colormap[4 * 3];
+  void *pixels;
+  if (palette) {
+    img.colormap_entries = 4;
+    for (int i = 0; i < 12; i++) colormap[i] = (uint8_t)(i * 21);
+    uint8_t *index = malloc((size_t)w * h);  // (h, w)
+    for (int32_t i = 0; i < w * h; i++) index[i] = (uint8_t)(i % 4);
+    pixels = index;
+  } else {
+    uint16_t *rgba = malloc((size_t)w * h * 4 * sizeof(uint16_t));  // (h, w, 4)
+    for (int32_t i = 0; i < w * h * 4; i++) rgba[i] = (uint16_t)(i * 4099);
+    pixels = rgba;
+  }
+  png_alloc_size_t bytes = 0;
+  uint8_t *out = NULL;
+  if (png_image_write_to_memory(&img, NULL, &bytes, 0, pixels, 0, palette ? colormap : NULL))
+    out = malloc(bytes);
+  if (!out || !png_image_write_to_memory(&img, out, &bytes, 0, pixels, 0, palette ? colormap : NULL)) {
+    fprintf(stderr, "fuzz_seeds: png_image_write_to_memory: %s\n", img.message);
+    exit(1);
+  }
+  free(pixels);
+  *n = bytes;
+  return out;
+}
+
+// An image seed of fuzz_image: the options byte, then the file.
+static void put_image(const char *name, uint8_t options, uint8_t *file, size_t n) {
+  uint8_t *seed = malloc(n + 1);
+  seed[0] = options;
+  memcpy(seed + 1, file, n);
+  put("image", name, seed, n + 1);
+  free(seed);
+  free(file);
+}
+
+static void image_seeds(void) {
+  size_t n;
+  // options: bit 0 train, bits 1-2 side (224, 32, 7, 1), bit 3 float output, bits 4-6 seed,
+  // bit 7 PNG chunk CRCs set right
+  put_image("rgb.jpg", 0x01, jpeg(16, 12, 3, &n), n);
+  put_image("grey.jpg", 0x12, jpeg(9, 7, 1, &n), n);
+  put_image("cmyk.jpg", 0x25, jpeg(8, 8, 4, &n), n);
+  put_image("444_progressive.jpg", 0x0b, jpeg_variant(13, 9, TJSAMP_444, TJFLAG_PROGRESSIVE, &n), n);
+  put_image("422.jpg", 0x30, jpeg_variant(17, 5, TJSAMP_422, 0, &n), n);
+  put_image("440.jpg", 0x43, jpeg_variant(6, 19, TJSAMP_440, 0, &n), n);
+  put_image("411.jpg", 0x56, jpeg_variant(33, 8, TJSAMP_411, 0, &n), n);
+  put_image("rgb.png", 0x86, png(10, 6, 3, &n), n);
+  put_image("grey.png", 0x61, png(3, 11, 1, &n), n);
+  put_image("rgba16.png", 0xf3, png_variant(7, 5, false, &n), n);
+  put_image("palette.png", 0x8c, png_variant(5, 4, true, &n), n);
+}
+
+// The same records seed fuzz_record and fuzz_lmdb_record.
+static void put_record(const char *name, const Record *r) {
+  size_t bytes = record_encoded_bytes(r);
+  uint8_t *value = malloc(bytes);
+  record_encode(r, value, bytes);
+  put("record", name, value, bytes);
+  put("lmdb_record", name, value, bytes);
+  free(value);
+}
+
+static void record_seeds(void) {
+  size_t n;
+  uint8_t *image = jpeg(12, 10, 3, &n);
+  put_record("label_jpeg", &(Record){.kind = RECORD_IMAGE_LABEL, .image_format = IMAGE_FORMAT_JPEG,
+                                     .image = image, .image_bytes = n, .label = 7});
+  free(image);
+  image = png(5, 7, 1, &n);
+  put_record("label_png", &(Record){.kind = RECORD_IMAGE_LABEL, .image_format = IMAGE_FORMAT_PNG,
+                                    .image = image, .image_bytes = n, .label = 999});
+  const float boxes[2][4] = {{0.1f, 0.2f, 0.5f, 0.6f}, {0, 0, 1, 1}};
+  const int32_t box_labels[2] = {3, 80};
+  put_record("boxes_png", &(Record){.kind = RECORD_IMAGE_BOXES, .image_format = IMAGE_FORMAT_PNG,
+                                    .image = image, .image_bytes = n, .image_id = 139,
+                                    .box_count = 2, .boxes = boxes, .box_labels = box_labels});
+  free(image);
+  const int32_t question[5] = {101, 2054, 2003, 1029, 102}, context[3] = {2023, 2003, 102};
+  put_record("tokens", &(Record){.kind = RECORD_TOKENS, .seq_count = 2, .seq_len = {5, 3},
+                                 .seqs = {question, context}});
+}
+
+static void ckpt_seeds(void) {
+  Device dev;
+  device_open(&dev, DEVICE_CPU, 0);
+  ParamSet ps, buffers;
+  paramset_init(&ps, kFuzzCkptParams, FUZZ_CKPT_N_PARAMS, FUZZ_CKPT_N_STATE, DEVICE_CPU);
+  paramset_init(&buffers, kFuzzCkptBuffers, FUZZ_CKPT_N_BUFFERS, 0, DEVICE_CPU);
+  for (int64_t i = 0; i < ps.total_numel; i++) {
+    ps.params[i] = 0.01f * (float)i;
+    for (int k = 0; k < ps.n_state; k++) ps.state[k][i] = 0.001f * (float)(i + k);
+  }
+  for (int64_t i = 0; i < buffers.total_numel; i++) buffers.params[i] = 1.0f + (float)i;
+  CkptMeta meta = {.epoch = 3, .step = 120, .data_position = 640, .rng = rng_make(42, 7),
+                   .opt_kind = 1, .loss_scale = 1024.0f, .scaler_good_steps = 17,
+                   .scaler_skipped_steps = 2};
+  Config config;
+  fuzz_trainer_config(&config);
+  char err[600];
+  if (config_snapshot(&config, NULL, meta.run_config, sizeof meta.run_config, err, sizeof err)) {
+    fprintf(stderr, "fuzz_seeds: %s\n", err);
+    exit(1);
+  }
+  config_free(&config);
+  char path[1024];
+  snprintf(path, sizeof path, "%s/ckpt", g_out);
+  file_make_dirs(path);
+  snprintf(path, sizeof path, "%s/ckpt/adam_bn.ckpt", g_out);
+  ckpt_write(path, &dev, &ps, &buffers, &meta);
+  paramset_free(&ps);
+  paramset_free(&buffers);
+}
+
+// Ratings of users 1..n_users, each rating n_each of items 10, 20, ...
+// with timestamps that make the last line of each user its latest.
+static char *ratings_csv(int n_users, int n_each) {
+  size_t cap = 64 + (size_t)n_users * n_each * 40, len = 0;
+  char *text = malloc(cap);
+  len += (size_t)snprintf(text, cap, "%s\n", ML_CSV_HEADER);
+  for (int u = 1; u <= n_users; u++)
+    for (int k = 0; k < n_each; k++)
+      len += (size_t)snprintf(text + len, cap - len, "%d,%d,%s,%d\n", u, 10 * (k + u % 3 + 1),
+                              k % 2 ? "3.5" : "4", 978300000 + 60 * k + u);
+  return text;
+}
+
+static void movielens_seeds(void) {
+  char *small = ratings_csv(3, 5), *mlperf = ratings_csv(2, ML_MIN_RATINGS + 1);
+  put("movielens_csv", "three_users.csv", small, strlen(small));
+  put("movielens_csv", "twenty_one_each.csv", mlperf, strlen(mlperf));
+  // ncf.bin of the small ratings, split as the harness splits.
+  char path[1024], dir[1024];
+  snprintf(path, sizeof path, "%s/movielens_csv/three_users.csv", g_out);
+  MlRatings r;
+  ml_ratings_read(path, &r);
+  MlData d;
+  ml_split(&r, FUZZ_ML_MIN_RATINGS, 4, 7, &d);
+  snprintf(dir, sizeof dir, "%s/ncf_bin", g_out);
+  file_make_dirs(dir);
+  ml_data_write(&d, dir);
+  char from[1100], to[1100];
+  snprintf(from, sizeof from, "%s/%s", dir, ML_FILE_NAME);
+  snprintf(to, sizeof to, "%s/three_users.bin", dir);
+  CHECK_FILE(rename(from, to) == 0, to);
+  ml_data_free(&d);
+  ml_ratings_free(&r);
+  free(small);
+  free(mlperf);
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: fuzz_seeds OUT\n");
+    return 2;
+  }
+  g_out = argv[1];
+  record_seeds();
+  image_seeds();
+  ckpt_seeds();
+  movielens_seeds();
+  return 0;
+}
