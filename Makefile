@@ -2,7 +2,8 @@
 #   make deps                      install the Debian and Python packages (root)
 #   make [CUDA=0] [MPI=0]          build everything this machine can into build/
 #   make test                      every test; last line "N passed, N failed, N skipped"
-#   make run [BENCH=..] [SCALE=..] [DEVICE=..]   prepare data, train to target, log
+#   make run [BENCH=..] [SCALE=..] [DEVICE=..] [ARGS='--flag=value ...']
+#                                  prepare data, train to target, log
 #   make bench                     the benchmarks this machine can run
 #   make test-emu                  the CUDA code on the CPU emulator (tests/emu)
 #   make test-san                  the C test programs under ASan + UBSan (SANITIZE=1 build)
@@ -53,40 +54,41 @@ endif
 
 # ---------------------------------------------------------------- flags
 BUILD ?= build
-CFLAGS := -O2 -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -MMD -MP -Icommon
-CFLAGS += $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+# A user's CFLAGS (make CFLAGS=-g, or the environment) come after ours, so they win.
+override CFLAGS := -O2 -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -MMD -MP -Icommon $(CFLAGS)
+override CFLAGS += $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDLIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -pthread
 NVCCFLAGS := -O2 -std=c++17 -Icommon -MMD -MP -Xcompiler -Wall,-Wextra \
   -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
 
 ifeq ($(EMU),1)
-CFLAGS += -DHAVE_CUDA=1 -I$(CUDA_HOME)/include
+override CFLAGS += -DHAVE_CUDA=1 -I$(CUDA_HOME)/include
 NVCCFLAGS := -O1 -g -std=c++17 -Icommon -MMD -MP -Wall -Wextra -DHAVE_CUDA=1 -I$(CUDA_HOME)/include
 LDLIBS += -lstdc++
 ifeq ($(EMU_ASAN),1)
-CFLAGS += -fsanitize=address,alignment -fno-omit-frame-pointer
+override CFLAGS += -fsanitize=address,alignment -fno-omit-frame-pointer
 NVCCFLAGS += -fsanitize=address,alignment -fno-omit-frame-pointer -fno-sanitize-recover=alignment
 LDLIBS += -fsanitize=address,alignment
 endif
 else ifeq ($(CUDA),1)
-CFLAGS += -DHAVE_CUDA=1 -I$(CUDA_HOME)/include
+override CFLAGS += -DHAVE_CUDA=1 -I$(CUDA_HOME)/include
 NVCCFLAGS += -DHAVE_CUDA=1
 LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 \
   -lcudnn -lcublasLt -lcublas -lnccl -lcudart -lstdc++
 else
-CFLAGS += -DHAVE_CUDA=0
+override CFLAGS += -DHAVE_CUDA=0
 endif
 ifeq ($(SANITIZE),1)
-CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+override CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 LDLIBS += -fsanitize=address,undefined
 endif
 ifeq ($(MPI),1)
-CFLAGS += -DHAVE_MPI=1 $(shell $(MPICC) --showme:compile)
+override CFLAGS += -DHAVE_MPI=1 $(shell $(MPICC) --showme:compile)
 LDLIBS += $(shell $(MPICC) --showme:link)
 EMU_MPI_FLAGS := -DHAVE_MPI=1 $(shell $(MPICC) --showme:compile)
 EMU_MPI_LIBS := $(shell $(MPICC) --showme:link)
 else
-CFLAGS += -DHAVE_MPI=0
+override CFLAGS += -DHAVE_MPI=0
 EMU_MPI_FLAGS := -DHAVE_MPI=0
 endif
 
@@ -233,36 +235,36 @@ ALL_OBJ += $(patsubst tests/%.c,$(BUILD)/obj/tests/%.c.o,$(wildcard tests/test_*
 # test, run and bench first make sure the packages are there (quick when they
 # are), then build in a fresh make so that the library probes see them.
 deps:
-	@bash common/scripts/deps.sh
+	@bash scripts/deps.sh
 
 test:
-	@bash common/scripts/deps.sh && $(MAKE) --no-print-directory -j$$(nproc) all && bash tests/run_tests.sh $(BUILD)
+	@bash scripts/deps.sh && $(MAKE) --no-print-directory -j$$(nproc) all && bash tests/run_tests.sh $(BUILD)
 
 # The C test programs against the emulated GPU, in their own build folder.
 test-emu:
-	@bash common/scripts/deps.sh && $(MAKE) --no-print-directory -j$$(nproc) EMU=1 BUILD=build-emu all && \
+	@bash scripts/deps.sh && $(MAKE) --no-print-directory -j$$(nproc) EMU=1 BUILD=build-emu all && \
 	  EMU=1 ASAN_OPTIONS=$${ASAN_OPTIONS:-detect_leaks=0} bash tests/run_tests.sh build-emu
 
 # The C test programs (unit and op tests) on the sanitizer build.
 test-san:
-	@bash common/scripts/deps.sh && $(MAKE) --no-print-directory -j$$(nproc) SANITIZE=1 BUILD=build-san all && \
+	@bash scripts/deps.sh && $(MAKE) --no-print-directory -j$$(nproc) SANITIZE=1 BUILD=build-san all && \
 	  SANITIZE=1 bash tests/run_tests.sh build-san
 
 # The tests whose results depend on summation order, under each OpenBLAS
 # kernel set and thread count (tests/matrix.sh; MATRIX_SEEDS=5 adds the small
 # ResNet's target from five seeds in each).
 test-matrix:
-	@bash common/scripts/deps.sh && $(MAKE) --no-print-directory -j$$(nproc) all && \
+	@bash scripts/deps.sh && $(MAKE) --no-print-directory -j$$(nproc) all && \
 	  $(MAKE) --no-print-directory -j$$(nproc) EMU=1 BUILD=build-emu all && bash tests/matrix.sh $(BUILD) build-emu
 
 BENCH ?= resnet
 DEVICE ?= auto
 run:
-	@bash common/scripts/deps.sh && $(MAKE) --no-print-directory -j$$(nproc) all && \
-	  bash common/scripts/run.sh "$(BENCH)" "$(SCALE)" "$(DEVICE)" $(BUILD)
+	@bash scripts/deps.sh && $(MAKE) --no-print-directory -j$$(nproc) all && \
+	  bash scripts/run.sh "$(BENCH)" "$(BENCH_DIR_$(BENCH))" "$(SCALE)" "$(DEVICE)" $(BUILD) $(ARGS)
 
 bench:
-	@bash common/scripts/deps.sh && $(MAKE) --no-print-directory -j$$(nproc) all && bash tests/bench/run_all.sh $(BUILD)
+	@bash scripts/deps.sh && $(MAKE) --no-print-directory -j$$(nproc) all && bash tests/bench/run_all.sh $(BUILD)
 
 # The PyTorch golden files the CPU op tests compare against, from their
 # generators (tests/golden/README.md); tests/test_goldens.py checks the
@@ -271,5 +273,5 @@ goldens:
 	$(PYTHON) tests/golden/golden.py
 
 clean:
-	rm -rf $(BUILD) build-emu build-san
+	rm -rf $(BUILD) build build-emu build-san build-fuzz
 include tests/fuzz/fuzz.mk

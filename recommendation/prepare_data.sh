@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepares the NCF data set of a scale for `make run` (common/scripts/run.sh):
+# Prepares the NCF data set of a scale for `make run` (scripts/run.sh):
 #   small   generated, 3,000 users (movielens_generate --size=small), CPU
 #   medium  generated, ml-20m's shape (138,493 users, 26,744 items, ~20M ratings)
 #   full    the real ml-20m: its ratings.csv must be in DATA_DIR or $ML20M_DIR

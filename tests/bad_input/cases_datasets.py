@@ -26,7 +26,7 @@ FMNIST = "{build}/bin/fmnist_to_imagenet --out={tmp}/out"
 
 def encode(fmt="JPEG", shade=100, side=8):
     """A side x side image of a pattern that JPEG does not squeeze to nothing."""
-    from PIL import Image  # Pillow: common/scripts/deps.sh
+    from PIL import Image  # Pillow: scripts/deps.sh
     pixels = bytes((i * 7 + shade * (i // 3 % side)) % 256 for i in range(side * side * 3))
     buf = io.BytesIO()
     Image.frombytes("RGB", (side, side), pixels).save(buf, fmt)

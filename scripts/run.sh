@@ -2,20 +2,20 @@
 # `make run`: prepare the benchmark's data set for the scale if missing, train
 # to the target, write the MLPerf log under logs/<bench>/, print the time to
 # train and the compliance verdict.
-# Usage: run.sh BENCH SCALE DEVICE BUILD_DIR   (SCALE or DEVICE may be empty)
+# Usage: run.sh BENCH TASK_DIR SCALE DEVICE BUILD_DIR [TRAINER_FLAG...]
+#   TASK_DIR comes from the Makefile's table (BENCH_DIR_<bench>), empty for an
+#   unknown BENCH; SCALE or DEVICE may be empty; the flags after BUILD_DIR
+#   (make run ARGS='--seed=3 --max_epochs=2') go to the trainer last, so they
+#   override the config.
 set -euo pipefail
-bench=${1:-resnet} scale=${2:-} device=${3:-auto} build=${4:-build}
-cd "$(dirname "$0")/../.."
+bench=${1:-resnet} dir=${2:-} scale=${3:-} device=${4:-auto} build=${5:-build}
+shift $(($# < 5 ? $# : 5))
+cd "$(dirname "$0")/.."
 
-case $bench in
-  resnet) dir=image_classification ;;
-  ssd) dir=object_detection ;;
-  transformer) dir=translation ;;
-  ncf) dir=recommendation ;;
-  bert) dir=language ;;
-  *) echo "make run: BENCH=$bench is not a benchmark; use resnet, ssd, transformer, ncf or bert" >&2
-     exit 2 ;;
-esac
+if [[ -z $dir ]]; then
+  echo "make run: BENCH=$bench is not a benchmark; use resnet, ssd, transformer, ncf or bert" >&2
+  exit 2
+fi
 if [[ ! -f $dir/train.c ]]; then
   echo "make run: BENCH=$bench is not built yet: $dir/ has no trainer (see README.md, Status)" >&2
   exit 2
@@ -44,7 +44,7 @@ bash "$dir/prepare_data.sh" "$scale" "$data" "$build"
 
 log=logs/$bench/$scale-$(date +%Y%m%d-%H%M%S).log
 echo "make run: $bench, scale $scale, device $device, config $conf, log $log"
-"$build/bin/$bench" --config="$conf" --device="$device" --data_dir="$data" --log_file="$log"
+"$build/bin/$bench" --config="$conf" --device="$device" --data_dir="$data" --log_file="$log" "$@"
 # The scaled configs state their target; the checker is told the same one.
 target=$(sed -n 's/^[[:space:]]*target_accuracy[[:space:]]*=[[:space:]]*\([0-9.]*\).*/\1/p' "$conf" | tail -n 1)
 python3 logs/result.py ${target:+--target "$target"} --require-success "$log"
