@@ -6,6 +6,7 @@
 set -uo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/.."
+source tests/lib.sh
 script=datasets/prepare_fmnist_classification.sh
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -15,10 +16,6 @@ if [[ ! -d /usr/share/datasets/fashion-mnist ]]; then
   exit 0
 fi
 entries() { mdb_stat "$1" | awk '/Entries:/ {print $2}'; }
-check() {  # name, condition...
-  local name=$1; shift
-  if "$@"; then echo "PASS $name"; else echo "FAIL $name: $*"; fi
-}
 
 out=$tmp/small
 TRAIN_COUNT=300 VAL_COUNT=70 SIDE=24 bash "$script" small "$out" "$build" >"$tmp/log1" 2>&1

@@ -7,12 +7,9 @@
 set -uo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/.."
+source tests/lib.sh
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-check() {  # name, condition...
-  local name=$1; shift
-  if "$@"; then echo "PASS $name"; else echo "FAIL $name: $*"; fi
-}
 
 TEST_ERROR_TABLE=$tmp/rows.tsv "$build/tests/test_ops_conv" >"$tmp/conv.out" 2>&1
 python3 tests/error_table.py "$tmp/rows.tsv" --out "$tmp/table.md" >"$tmp/print.out" 2>&1

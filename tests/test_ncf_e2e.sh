@@ -9,6 +9,7 @@
 set -uo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/.."
+source tests/lib.sh
 root=$PWD
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -127,10 +128,7 @@ else
   echo "FAIL ncf_bench_is_a_benchmark_run: exit $rc: $(grep -E '^(ncf|error)' "$tmp/bench.out" | tail -n 2 | tr '\n' ' ')"
 fi
 
-# The HR@10 of epoch N in a trainer's output.
-epoch_hr() { grep -m1 "^ncf: epoch $2:" "$1" | sed 's/.*HR@10 \([0-9.]*\).*/\1/'; }
-close() { [[ -n $1 && -n $2 ]] && python3 -c "import sys; sys.exit(not abs($1 - $2) < $3)"; }
-one=$(epoch_hr "$tmp/train.out" 1)
+one=$(ncf_hr "$tmp/train.out" 1)
 
 # 5. Two MPI ranks on CPU (each a half of every global batch and of the eval
 # users): epoch 1 scores what one rank scored, to rounding of the gradient
@@ -141,7 +139,7 @@ else
   timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 "$build/bin/ncf" --config=$conf \
     --device=cpu --data_dir="$tmp/data" --log_file="$tmp/two.log" --max_epochs=1 >"$tmp/two.out" 2>&1
   rc=$?
-  two=$(epoch_hr "$tmp/two.out" 1)
+  two=$(ncf_hr "$tmp/two.out" 1)
   if close "$one" "$two" 0.01; then
     echo "PASS ncf_two_ranks (epoch 1 HR@10: one rank $one, two ranks $two)"
   else
@@ -159,7 +157,7 @@ else
   "$build/bin/ncf" --config=$conf --device=cuda --data_dir="$tmp/data" --log_file="$tmp/gpu.log" \
     --max_epochs=2 --target_accuracy=1 >"$tmp/gpu.out" 2>&1
   rc=$?
-  g1=$(epoch_hr "$tmp/gpu.out" 1) g2=$(epoch_hr "$tmp/gpu.out" 2) c2=$(epoch_hr "$tmp/train.out" 2)
+  g1=$(ncf_hr "$tmp/gpu.out" 1) g2=$(ncf_hr "$tmp/gpu.out" 2) c2=$(ncf_hr "$tmp/train.out" 2)
   if close "$one" "$g1" 0.01 && close "$c2" "$g2" 0.01; then
     echo "PASS ncf_cuda_matches_cpu (HR@10 epochs 1, 2: CPU $one $c2, GPU $g1 $g2)"
   else
@@ -171,7 +169,7 @@ else
   "$build/bin/ncf" --config=$conf --device=cuda --precision=bf16 --data_dir="$tmp/data" \
     --log_file="$tmp/bf16.log" --max_epochs=2 --target_accuracy=1 >"$tmp/bf16.out" 2>&1
   rc=$?
-  b2=$(epoch_hr "$tmp/bf16.out" 2)
+  b2=$(ncf_hr "$tmp/bf16.out" 2)
   if close "$c2" "$b2" 0.03; then
     echo "PASS ncf_cuda_bf16_trains (HR@10 epoch 2: CPU fp32 $c2, GPU bf16 $b2)"
   else

@@ -17,6 +17,7 @@
 set -uo pipefail
 build=${1:-build-emu}
 cd "$(dirname "$0")/../.."
+source tests/lib.sh
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export PROGRESS_INTERVAL_S=1000
@@ -33,12 +34,9 @@ if ! grep -q "CUDA emulation" <("$build/bin/resnet" --device=cuda --synthetic --
   exit 1
 fi
 
-# |a - b| < tol for two numbers (empty fails).
-close() { [[ -n $1 && -n $2 ]] && python3 -c "import sys; sys.exit(not abs($1 - $2) < $3)"; }
 seed=${SEED:-1}
 # Field of an epoch line: "epoch N: top-1 A (target T), mean train loss L".
 resnet_field() { grep -m1 "^epoch $2:" "$1" | sed "s/.*$3 \([0-9.]*\).*/\1/"; }
-ncf_hr() { grep -m1 "^ncf: epoch $2:" "$1" | sed 's/.*HR@10 \([0-9.]*\).*/\1/'; }
 summary() { grep -E '^epoch|^error' "$1" | tr '\n' ' '; }
 # NAME REF RUN LABEL TOP1_TOL LOSS_TOL: a PASS line when both epochs of the
 # ResNet run RUN are within the tolerances of REF's, else a FAIL line.
