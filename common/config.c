@@ -190,11 +190,13 @@ static char *trim(char *s) {
 }
 
 int config_load_file(Config *c, const char *path, char *err, size_t err_bytes) {
-  struct stat st;
-  if (stat(path, &st) != 0) return fail(err, err_bytes, "%s: cannot open config file: %s", path, strerror(errno));
-  if (!S_ISREG(st.st_mode)) return fail(err, err_bytes, "%s: is not a config file (a directory?)", path);
   FILE *f = fopen(path, "r");
   if (!f) return fail(err, err_bytes, "%s: cannot open config file: %s", path, strerror(errno));
+  struct stat st;
+  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {  // fopen opens a directory too
+    fclose(f);
+    return fail(err, err_bytes, "%s: is not a config file (a directory?)", path);
+  }
   if (c->n_files == (int)(sizeof c->files / sizeof c->files[0])) {
     fclose(f);
     return fail(err, err_bytes, "%s: too many config files", path);
@@ -258,13 +260,16 @@ int config_parse_args(Config *c, int argc, char **argv, bool *help_asked, char *
   return 0;
 }
 
+void config_die(const char *err) {
+  char message[1100];
+  snprintf(message, sizeof message, "error: %s", err);
+  check_exit_with(2, message);
+}
+
 void config_from_args(Config *c, int argc, char **argv, const char *program) {
   char err[512];
   bool help = false;
-  if (config_parse_args(c, argc, argv, &help, err, sizeof err)) {
-    fprintf(stderr, "error: %s\n", err);
-    exit(2);
-  }
+  if (config_parse_args(c, argc, argv, &help, err, sizeof err)) config_die(err);
   if (help) {
     config_print_help(c, stdout, program);
     exit(0);

@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "check.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -50,6 +52,9 @@ int config_load_file(Config *c, const char *path, char *err, size_t err_bytes);
 // "--flag" alone sets a bool key to true. "--help" sets *help_asked.
 int config_parse_args(Config *c, int argc, char **argv, bool *help_asked, char *err,
                       size_t err_bytes);
+// A message of the calls above as a user sees it: "error: <err>", exit
+// status 2.
+NORETURN void config_die(const char *err);
 // config_parse_args, dying with the message on error; prints the keys and
 // exits 0 on --help.
 void config_from_args(Config *c, int argc, char **argv, const char *program);

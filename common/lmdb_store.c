@@ -121,12 +121,15 @@ void lmdb_writer_close(LmdbWriter *w) {
 // Returns the size of dir/data.mdb.
 static size_t check_reader_dir(const char *dir) {
   struct stat st;
-  char partial[1100];
-  partial_name(dir, partial, sizeof partial);
-  if (stat(dir, &st) != 0 && stat(partial, &st) == 0)
-    die_input(dir, "missing; %s is an unfinished conversion (the converter failed or was "
-              "stopped): convert again", partial);
-  if (stat(dir, &st) != 0) die_input(dir, "cannot open LMDB directory: %s", strerror(errno));
+  if (stat(dir, &st) != 0) {
+    int missing = errno;
+    char partial[1100];
+    partial_name(dir, partial, sizeof partial);
+    if (stat(partial, &st) == 0)
+      die_input(dir, "missing; %s is an unfinished conversion (the converter failed or was "
+                "stopped): convert again", partial);
+    die_input(dir, "cannot open LMDB directory: %s", strerror(missing));
+  }
   if (!S_ISDIR(st.st_mode)) die_input(dir, "is not a directory (an LMDB data set is a directory with data.mdb)");
   char data_path[1100];
   snprintf(data_path, sizeof data_path, "%s/data.mdb", dir);

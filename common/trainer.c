@@ -77,14 +77,16 @@ const char *trainer_data_dir(const TrainerRun *run) {
   return dir;
 }
 
-// A fatal error after run_start still ends the log as the rules want: with
-// run_stop aborted (check.h's exit hook, on the thread that exits).
+// A fatal error after run_start (or benchmark_start) still ends the log as
+// the rules want: run_stop (or benchmark_stop) aborted, from check.h's exit
+// hook on the thread that exits.
 static void release_stop_signals(void);
 
 static void abort_on_error(void *ctx) {
   TrainerRun *run = ctx;
   release_stop_signals();
-  MLLOG_END(&run->log, "run_stop", {"status", mlv_str("aborted")}, {"reason", mlv_str("error")});
+  MLLOG_END(&run->log, run->benchmark_what ? "benchmark_stop" : "run_stop",
+            {"status", mlv_str("aborted")}, {"reason", mlv_str("error")});
   mllog_close(&run->log);
 }
 
@@ -172,18 +174,11 @@ void trainer_finish(TrainerRun *run, bool reached_target) {
   }
 }
 
-// A benchmark that a fatal error stops still ends its log.
-static void benchmark_abort_on_error(void *ctx) {
-  TrainerRun *run = ctx;
-  MLLOG_END(&run->log, "benchmark_stop", {"status", mlv_str("aborted")}, {"reason", mlv_str("error")});
-  mllog_close(&run->log);
-}
-
 void trainer_start_benchmark(TrainerRun *run, const char *what) {
   MLLOG_END(&run->log, "init_stop");
   MLLOG_START(&run->log, "benchmark_start", {"what", mlv_str(what)});
   run->benchmark_what = what;
-  check_set_exit_hook(benchmark_abort_on_error, run);
+  check_set_exit_hook(abort_on_error, run);
 }
 
 void trainer_finish_benchmark(TrainerRun *run, double throughput, const char *unit) {

@@ -504,11 +504,8 @@ int main(int argc, char **argv) {
   check_cadence(&t);
   resolve_decay_epochs(&t.cfg);
   char err[600];
-  if (config_snapshot(cfg, kResumeMayChange, t.run_config, sizeof t.run_config, err, sizeof err)) {
-    char *rest = strstr(err, ": ");  // "--key: what"
-    *rest = 0;
-    die_input(err, "%s", rest + 2);
-  }
+  if (config_snapshot(cfg, kResumeMayChange, t.run_config, sizeof t.run_config, err, sizeof err))
+    config_die(err);
   model.dtype = amp_compute_dtype(t.amp.precision);
   int opt_kind = optim_kind_parse(config_string(cfg, "optimizer"));  // lars or sgd: config.c
   resnet_init(&t.net, &model, t.micro_batch, optim_state_count((OptKind)opt_kind), t.run.dev.kind,
