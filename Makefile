@@ -55,15 +55,15 @@ endif
 # ---------------------------------------------------------------- flags
 BUILD ?= build
 # A user's CFLAGS (make CFLAGS=-g, or the environment) come after ours, so they win.
-override CFLAGS := -O2 -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -MMD -MP -Icommon $(CFLAGS)
+override CFLAGS := -O2 -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -MMD -MP -Icommon -I. $(CFLAGS)
 override CFLAGS += $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDLIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -pthread
-NVCCFLAGS := -O2 -std=c++17 -Icommon -MMD -MP -Xcompiler -Wall,-Wextra \
+NVCCFLAGS := -O2 -std=c++17 -Icommon -I. -MMD -MP -Xcompiler -Wall,-Wextra \
   -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
 
 ifeq ($(EMU),1)
 override CFLAGS += -DHAVE_CUDA=1 -I$(CUDA_HOME)/include
-NVCCFLAGS := -O1 -g -std=c++17 -Icommon -MMD -MP -Wall -Wextra -DHAVE_CUDA=1 -I$(CUDA_HOME)/include
+NVCCFLAGS := -O1 -g -std=c++17 -Icommon -I. -MMD -MP -Wall -Wextra -DHAVE_CUDA=1 -I$(CUDA_HOME)/include
 LDLIBS += -lstdc++
 ifeq ($(EMU_ASAN),1)
 override CFLAGS += -fsanitize=address,alignment -fno-omit-frame-pointer
@@ -93,8 +93,9 @@ EMU_MPI_FLAGS := -DHAVE_MPI=0
 endif
 
 # ---------------------------------------------------------------- sources
-# The shared runtime: every .c (and .cu with CUDA) under common/.
-COMMON_SRC := $(wildcard common/*.c) $(if $(filter 1,$(CUDA)),$(wildcard common/*.cu))
+# The shared runtime: every .c (and .cu with CUDA) in the folders of common/
+# (core, device, ops, data, train, models; common/README.md).
+COMMON_SRC := $(wildcard common/*/*.c) $(if $(filter 1,$(CUDA)),$(wildcard common/*/*.cu))
 # The emulator's stand-ins for the CUDA libraries go into the same archive.
 ifeq ($(EMU),1)
 COMMON_SRC += $(wildcard tests/emu/emu_*.cpp)
@@ -117,9 +118,11 @@ TRAINER_BINS := $(BUILT_BENCHES:%=$(BUILD)/bin/%)
 # Tools: every datasets/*.c is one program (converters, generators).
 TOOL_BINS := $(patsubst datasets/%.c,$(BUILD)/bin/%,$(wildcard datasets/*.c))
 
-# Tests: every tests/test_*.c is one program, linked with the harness.
-TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
-HARNESS_OBJ := $(BUILD)/obj/tests/harness.c.o
+# Tests: every tests/<part>/test_*.c is one program, build/tests/test_*,
+# linked with the harness (tests/harness/), the task libraries and the runtime.
+TEST_SRC := $(wildcard tests/*/test_*.c)
+TEST_BINS := $(foreach s,$(TEST_SRC),$(BUILD)/tests/$(notdir $(s:.c=)))
+HARNESS_OBJ := $(BUILD)/obj/tests/harness/harness.c.o
 
 # The emulator's own tests (EMU=1 only): its library stand-ins against plain
 # loops, its streams and events, and its shared-memory race check.
@@ -175,36 +178,42 @@ $(LIBCOMMON): $(COMMON_OBJ)
 	@$(if $(Q),echo "  AR    $@")
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-define trainer_rule
-$(BUILD)/bin/$(1): $(patsubst %,$(BUILD)/obj/%.o,$(call task_src,$(BENCH_DIR_$(1)))) $(LIBCOMMON)
-	@mkdir -p $$(dir $$@)
-	@$$(if $$(Q),echo "  LD    $$@")
-	$$(Q)$$(CC) $$^ -o $$@ $$(LDLIBS)
-ALL_OBJ += $(patsubst %,$(BUILD)/obj/%.o,$(call task_src,$(BENCH_DIR_$(1))))
-endef
-$(foreach b,$(BUILT_BENCHES),$(eval $(call trainer_rule,$(b))))
-
-# A task's code apart from its main is also an archive, so that tests link
-# the task's model, data and metric code instead of copying it.
+# A task's code apart from its main (model, data adapter, metric) is its
+# library, build/lib<task folder>.a: its trainer, the converters in datasets/
+# and the tests link it instead of copying its code. The linker takes from an
+# archive only what a program calls, so a program links them all.
 task_lib_src = $(filter-out $(1)/train.c,$(call task_src,$(1)))
-TASK_LIBS := $(BUILT_BENCHES:%=$(BUILD)/lib%.a)
+TASK_DIRS := $(foreach b,$(BUILT_BENCHES),$(BENCH_DIR_$(b)))
+TASK_LIBS := $(TASK_DIRS:%=$(BUILD)/lib%.a)
 define task_lib_rule
-$(BUILD)/lib$(1).a: $(patsubst %,$(BUILD)/obj/%.o,$(call task_lib_src,$(BENCH_DIR_$(1))))
+$(BUILD)/lib$(1).a: $(patsubst %,$(BUILD)/obj/%.o,$(call task_lib_src,$(1)))
 	@mkdir -p $$(dir $$@)
 	@$$(if $$(Q),echo "  AR    $$@")
 	$$(Q)rm -f $$@ && ar rcs $$@ $$^
+ALL_OBJ += $(patsubst %,$(BUILD)/obj/%.o,$(call task_src,$(1)))
 endef
-$(foreach b,$(BUILT_BENCHES),$(eval $(call task_lib_rule,$(b))))
+$(foreach d,$(TASK_DIRS),$(eval $(call task_lib_rule,$(d))))
 
-$(BUILD)/bin/%: $(BUILD)/obj/datasets/%.c.o $(LIBCOMMON)
+define trainer_rule
+$(BUILD)/bin/$(1): $(BUILD)/obj/$(BENCH_DIR_$(1))/train.c.o $(BUILD)/lib$(BENCH_DIR_$(1)).a $(LIBCOMMON)
+	@mkdir -p $$(dir $$@)
+	@$$(if $$(Q),echo "  LD    $$@")
+	$$(Q)$$(CC) $$^ -o $$@ $$(LDLIBS)
+endef
+$(foreach b,$(BUILT_BENCHES),$(eval $(call trainer_rule,$(b))))
+
+$(BUILD)/bin/%: $(BUILD)/obj/datasets/%.c.o $(TASK_LIBS) $(LIBCOMMON)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD    $@")
 	$(Q)$(CC) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/tests/%: $(BUILD)/obj/tests/%.c.o $(HARNESS_OBJ) $(TASK_LIBS) $(LIBCOMMON)
-	@mkdir -p $(dir $@)
-	@$(if $(Q),echo "  LD    $@")
-	$(Q)$(CC) $^ -o $@ $(LDLIBS)
+define test_rule
+$(BUILD)/tests/$(notdir $(1:.c=)): $(BUILD)/obj/$(1).o $(HARNESS_OBJ) $(TASK_LIBS) $(LIBCOMMON)
+	@mkdir -p $$(dir $$@)
+	@$$(if $$(Q),echo "  LD    $$@")
+	$$(Q)$$(CC) $$^ -o $$@ $$(LDLIBS)
+endef
+$(foreach s,$(TEST_SRC),$(eval $(call test_rule,$(s))))
 
 $(BUILD)/tests/test_emu_%: $(BUILD)/obj/tests/emu/test_emu_%.cpp.o $(BUILD)/obj/tests/emu/emu_libs.cpp.o \
   $(BUILD)/obj/tests/emu/emu_runtime.cpp.o
@@ -222,13 +231,13 @@ $(BUILD)/tests/test_emu_racecheck: $(BUILD)/obj/tests/emu/test_emu_racecheck.cu.
 ALL_OBJ += $(BUILD)/obj/tests/emu/test_emu_racecheck.cu.o
 endif
 
-$(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.c.o $(LIBCOMMON)
+$(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.c.o $(TASK_LIBS) $(LIBCOMMON)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD    $@")
 	$(Q)$(CC) $^ -o $@ $(LDLIBS)
 
 ALL_OBJ += $(patsubst datasets/%.c,$(BUILD)/obj/datasets/%.c.o,$(wildcard datasets/*.c))
-ALL_OBJ += $(patsubst tests/%.c,$(BUILD)/obj/tests/%.c.o,$(wildcard tests/test_*.c tests/bench/*.c))
+ALL_OBJ += $(patsubst %.c,$(BUILD)/obj/%.c.o,$(TEST_SRC) $(wildcard tests/bench/*.c))
 -include $(ALL_OBJ:.o=.d)
 
 # ---------------------------------------------------------------- commands
@@ -267,7 +276,7 @@ bench:
 	@bash scripts/deps.sh && $(MAKE) --no-print-directory -j$$(nproc) all && bash tests/bench/run_all.sh $(BUILD)
 
 # The PyTorch golden files the CPU op tests compare against, from their
-# generators (tests/golden/README.md); tests/test_goldens.py checks the
+# generators (tests/golden/README.md); tests/ops/test_goldens.py checks the
 # committed ones still match them.
 goldens:
 	$(PYTHON) tests/golden/golden.py

@@ -21,12 +21,12 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
-#include "augment.h"
-#include "check.h"
-#include "file.h"
-#include "config.h"
-#include "image.h"
-#include "timer.h"
+#include "core/check.h"
+#include "core/config.h"
+#include "core/file.h"
+#include "core/progress.h"
+#include "data/augment.h"
+#include "data/image.h"
 
 static const ConfigKey KEYS[] = {
     {"src", CFG_STRING, "/usr/share/datasets/fashion-mnist",

@@ -26,13 +26,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "check.h"
-#include "file.h"
-#include "config.h"
-#include "image.h"
-#include "lmdb_store.h"
-#include "record.h"
-#include "timer.h"
+#include "core/check.h"
+#include "core/config.h"
+#include "core/file.h"
+#include "core/progress.h"
+#include "data/image.h"
+#include "data/lmdb_store.h"
+#include "data/record.h"
 
 static const ConfigKey KEYS[] = {
     {"root", CFG_STRING, "", "ImageNet root holding train/ and val/", NULL},

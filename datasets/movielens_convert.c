@@ -5,10 +5,10 @@
 // temporary name, so that a failed or killed conversion leaves no ncf.bin
 // for a later run to train on.
 
-#include "config.h"
-#include "file.h"
-#include "movielens.h"
-#include "timer.h"
+#include "core/config.h"
+#include "core/file.h"
+#include "core/progress.h"
+#include "recommendation/movielens.h"
 
 static const ConfigKey CONVERT_KEYS[] = {
     {"input", CFG_STRING, "", "ratings.csv (userId,movieId,rating,timestamp)", NULL},

@@ -17,10 +17,10 @@
 // the held-out latest item is an ordinary pick of the user's.
 #include <cblas.h>
 
-#include "config.h"
-#include "file.h"
-#include "movielens.h"
-#include "timer.h"
+#include "core/config.h"
+#include "core/file.h"
+#include "core/progress.h"
+#include "recommendation/movielens.h"
 
 typedef struct GenSize {
   const char *name;

@@ -11,23 +11,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "amp.h"
-#include "check.h"
-#include "ckpt.h"
 #include "classify_data.h"
-#include "config.h"
-#include "dist.h"
-#include "lmdb_store.h"
-#include "ops_dense.h"
-#include "ops_elem.h"
-#include "ops_loss.h"
-#include "optim.h"
-#include "profile.h"
-#include "resnet.h"
-#include "rng.h"
-#include "schedule.h"
-#include "timer.h"
-#include "trainer.h"
+#include "core/check.h"
+#include "core/config.h"
+#include "core/progress.h"
+#include "core/rng.h"
+#include "data/lmdb_store.h"
+#include "device/profile.h"
+#include "models/resnet.h"
+#include "ops/dense.h"
+#include "ops/elem.h"
+#include "ops/loss.h"
+#include "train/amp.h"
+#include "train/ckpt.h"
+#include "train/dist.h"
+#include "train/optim.h"
+#include "train/run.h"
+#include "train/schedule.h"
 
 static const ConfigKey kKeys[] = {
     // Model.
@@ -110,7 +110,7 @@ static ResnetConfig model_config(const Config *cfg) {
     die_input("--stages", "'%s' is not 1 to 4 comma-separated block counts", config_string(cfg, "stages"));
   m.width = (int)config_int(cfg, "width");
   m.image_size = (int)config_int(cfg, "image_size");
-  m.imagenet_stem = config_bool(cfg, "imagenet_stem");
+  m.stem_7x7 = config_bool(cfg, "imagenet_stem");
   m.num_classes = (int)config_int(cfg, "num_classes");
   return m;
 }

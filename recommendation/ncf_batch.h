@@ -19,10 +19,10 @@
 #pragma once
 #include <stdint.h>
 
+#include "core/rng.h"
+#include "device/device.h"
 #include "movielens_sampling.h"
-#include "device.h"
-#include "ops.h"
-#include "rng.h"
+#include "ops/ops.h"
 
 // The training positives as the sampler reads them (host or device memory).
 typedef struct NcfTrainView {

@@ -5,8 +5,8 @@
 #pragma once
 #include <stdint.h>
 
+#include "device/device.h"
 #include "movielens.h"
-#include "device.h"
 #include "ncf_batch.h"
 
 #ifdef __cplusplus

@@ -1,7 +1,7 @@
 // ncf_data_cuda.cu: the batch builders on the GPU, one thread per sample (or
 // per eval candidate), over the same rules as the CPU loops (ncf_batch.h):
 // the same seed gives the same batches bit for bit.
-#include "check_cuda.h"
+#include "core/check_cuda.h"
 #include "ncf_batch.h"
 
 #define NCF_DATA_THREADS 256

@@ -1,7 +1,7 @@
 // ncf_metric.h: HR@K and NDCG@K of NCF's test split - each user's held-out
 // positive ranked among its test negatives by the fp32 sigmoid of the
 // model's logits, as the MLPerf reference ranks, with its rule for repeated
-// negatives and ties (ml_positive_rank in common/movielens_sampling.h: a
+// negatives and ties (ml_positive_rank in recommendation/movielens_sampling.h: a
 // repeated negative counts once, a negative whose sigmoid equals the
 // positive's ranks above it - saturated sigmoids of large logits tie).
 // A rank scores a slice of the users; the sums are added over ranks by the
@@ -9,8 +9,8 @@
 #pragma once
 #include <stdint.h>
 
-#include "device.h"
-#include "ops.h"
+#include "device/device.h"
+#include "ops/ops.h"
 
 #ifdef __cplusplus
 extern "C" {

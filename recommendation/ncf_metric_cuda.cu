@@ -9,8 +9,8 @@
 // tie more or less than on the CPU (the reference itself ranked on either).
 #include <math.h>
 
+#include "core/check_cuda.h"
 #include "movielens_sampling.h"
-#include "check_cuda.h"
 #include "ncf_metric.h"
 
 #define NCF_METRIC_THREADS 256

@@ -6,13 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "amp.h"
-#include "check.h"
-#include "ops_conv.h"
-#include "ops_dense.h"
-#include "ops_elem.h"
-#include "ops_loss.h"
-#include "rng.h"
+#include "core/check.h"
+#include "core/rng.h"
+#include "ops/conv.h"
+#include "ops/dense.h"
+#include "ops/elem.h"
+#include "ops/loss.h"
+#include "train/amp.h"
 
 
 void ncf_parse_layers(const char *key, const char *text, NcfShape *shape) {

@@ -8,8 +8,8 @@
 #pragma once
 #include <stdint.h>
 
-#include "device.h"
-#include "tensor.h"
+#include "device/device.h"
+#include "device/tensor.h"
 
 #define NCF_MAX_LAYERS 8
 

@@ -32,7 +32,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 TOPK = 10
-# common/movielens.h, MlFileHeader: magic, version, header_bytes, n_users,
+# recommendation/movielens.h, MlFileHeader: magic, version, header_bytes, n_users,
 # n_items, n_train, n_neg, neg_seed, min_ratings, six section offsets,
 # file_bytes, two reserved words.
 HEADER = struct.Struct("<8sII4qQq6QQ2Q")
@@ -52,7 +52,7 @@ def read_conf(path):
 
 
 def load_ncf(path):
-    """The arrays of an ncf.bin (common/movielens.h) as numpy views."""
+    """The arrays of an ncf.bin (recommendation/movielens.h) as numpy views."""
     raw = np.memmap(path, dtype=np.uint8, mode="r")
     if raw.size < HEADER.size:
         raise SystemExit(f"{path}: too short for a header ({raw.size} bytes)")
@@ -173,7 +173,7 @@ def build_model(conf, data, device):
 
 @torch.no_grad()
 def evaluate(model, test_items, test_negs, users_per_pass):
-    """HR@10 and NDCG@10 with the trainer's rule (common/movielens_sampling.h,
+    """HR@10 and NDCG@10 with the trainer's rule (recommendation/movielens_sampling.h,
     ml_positive_rank), the MLPerf reference's: the fp32 sigmoids of the
     logits are ranked, a repeated negative counts once, a negative whose
     sigmoid equals the positive's (saturated ones do) ranks above it, a NaN

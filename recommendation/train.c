@@ -14,18 +14,18 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "amp.h"
-#include "check.h"
-#include "config.h"
-#include "dist.h"
+#include "core/check.h"
+#include "core/config.h"
+#include "core/progress.h"
+#include "device/profile.h"
 #include "ncf_data.h"
 #include "ncf_metric.h"
 #include "ncf_model.h"
-#include "optim.h"
-#include "profile.h"
-#include "schedule.h"
-#include "timer.h"
-#include "trainer.h"
+#include "train/amp.h"
+#include "train/dist.h"
+#include "train/optim.h"
+#include "train/run.h"
+#include "train/schedule.h"
 
 #define NCF_TOPK 10  // MLPerf's HR@10
 #define NCF_BUCKET_BYTES ((size_t)25 << 20)  // gradient all-reduce buckets

@@ -23,8 +23,8 @@ for t in "$build"/tests/test_*; do [[ -x $t ]] && progs+=("$t"); done
 if [[ ${EMU:-0} == 1 ]]; then
   echo "CUDA cases run on the CPU emulation of CUDA (tests/emu), not on a GPU"
   # test_dist.sh: two MPI ranks, whose GPU cases go through NCCL (over MPI).
-  reverse=("${progs[@]}" tests/test_dist.sh)
-  for t in tests/test_dist.sh tests/emu/test_*.sh; do [[ -f $t ]] && progs+=("$t"); done
+  reverse=("${progs[@]}" tests/train/test_dist.sh)
+  for t in tests/train/test_dist.sh tests/emu/test_*.sh; do [[ -f $t ]] && progs+=("$t"); done
   for t in "${reverse[@]}"; do progs+=("reverse:$t"); done
 elif [[ ${SANITIZE:-0} == 1 ]]; then
   # The sanitizer build (make test-san): the C programs only. Any report of
@@ -35,7 +35,10 @@ elif [[ ${SANITIZE:-0} == 1 ]]; then
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 else
-  for t in tests/test_*.py tests/test_*.sh; do [[ -f $t ]] && progs+=("$t"); done
+  # The scripts of every part of tests/, but the emulator's (make test-emu).
+  for t in tests/*/test_*.py tests/*/test_*.sh; do
+    [[ -f $t && $t != tests/emu/*.sh ]] && progs+=("$t")
+  done
 fi
 
 passed=0 failed=0 skipped=0

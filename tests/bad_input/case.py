@@ -1,4 +1,4 @@
-"""One row of the bad-input table (tests/test_bad_input.py runs them all).
+"""One row of the bad-input table (tests/bad_input/test_bad_input.py runs them all).
 
 A row is a bad input or a fault as a user meets it, the command that meets
 it, and what must come of it: the exact first error line and the exit

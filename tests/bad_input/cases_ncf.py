@@ -11,7 +11,7 @@ NCF = ("{build}/bin/ncf --config={root}/recommendation/configs/small.conf --devi
        "--log_file={tmp}/run.log")
 CONVERT = "{build}/bin/movielens_convert"
 
-# common/movielens.h, MlFileHeader: the byte offsets of the fields edited here.
+# recommendation/movielens.h, MlFileHeader: the byte offsets of the fields edited here.
 N_USERS, N_ITEMS, N_TRAIN, N_NEG, NEG_SEED, MIN_RATINGS = 16, 24, 32, 40, 48, 56
 OFF_TRAIN_OFFSETS, OFF_TRAIN_ITEMS, FILE_BYTES = 64, 72, 112
 SECTIONS = ("off_train_offsets", "off_train_items", "off_test_items", "off_test_negs",
@@ -20,7 +20,7 @@ SECTIONS = ("off_train_offsets", "off_train_items", "off_test_items", "off_test_
 
 def layout(n_users, n_items, n_train, n_neg):
     """The section offsets and file size ncf.bin's format gives these counts
-    (common/movielens.h: a 136-byte header, then the sections in order, each
+    (recommendation/movielens.h: a 136-byte header, then the sections in order, each
     at a multiple of 64 bytes)."""
     def align(x):
         return (x + 63) // 64 * 64

@@ -20,9 +20,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "config.h"
-#include "device.h"
-#include "ops_conv.h"
+#include "core/config.h"
+#include "device/device.h"
+#include "ops/conv.h"
 
 typedef struct ConvLayer {
   char name[48];
@@ -61,10 +61,10 @@ static void net_add(Net *net, int stage, const char *kind, int64_t h, int64_t c,
 // downsamples (stride 2 after the first stage) in its 3x3 convolution and
 // projects the shortcut with a strided 1x1 when the shape changes.
 static Net net_resnet(bool bottleneck, const int *blocks, int stages, int64_t width,
-                      int64_t image, int64_t in_c, bool imagenet_stem) {
+                      int64_t image, int64_t in_c, bool stem_7x7) {
   Net net = {.n_layers = 0};
   int64_t h = image, c = width;
-  if (imagenet_stem) {
+  if (stem_7x7) {
     net_add(&net, 0, "7x7", h, in_c, width, 7, 2);
     h /= 4;  // conv stride 2, then the 3x3/2 max pool
   } else {

@@ -14,13 +14,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "augment.h"
-#include "check.h"
-#include "file.h"
-#include "classify_data.h"
-#include "config.h"
-#include "image.h"
-#include "timer.h"
+#include "core/check.h"
+#include "core/config.h"
+#include "core/file.h"
+#include "core/progress.h"
+#include "data/augment.h"
+#include "data/image.h"
+#include "image_classification/classify_data.h"
 
 static const ConfigKey KEYS[] = {
     {"list", CFG_STRING, "", "a file naming one JPEG per line", NULL},
@@ -61,7 +61,7 @@ static void augment_full_decode(ImageDecoder *d, ClassifyScratch *scratch, const
   if (image_header(d, bytes, n, &info, msg, sizeof msg) != IMAGE_OK) die_input("image", "%s", msg);
   int32_t w = info.width, h = info.height;
   Rng rng = augment_sample_rng(a->seed, 0, index);
-  CropBox box = augment_random_resized_crop_box(w, h, a->scale_min, a->scale_max, a->ratio_min,
+  CropBox box = classify_random_resized_crop_box(w, h, a->scale_min, a->scale_max, a->ratio_min,
                                                 a->ratio_max, &rng);
   bool flip = rng_next_uniform(&rng) < 0.5f;
   if (image_decode(d, bytes, n, 0, 0, &scratch->rgb, msg, sizeof msg) == IMAGE_ERROR)

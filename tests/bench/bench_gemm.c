@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "device.h"
-#include "ops_dense.h"
+#include "core/config.h"
+#include "device/device.h"
+#include "ops/dense.h"
 
 enum { kBatch = 32, kSeq = 384, kHidden = 1024, kHeads = 16, kHeadDim = 64, kFfn = 4096 };
 enum { kTokens = kBatch * kSeq };

@@ -17,16 +17,16 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "augment.h"
-#include "check.h"
-#include "file.h"
-#include "classify_data.h"
-#include "config.h"
-#include "device.h"
-#include "image.h"
-#include "lmdb_store.h"
-#include "record.h"
-#include "timer.h"
+#include "core/check.h"
+#include "core/config.h"
+#include "core/file.h"
+#include "core/progress.h"
+#include "data/augment.h"
+#include "data/image.h"
+#include "data/lmdb_store.h"
+#include "data/record.h"
+#include "device/device.h"
+#include "image_classification/classify_data.h"
 
 static const ConfigKey KEYS[] = {
     {"threads", CFG_INT, "2", "loader threads", NULL},
@@ -76,7 +76,7 @@ static void make_pixels(const Photos *p, int64_t i, int32_t w, int32_t h, int gr
   Rng rng = rng_make(7, (uint64_t)i);
   if (p->count) {
     const Image *src = &p->images[i % p->count];
-    CropBox box = augment_random_resized_crop_box(src->width, src->height, 0.3f, 1.0f, 1.2f, 1.45f, &rng);
+    CropBox box = classify_random_resized_crop_box(src->width, src->height, 0.3f, 1.0f, 1.2f, 1.45f, &rng);
     augment_crop_resize(src->pixels, src->width, src->height, (float)box.x, (float)box.y,
                         (float)box.width, (float)box.height, i % 2, out, w, h);
     for (size_t k = 0; grain > 0 && k < (size_t)w * h * 3; k++) {

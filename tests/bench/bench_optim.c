@@ -9,12 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "amp.h"
-#include "check.h"
-#include "config.h"
-#include "device.h"
-#include "optim.h"
-#include "rng.h"
+#include "core/check.h"
+#include "core/config.h"
+#include "core/rng.h"
+#include "device/device.h"
+#include "train/amp.h"
+#include "train/optim.h"
 
 enum { kVocab = 30522, kPositions = 512, kHidden = 1024, kFfn = 4096, kLayers = 24 };
 

@@ -3,7 +3,7 @@
 # (each fits one 10-minute call; PART all runs them in turn):
 #   tests  every test (the CUDA op, runtime and trainer tests run instead of
 #          skipping), and op_errors.md: every GPU-vs-CPU comparison's measured
-#          error beside its tolerance (tests/error_table.py)
+#          error beside its tolerance (tests/ops/error_table.py)
 #   bench  every benchmark (tables and tests/bench/results/ files; bench_ncf
 #          includes NCF's medium time to target beside PyTorch); bench:A,B
 #          runs only those (e.g. bench:conv,gemm,optim,loader,decode, then
@@ -65,7 +65,7 @@ if [[ $part == all || $part == tests ]]; then
   TEST_ERROR_TABLE=$(realpath "$out")/errors.tsv bash tests/run_tests.sh "$build" 2>&1 |
     tee "$out/tests.txt" | tail -n 40
   # Every GPU-vs-CPU comparison's measured error beside its tolerance.
-  python3 tests/error_table.py "$out/errors.tsv" --out "$out/op_errors.md" >/dev/null
+  python3 tests/ops/error_table.py "$out/errors.tsv" --out "$out/op_errors.md" >/dev/null
   grep -E '^[0-9]+ comparisons' "$out/op_errors.md"
 fi
 

@@ -1,7 +1,7 @@
 // emu_activity.h: what one host thread asked of the emulated device, for the
 // tests that check that a training step never waits for the device. C and
 // C++; defined by emu_runtime.cpp, so present only in an EMU=1 build (the
-// tests reach it through tests/test.h, which finds it missing elsewhere).
+// tests reach it through tests/harness/test.h, which finds it missing elsewhere).
 #pragma once
 
 #ifdef __cplusplus

@@ -157,6 +157,7 @@ def rewrite(text, path):
 
 def write_rewritten(path, source, text):
     """Writes atomically: parallel compiles rewrite the same headers."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     part = f"{path}.{os.getpid()}"
     with open(part, "w") as f:
         f.write(f'#line 1 "{source}"\n' + text)
@@ -200,20 +201,25 @@ def main(argv):
     os.makedirs(rewritten_dir, exist_ok=True)
     tmp = os.path.join(rewritten_dir, os.path.basename(source))
     write_rewritten(tmp, source, rewritten)
-    # The .cuh headers beside the source may launch kernels too: rewritten
-    # copies go beside the rewritten source, where #include "x.cuh" looks
-    # first.
+    # The .cuh headers may launch kernels too: rewritten copies go beside
+    # the rewritten source, where #include "x.cuh" (a header beside the
+    # source) looks first, and under their path in common/ below that
+    # folder, which -iquote puts before common/ (#include "ops/cuda.cuh").
     src_dir = os.path.dirname(source) or "."
-    for name in sorted(os.listdir(src_dir)):
-        if name.endswith(".cuh"):
-            header = os.path.join(src_dir, name)
-            with open(header) as f:
-                write_rewritten(os.path.join(rewritten_dir, name), header, rewrite(f.read(), header))
+    headers = [(name, os.path.join(src_dir, name)) for name in sorted(os.listdir(src_dir))
+               if name.endswith(".cuh")]
+    common = os.path.join(os.path.dirname(os.path.dirname(HERE)), "common")
+    for folder, _, names in sorted(os.walk(common)):
+        headers += [(os.path.relpath(os.path.join(folder, name), common), os.path.join(folder, name))
+                    for name in sorted(names) if name.endswith(".cuh")]
+    for name, header in headers:
+        with open(header) as f:
+            write_rewritten(os.path.join(rewritten_dir, name), header, rewrite(f.read(), header))
     cxx = os.environ.get("CXX", "g++")
     asan = any(a.startswith("-fsanitize=") and "address" in a for a in args)
     racecheck = [] if asan else ["-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0"]
     cmd = [cxx, "-x", "c++", "-include", os.path.join(HERE, "emu.h"), "-I", HERE,
-           "-iquote", os.path.dirname(source) or ".", "-ffp-contract=off", "-Wno-unknown-pragmas",
+           "-iquote", rewritten_dir, "-iquote", os.path.dirname(source) or ".", "-ffp-contract=off", "-Wno-unknown-pragmas",
            "-Wno-subobject-linkage"] + racecheck + args + ["-c", tmp, "-o", out]
     if "-MMD" in args:
         cmd += ["-MT", out, "-MF", out[:-2] + ".d"]

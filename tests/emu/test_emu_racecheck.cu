@@ -20,7 +20,7 @@
 #include <string>
 
 #include "emu_test.h"
-#include "ops_cuda.cuh"
+#include "ops/cuda.cuh"
 
 static const int kThreads = 64;
 static const size_t kDynamicBytes = kThreads * sizeof(float);
@@ -63,7 +63,7 @@ __global__ void waw_kernel(float *out) {
   out[threadIdx.x] = s[5];
 }
 
-// ops_block_sum (common/ops_cuda.cuh) with its first barrier optional: a
+// ops_block_sum (common/ops/cuda.cuh) with its first barrier optional: a
 // second call writes `shared` while the first call's reads may be pending.
 template <bool kFirstBarrier>
 __device__ float block_sum(float v, float *shared) {

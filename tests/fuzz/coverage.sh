@@ -12,15 +12,15 @@ mkdir -p "$out"
 
 # FILE, or FILE:FUNCTION,FUNCTION...
 declare -A parts=(
-  [record]="common/record.c"
-  [config]="common/config.c"
-  [image]="common/image.c common/augment.c common/classify_data.c:classify_augment_image"
-  [lmdb_record]="common/lmdb_store.c common/record.c:record_decode,record_parse
-                 common/classify_data.c:classify_augment_image"
-  [ckpt]="common/ckpt.c:ckpt_read,get_meta,get_table,move_data,get
-          common/config.c:config_check_snapshot"
-  [movielens_csv]="common/movielens.h:ml_ratings_read,ml_parse_line,ml_parse_uint,ml_parse_rating,ml_split,ml_user_keys,ml_data_validate"
-  [ncf_bin]="common/movielens.h:ml_data_map,ml_check_header,ml_check_rows,ml_check_user,ml_check_ids,ml_check_seed
+  [record]="common/data/record.c"
+  [config]="common/core/config.c"
+  [image]="common/data/image.c common/data/augment.c image_classification/classify_data.c:classify_augment_image"
+  [lmdb_record]="common/data/lmdb_store.c common/data/record.c:record_decode,record_parse
+                 image_classification/classify_data.c:classify_augment_image"
+  [ckpt]="common/train/ckpt.c:ckpt_read,get_meta,get_table,move_data,get
+          common/core/config.c:config_check_snapshot"
+  [movielens_csv]="recommendation/movielens.h:ml_ratings_read,ml_parse_line,ml_parse_uint,ml_parse_rating,ml_split,ml_user_keys,ml_data_validate"
+  [ncf_bin]="recommendation/movielens.h:ml_data_map,ml_check_header,ml_check_rows,ml_check_user,ml_check_ids,ml_check_seed
              recommendation/ncf_data.c recommendation/ncf_batch.h:ncf_train_sample"
   [imagenet_val_csv]="datasets/imagenet_to_lmdb.c:read_val_csv,add_flat_val"
 )

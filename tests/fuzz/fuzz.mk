@@ -17,21 +17,21 @@ FUZZ_TARGETS ?= record config image lmdb_record ckpt movielens_csv ncf_bin image
 
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_CFLAGS := -O2 -g -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -MMD -MP \
-  -Icommon -Itests/fuzz -DHAVE_CUDA=0 -DHAVE_MPI=0 \
+  -Icommon -I. -Itests/fuzz -DHAVE_CUDA=0 -DHAVE_MPI=0 \
   $(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(FUZZ_SAN) -fsanitize=fuzzer-no-link
 # fuzz_util.c's ledger sees what the suite's code allocates and opens.
 FUZZ_WRAP := $(foreach f,malloc calloc realloc posix_memalign free strdup getline __getdelim \
   fopen fclose open close mmap munmap,-Wl,--wrap=$(f))
 FUZZ_LDLIBS := $(FUZZ_WRAP) $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -pthread
 
-FUZZ_COMMON_OBJ := $(patsubst %.c,$(FUZZ_BUILD)/obj/%.c.o,$(wildcard common/*.c))
+# The runtime's and the task libraries' C code (no CUDA), in one archive.
+FUZZ_COMMON_OBJ := $(patsubst %.c,$(FUZZ_BUILD)/obj/%.c.o,$(wildcard common/*/*.c) \
+  $(foreach d,$(TASK_DIRS),$(filter-out $(d)/train.c,$(wildcard $(d)/*.c))))
 FUZZ_LIBCOMMON := $(FUZZ_BUILD)/libcommon.a
 FUZZ_UTIL_OBJ := $(FUZZ_BUILD)/obj/tests/fuzz/fuzz_util.c.o
 FUZZ_ALL_TARGETS := $(patsubst tests/fuzz/fuzz_%.c,%,$(filter-out tests/fuzz/fuzz_util.c \
   tests/fuzz/fuzz_seeds.c,$(wildcard tests/fuzz/fuzz_*.c)))
 FUZZ_BINS := $(FUZZ_ALL_TARGETS:%=$(FUZZ_BUILD)/bin/fuzz_%)
-# Code beyond common/ that a target reads through.
-FUZZ_EXTRA_ncf_bin := $(FUZZ_BUILD)/obj/recommendation/ncf_data.c.o
 
 .PHONY: fuzz fuzz-build fuzz-probe fuzz-coverage fuzz-clean
 fuzz:
@@ -66,7 +66,6 @@ $(FUZZ_BUILD)/bin/fuzz_%: $(FUZZ_BUILD)/obj/tests/fuzz/fuzz_%.c.o $(FUZZ_UTIL_OB
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD    $@")
 	$(Q)$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer $(filter %.o,$^) $(filter %.a,$^) -o $@ $(FUZZ_LDLIBS)
-$(FUZZ_BUILD)/bin/fuzz_ncf_bin: $(FUZZ_EXTRA_ncf_bin)
 
 # The seed generator is an ordinary program (no fuzzer main).
 $(FUZZ_BUILD)/bin/fuzz_seeds: $(FUZZ_BUILD)/obj/tests/fuzz/fuzz_seeds.c.o $(FUZZ_UTIL_OBJ) \
@@ -103,11 +102,10 @@ $(FUZZ_BUILD)/cov/bin/fuzz_%: $(FUZZ_BUILD)/cov/obj/tests/fuzz/fuzz_%.c.o \
 	@$(if $(Q),echo "  LD    $@")
 	$(Q)$(FUZZ_CC) -fprofile-instr-generate -fsanitize=fuzzer $(filter %.o,$^) $(filter %.a,$^) \
 	  -o $@ $(FUZZ_LDLIBS)
-$(FUZZ_BUILD)/cov/bin/fuzz_ncf_bin: $(FUZZ_EXTRA_ncf_bin:$(FUZZ_BUILD)/obj/%=$(FUZZ_BUILD)/cov/obj/%)
 
 fuzz-clean:
 	rm -rf $(FUZZ_BUILD)
 
-FUZZ_DEPS := $(FUZZ_COMMON_OBJ:.o=.d) $(FUZZ_UTIL_OBJ:.o=.d) $(FUZZ_EXTRA_ncf_bin:.o=.d) \
+FUZZ_DEPS := $(FUZZ_COMMON_OBJ:.o=.d) $(FUZZ_UTIL_OBJ:.o=.d) \
   $(patsubst %,$(FUZZ_BUILD)/obj/tests/fuzz/fuzz_%.c.d,$(FUZZ_ALL_TARGETS) seeds)
 -include $(FUZZ_DEPS) $(FUZZ_DEPS:$(FUZZ_BUILD)/obj/%=$(FUZZ_BUILD)/cov/obj/%)

@@ -11,10 +11,10 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "ckpt.h"
-#include "file.h"
+#include "core/file.h"
 #include "fuzz_inputs.h"
 #include "fuzz_util.h"
+#include "train/ckpt.h"
 
 typedef struct Model {
   Device dev;

@@ -10,11 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "amp.h"
-#include "ckpt.h"
-#include "config.h"
+#include "core/config.h"
 #include "fuzz_inputs.h"
 #include "fuzz_util.h"
+#include "train/amp.h"
+#include "train/ckpt.h"
 
 static const ConfigKey kKeys[] = {
     {"batch_size", CFG_INT, "32", "an interval of integers", "[1, 1024]"},

@@ -15,10 +15,10 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "augment.h"
-#include "classify_data.h"
+#include "data/augment.h"
+#include "data/image.h"
 #include "fuzz_util.h"
-#include "image.h"
+#include "image_classification/classify_data.h"
 
 enum { kMaxSide = 224 };
 

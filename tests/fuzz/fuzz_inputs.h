@@ -1,10 +1,10 @@
 // fuzz_inputs.h: what a harness and the seed generator (fuzz_seeds.c) must
 // agree on, so that the seeds are inputs the harness accepts.
 #pragma once
-#include "amp.h"
-#include "config.h"
-#include "tensor.h"
-#include "trainer.h"
+#include "core/config.h"
+#include "device/tensor.h"
+#include "train/amp.h"
+#include "train/run.h"
 
 // fuzz_ckpt's model: a small conv net with Adam's two state buffers and
 // batch-norm running statistics as model buffers.

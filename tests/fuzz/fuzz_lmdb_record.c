@@ -11,10 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "classify_data.h"
+#include "data/lmdb_store.h"
+#include "data/record.h"
 #include "fuzz_util.h"
-#include "lmdb_store.h"
-#include "record.h"
+#include "image_classification/classify_data.h"
 
 enum { kSide = 32 };
 

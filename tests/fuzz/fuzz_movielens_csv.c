@@ -10,7 +10,7 @@
 
 #include "fuzz_inputs.h"
 #include "fuzz_util.h"
-#include "movielens.h"
+#include "recommendation/movielens.h"
 
 enum { kMaxSplitId = 1 << 16 };
 

@@ -8,9 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "file.h"
-#include "fuzz_util.h"
 #include "../../recommendation/ncf_data.h"
+#include "core/file.h"
+#include "fuzz_util.h"
 
 enum { kMaxSamples = 4096, kMaxEvalUsers = 64, kTrainNegatives = 4 };
 

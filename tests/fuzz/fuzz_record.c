@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/record.h"
 #include "fuzz_util.h"
-#include "record.h"
 
 typedef struct Case {
   const uint8_t *value;

@@ -10,12 +10,12 @@
 #include <string.h>
 #include <turbojpeg.h>
 
-#include "ckpt.h"
-#include "file.h"
+#include "core/file.h"
+#include "data/image.h"
+#include "data/record.h"
 #include "fuzz_inputs.h"
-#include "image.h"
-#include "movielens.h"
-#include "record.h"
+#include "recommendation/movielens.h"
+#include "train/ckpt.h"
 
 static const char *g_out;
 

@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "check.h"
+#include "core/check.h"
 
 // ---------------------------------------------------------------- the ledger
 // The harnesses are linked with -Wl,--wrap=NAME for each function below

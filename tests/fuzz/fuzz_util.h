@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "record.h"
+#include "data/record.h"
 
 // What fuzz_call does with what a parser still holds when it stops on an
 // error. A process that exits frees everything; a fuzzer that goes on to the

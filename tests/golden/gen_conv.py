@@ -1,5 +1,5 @@
 """Writes conv.gld: PyTorch's results for the convolutional ops, in the
-suite's layouts (activations NHWC, filters KRSC), for tests/test_ops_conv.c.
+suite's layouts (activations NHWC, filters KRSC), for tests/ops/test_ops_conv.c.
 
 Each case stores its inputs, its geometry as a small tensor and PyTorch's
 outputs and gradients (of sum(out * dy) for a stored random dy), so the C test

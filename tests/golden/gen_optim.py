@@ -1,4 +1,4 @@
-"""Golden values for tests/test_optim.c: three optimizer steps of each kind on a
+"""Golden values for tests/train/test_optim.c: three optimizer steps of each kind on a
 small three-tensor model, computed by PyTorch (torch.optim.SGD, Adam, AdamW) or,
 for the two optimizers PyTorch does not ship (LARS in the MLPerf form, LAMB),
 by the formulas written out here in torch operations.

@@ -1,4 +1,4 @@
-"""Golden files (format: tests/test.h): named float32 tensors that the C op
+"""Golden files (format: tests/harness/test.h): named float32 tensors that the C op
 tests compare against, each file stamped with what made it (script, torch,
 numpy, python). The gen_*.py scripts beside this file compute them with
 PyTorch; CI only reads the committed .gld files.

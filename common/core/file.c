@@ -1,0 +1,77 @@
+// file.c: whole-file reads and writes, directory creation.
+#include "core/file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <string.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/check.h"
+
+uint8_t *file_read(const char *path, size_t *n_bytes) {
+  FILE *f = fopen(path, "rb");
+  if (!f) die_input(path, "cannot open: %s", strerror(errno));
+  struct stat st;
+  CHECK_FILE(fstat(fileno(f), &st) == 0, path);
+  *n_bytes = (size_t)st.st_size;
+  uint8_t *bytes = xmalloc(*n_bytes);
+  if (fread(bytes, 1, *n_bytes, f) != *n_bytes) die_input(path, "read failed: %s", strerror(errno));
+  fclose(f);
+  return bytes;
+}
+
+void file_make_parent_dirs(const char *path) {
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s", path);
+  for (char *p = dir + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = 0;
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) die_input(dir, "cannot create directory: %s", strerror(errno));
+    *p = '/';
+  }
+}
+
+void file_make_dirs(const char *dir) {
+  file_make_parent_dirs(dir);
+  if (mkdir(dir, 0755) != 0 && errno != EEXIST) die_input(dir, "cannot create directory: %s", strerror(errno));
+}
+
+void file_write(const char *path, const void *bytes, size_t n) {
+  FILE *f = fopen(path, "wb");
+  CHECK_FILE(f, path);
+  CHECK_FILE(fwrite(bytes, 1, n, f) == n, path);
+  CHECK_FILE(fclose(f) == 0, path);
+}
+
+void atomic_file_begin(AtomicFile *a, const char *path) {
+  snprintf(a->path, sizeof a->path, "%s", path);
+  snprintf(a->tmp, sizeof a->tmp, "%s.tmp", path);
+  if (unlink(a->tmp) != 0 && errno != ENOENT)
+    die_input(a->tmp, "cannot remove this stale temporary file: %s", strerror(errno));
+  a->f = fopen(a->tmp, "wb");
+  if (!a->f) die_input(a->tmp, "cannot create: %s", strerror(errno));
+}
+
+// The rename is durable only once the directory entry is on disk too.
+static void fsync_parent_dir(const char *path) {
+  char *copy = strdup(path);
+  int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY);
+  if (fd >= 0) {
+    fsync(fd);
+    close(fd);
+  }
+  free(copy);
+}
+
+void atomic_file_commit(AtomicFile *a) {
+  if (fflush(a->f) != 0 || fsync(fileno(a->f)) != 0 || fclose(a->f) != 0)
+    die_input(a->tmp, "cannot write: %s", strerror(errno));
+  a->f = NULL;
+  if (rename(a->tmp, a->path) != 0)
+    die_input(a->path, "cannot rename %s to it: %s", a->tmp, strerror(errno));
+  fsync_parent_dir(a->path);
+}

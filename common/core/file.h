@@ -1,0 +1,40 @@
+// file.h: whole-file reads and writes, and directory creation, for
+// converters, logs and benchmarks.
+#pragma once
+#include <stddef.h>
+#include <stdio.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// The bytes of the file at path (malloc'd; *n_bytes its size). A missing or
+// unreadable file is a one-line error naming it.
+uint8_t *file_read(const char *path, size_t *n_bytes);
+// Writes n bytes to the file at path (created or truncated); a failure is
+// an error naming the file.
+void file_write(const char *path, const void *bytes, size_t n);
+// Creates directory dir and every missing one on the way (mkdir -p); one
+// that cannot be made is a one-line error naming it.
+void file_make_dirs(const char *dir);
+// The same for the directories leading to file `path` (not path itself).
+void file_make_parent_dirs(const char *path);
+
+// A file written whole or not at all (checkpoints, converted data sets):
+// atomic_file_begin opens PATH.tmp for writing (a stale one of a killed
+// writer is replaced); atomic_file_commit flushes it to disk, closes it,
+// renames it over PATH and syncs the directory. A writer that dies in
+// between leaves PATH as it was: the old file, or none. A failure is a
+// one-line error naming the file.
+typedef struct AtomicFile {
+  FILE *f;
+  char path[4096];
+  char tmp[4100];  // PATH.tmp
+} AtomicFile;
+void atomic_file_begin(AtomicFile *a, const char *path);
+void atomic_file_commit(AtomicFile *a);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,574 @@
+// ops_conv.c: dispatchers, shape checks and the CPU reference of the
+// convolutional layers. Convolution is im2col + OpenBLAS GEMM over NHWC; the
+// rest is plain loops with channels innermost (contiguous in NHWC).
+#include "ops/conv.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+#include "ops/elem.h"
+
+// ---------------------------------------------------------------- dispatch
+
+void op_conv2d_set_tf32(const Device *dev, bool allow) {
+  OP_DISPATCH(dev, op_conv2d_set_tf32, allow);
+}
+void op_conv2d_fwd(const Device *dev, const Tensor *x, const Tensor *w, const Tensor *bias,
+                   const Tensor *y, const ConvParams *p, void *scratch, size_t scratch_bytes) {
+  OP_DISPATCH(dev, op_conv2d_fwd, x, w, bias, y, p, scratch, scratch_bytes);
+}
+void op_conv2d_bwd_data(const Device *dev, const Tensor *dy, const Tensor *w, const Tensor *dx,
+                        const ConvParams *p, void *scratch, size_t scratch_bytes) {
+  OP_DISPATCH(dev, op_conv2d_bwd_data, dy, w, dx, p, scratch, scratch_bytes);
+}
+void op_conv2d_bwd_filter(const Device *dev, const Tensor *x, const Tensor *dy,
+                          const Tensor *dw, const ConvParams *p, bool accumulate,
+                          void *scratch, size_t scratch_bytes) {
+  OP_DISPATCH(dev, op_conv2d_bwd_filter, x, dy, dw, p, accumulate, scratch, scratch_bytes);
+}
+void op_batchnorm_fwd_train(const Device *dev, const BatchNorm *bn, const Tensor *x,
+                            const Tensor *z, bool relu, const Tensor *y) {
+  OP_DISPATCH(dev, op_batchnorm_fwd_train, bn, x, z, relu, y);
+}
+void op_batchnorm_fwd_infer(const Device *dev, const BatchNorm *bn, const Tensor *x,
+                            const Tensor *z, bool relu, const Tensor *y) {
+  OP_DISPATCH(dev, op_batchnorm_fwd_infer, bn, x, z, relu, y);
+}
+void op_batchnorm_bwd(const Device *dev, const BatchNorm *bn, const Tensor *x, const Tensor *y,
+                      const Tensor *dy, bool relu, const Tensor *dx, const Tensor *dz,
+                      const Tensor *dgamma, const Tensor *dbeta, bool accumulate) {
+  OP_DISPATCH(dev, op_batchnorm_bwd, bn, x, y, dy, relu, dx, dz, dgamma, dbeta, accumulate);
+}
+void op_relu_fwd(const Device *dev, const Tensor *x, const Tensor *y) {
+  OP_DISPATCH(dev, op_relu_fwd, x, y);
+}
+void op_relu_bwd(const Device *dev, const Tensor *y, const Tensor *dy, const Tensor *dx) {
+  OP_DISPATCH(dev, op_relu_bwd, y, dy, dx);
+}
+void op_maxpool_fwd(const Device *dev, const Tensor *x, const Tensor *y, const PoolParams *p) {
+  OP_DISPATCH(dev, op_maxpool_fwd, x, y, p);
+}
+void op_maxpool_bwd(const Device *dev, const Tensor *x, const Tensor *y, const Tensor *dy,
+                    const Tensor *dx, const PoolParams *p) {
+  OP_DISPATCH(dev, op_maxpool_bwd, x, y, dy, dx, p);
+}
+void op_avgpool_fwd(const Device *dev, const Tensor *x, const Tensor *y, const PoolParams *p) {
+  OP_DISPATCH(dev, op_avgpool_fwd, x, y, p);
+}
+void op_avgpool_bwd(const Device *dev, const Tensor *dy, const Tensor *dx, const PoolParams *p) {
+  OP_DISPATCH(dev, op_avgpool_bwd, dy, dx, p);
+}
+void op_global_avgpool_fwd(const Device *dev, const Tensor *x, const Tensor *y) {
+  OP_DISPATCH(dev, op_global_avgpool_fwd, x, y);
+}
+void op_global_avgpool_bwd(const Device *dev, const Tensor *dy, const Tensor *dx) {
+  OP_DISPATCH(dev, op_global_avgpool_bwd, dy, dx);
+}
+
+// ---------------------------------------------------------------- geometry
+
+ConvParams conv_params(int stride, int pad, int dilation) {
+  return (ConvParams){stride, stride, pad, pad, dilation, dilation};
+}
+
+PoolParams pool_params(int window, int stride, int pad) {
+  return (PoolParams){window, window, stride, stride, pad, pad};
+}
+
+int64_t conv_out_extent(int64_t in, int64_t kernel, int stride, int pad, int dilation) {
+  int64_t span = in + 2 * (int64_t)pad - (int64_t)dilation * (kernel - 1) - 1;
+  return span < 0 ? 0 : span / stride + 1;
+}
+
+ConvGeometry conv_geometry(const char *op, const Tensor *x, const Tensor *w, const Tensor *y,
+                           const ConvParams *p) {
+  OP_REQUIRE(op, x->ndim == 4 && w->ndim == 4 && y->ndim == 4);
+  OP_REQUIRE(op, x->dtype == w->dtype && x->dtype == y->dtype);
+  OP_REQUIRE(op, p->stride_h >= 1 && p->stride_w >= 1 && p->dil_h >= 1 && p->dil_w >= 1);
+  OP_REQUIRE(op, p->pad_h >= 0 && p->pad_w >= 0);
+  ConvGeometry g = {.n = x->shape[0], .h = x->shape[1], .w = x->shape[2], .c = x->shape[3],
+                    .k = w->shape[0], .r = w->shape[1], .s = w->shape[2]};
+  g.p = conv_out_extent(g.h, g.r, p->stride_h, p->pad_h, p->dil_h);
+  g.q = conv_out_extent(g.w, g.s, p->stride_w, p->pad_w, p->dil_w);
+  OP_REQUIRE(op, w->shape[3] == g.c && g.p >= 1 && g.q >= 1);
+  OP_REQUIRE(op, g.c >= 1 && g.k >= 1);  // a batch may be empty, channels not
+  OP_REQUIRE(op, y->shape[0] == g.n && y->shape[1] == g.p && y->shape[2] == g.q &&
+                     y->shape[3] == g.k);
+  return g;
+}
+
+ConvGeometry pool_geometry(const char *op, const Tensor *x, const Tensor *y,
+                           const PoolParams *p) {
+  OP_REQUIRE(op, x->ndim == 4 && y->ndim == 4 && x->dtype == y->dtype);
+  OP_REQUIRE(op, p->window_h >= 1 && p->window_w >= 1 && p->stride_h >= 1 && p->stride_w >= 1);
+  // Wider padding would leave windows with no input in them.
+  OP_REQUIRE(op, p->pad_h >= 0 && 2 * p->pad_h <= p->window_h);
+  OP_REQUIRE(op, p->pad_w >= 0 && 2 * p->pad_w <= p->window_w);
+  ConvGeometry g = {.n = x->shape[0], .h = x->shape[1], .w = x->shape[2], .c = x->shape[3],
+                    .k = x->shape[3], .r = p->window_h, .s = p->window_w};
+  g.p = conv_out_extent(g.h, g.r, p->stride_h, p->pad_h, 1);
+  g.q = conv_out_extent(g.w, g.s, p->stride_w, p->pad_w, 1);
+  OP_REQUIRE(op, g.p >= 1 && g.q >= 1);
+  OP_REQUIRE(op, y->shape[0] == g.n && y->shape[1] == g.p && y->shape[2] == g.q &&
+                     y->shape[3] == g.c);
+  return g;
+}
+
+void batchnorm_geometry(const char *op, const BatchNorm *bn, const Tensor *x, int64_t *m,
+                        int64_t *c) {
+  OP_REQUIRE(op, x->ndim >= 1);
+  *c = x->shape[x->ndim - 1];
+  *m = *c ? tensor_numel(x) / *c : 0;
+  const Tensor *params[] = {&bn->gamma, &bn->beta, &bn->running_mean, &bn->running_var,
+                            &bn->save_mean, &bn->save_invstd};
+  for (size_t i = 0; i < sizeof params / sizeof params[0]; i++)
+    OP_REQUIRE(op, params[i]->dtype == DT_F32 && tensor_numel(params[i]) == *c);
+  OP_REQUIRE(op, bn->eps > 0 && bn->momentum >= 0 && bn->momentum <= 1);
+}
+
+// ---------------------------------------------------------------- CPU: convolution
+
+void op_conv2d_set_tf32_cpu(const Device *dev, bool allow) { (void)dev, (void)allow; }
+
+// A 1x1, stride-1, unpadded convolution is a GEMM on x as it is.
+static bool conv_is_pointwise(const ConvGeometry *g, const ConvParams *p) {
+  return g->r == 1 && g->s == 1 && p->stride_h == 1 && p->stride_w == 1 && p->pad_h == 0 &&
+         p->pad_w == 0;
+}
+
+static size_t conv_col_image_bytes(const ConvGeometry *g) {
+  return (size_t)(g->p * g->q * g->r * g->s * g->c) * sizeof(float);
+}
+
+size_t op_conv2d_scratch_bytes(const Tensor *x, const Tensor *w, const ConvParams *p) {
+  OP_REQUIRE("op_conv2d_scratch_bytes", x->ndim == 4 && w->ndim == 4);
+  ConvGeometry g = {.h = x->shape[1], .w = x->shape[2], .c = x->shape[3], .r = w->shape[1],
+                    .s = w->shape[2]};
+  g.p = conv_out_extent(g.h, g.r, p->stride_h, p->pad_h, p->dil_h);
+  g.q = conv_out_extent(g.w, g.s, p->stride_w, p->pad_w, p->dil_w);
+  return conv_is_pointwise(&g, p) ? 0 : conv_col_image_bytes(&g);
+}
+
+// How many images one im2col matrix holds: as many as the scratch allows, up
+// to about 1 MiB of matrix, so that it is still in cache when the GEMM reads
+// it (larger matrices measured up to 2x slower: the copy becomes
+// memory-bound).
+static int64_t conv_chunk_images(const char *op, const ConvGeometry *g, const ConvParams *p,
+                                 size_t scratch_bytes) {
+  if (g->n == 0) return 1;  // no images: no matrix, no scratch needed
+  if (conv_is_pointwise(g, p)) return g->n;
+  size_t per_image = conv_col_image_bytes(g);
+  int64_t fit = (int64_t)(scratch_bytes / per_image);
+  if (fit < 1)
+    DIE("%s: scratch of %zu bytes, need at least %zu (op_conv2d_scratch_bytes)", op,
+        scratch_bytes, per_image);
+  int64_t cached = (int64_t)(((size_t)1 << 20) / per_image);
+  int64_t chunk = fit < cached ? fit : (cached > 1 ? cached : 1);
+  return chunk < g->n ? chunk : g->n;
+}
+
+// Copies n floats from src to dst (to_col), or adds dst back into src.
+static void conv_move_run(float *src, float *dst, int64_t n, bool to_col) {
+  if (to_col)
+    memcpy(dst, src, (size_t)n * sizeof(float));
+  else
+    for (int64_t i = 0; i < n; i++) src[i] += dst[i];
+}
+
+// Walks the im2col matrix of `images` images starting at x: row (img, oh,
+// ow), column block (r, s) holds the C input channels under that tap. to_col
+// copies x into col (zeros for padding); otherwise adds col back into x.
+// With dilation 1 along W the S taps of a kernel row are S adjacent pixels,
+// S * C contiguous floats in NHWC: one run instead of S.
+static void conv_im2col(float *x, float *col, const ConvGeometry *g, const ConvParams *p,
+                        int64_t images, bool to_col) {
+  int64_t sc = g->s * g->c;
+  float *row = col;  // (images * P * Q, R * S * C)
+  for (int64_t img = 0; img < images; img++)
+    for (int64_t oh = 0; oh < g->p; oh++)
+      for (int64_t ow = 0; ow < g->q; ow++)
+        for (int64_t r = 0; r < g->r; r++, row += sc) {
+          int64_t ih = oh * p->stride_h - p->pad_h + r * p->dil_h;
+          int64_t iw0 = ow * p->stride_w - p->pad_w;
+          float *src = x + ((img * g->h + ih) * g->w + iw0) * g->c;
+          if (ih < 0 || ih >= g->h) {
+            if (to_col) memset(row, 0, (size_t)sc * sizeof(float));
+          } else if (p->dil_w == 1 && iw0 >= 0 && iw0 + g->s <= g->w) {
+            conv_move_run(src, row, sc, to_col);
+          } else {
+            for (int64_t s = 0; s < g->s; s++) {
+              int64_t iw = iw0 + s * p->dil_w;
+              if (iw >= 0 && iw < g->w)
+                conv_move_run(src + s * p->dil_w * g->c, row + s * g->c, g->c, to_col);
+              else if (to_col)
+                memset(row + s * g->c, 0, (size_t)g->c * sizeof(float));
+            }
+          }
+        }
+}
+
+// The im2col matrix of images [n0, n0 + images) of x (N, H, W, C): x itself
+// for a pointwise convolution, else built in the scratch.
+static float *conv_chunk_col(const ConvGeometry *g, const ConvParams *p, const Tensor *x,
+                             int64_t n0, int64_t images, void *scratch) {
+  float *xs = (float *)x->data + n0 * g->h * g->w * g->c;  // (images, H, W, C)
+  if (conv_is_pointwise(g, p)) return xs;
+  conv_im2col(xs, scratch, g, p, images, true);
+  return scratch;  // (images * P * Q, R * S * C)
+}
+
+void op_conv2d_fwd_cpu(const Device *dev, const Tensor *x, const Tensor *w, const Tensor *bias,
+                       const Tensor *y, const ConvParams *p, void *scratch,
+                       size_t scratch_bytes) {
+  (void)dev;
+  ConvGeometry g = conv_geometry("op_conv2d_fwd", x, w, y, p);
+  OP_REQUIRE("op_conv2d_fwd", x->dtype == DT_F32);
+  OP_REQUIRE("op_conv2d_fwd", !bias || (bias->dtype == DT_F32 && tensor_numel(bias) == g.k));
+  int64_t chunk = conv_chunk_images("op_conv2d_fwd", &g, p, scratch_bytes);
+  int64_t rsc = g.r * g.s * g.c, pq = g.p * g.q;
+  for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
+    int64_t images = g.n - n0 < chunk ? g.n - n0 : chunk;
+    float *ys = (float *)y->data + n0 * pq * g.k;  // (images * P * Q, K)
+    float *col = conv_chunk_col(&g, p, x, n0, images, scratch);
+    int64_t rows = images * pq;
+    if (bias)
+      for (int64_t i = 0; i < rows; i++) memcpy(ys + i * g.k, bias->data, (size_t)g.k * sizeof(float));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)g.k, (int)rsc, 1.0f,
+                col, (int)rsc, w->data, (int)rsc, bias ? 1.0f : 0.0f, ys, (int)g.k);
+  }
+}
+
+void op_conv2d_bwd_data_cpu(const Device *dev, const Tensor *dy, const Tensor *w,
+                            const Tensor *dx, const ConvParams *p, void *scratch,
+                            size_t scratch_bytes) {
+  (void)dev;
+  ConvGeometry g = conv_geometry("op_conv2d_bwd_data", dx, w, dy, p);
+  OP_REQUIRE("op_conv2d_bwd_data", dx->dtype == DT_F32);
+  int64_t chunk = conv_chunk_images("op_conv2d_bwd_data", &g, p, scratch_bytes);
+  int64_t rsc = g.r * g.s * g.c, pq = g.p * g.q;
+  bool pointwise = conv_is_pointwise(&g, p);
+  for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
+    int64_t images = g.n - n0 < chunk ? g.n - n0 : chunk;
+    float *dxs = (float *)dx->data + n0 * g.h * g.w * g.c;  // (images, H, W, C)
+    float *dys = (float *)dy->data + n0 * pq * g.k;         // (images * P * Q, K)
+    float *dcol = pointwise ? dxs : scratch;                // (images * P * Q, R * S * C)
+    int64_t rows = images * pq;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)rsc, (int)g.k, 1.0f,
+                dys, (int)g.k, w->data, (int)rsc, 0.0f, dcol, (int)rsc);
+    if (pointwise) continue;
+    memset(dxs, 0, (size_t)(images * g.h * g.w * g.c) * sizeof(float));
+    conv_im2col(dxs, dcol, &g, p, images, false);
+  }
+}
+
+void op_conv2d_bwd_filter_cpu(const Device *dev, const Tensor *x, const Tensor *dy,
+                              const Tensor *dw, const ConvParams *p, bool accumulate,
+                              void *scratch, size_t scratch_bytes) {
+  (void)dev;
+  ConvGeometry g = conv_geometry("op_conv2d_bwd_filter", x, dw, dy, p);
+  OP_REQUIRE("op_conv2d_bwd_filter", x->dtype == DT_F32);
+  if (g.n == 0 && !accumulate) memset(dw->data, 0, tensor_bytes(dw));  // an empty sum
+  int64_t chunk = conv_chunk_images("op_conv2d_bwd_filter", &g, p, scratch_bytes);
+  int64_t rsc = g.r * g.s * g.c, pq = g.p * g.q;
+  for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
+    int64_t images = g.n - n0 < chunk ? g.n - n0 : chunk;
+    float *dys = (float *)dy->data + n0 * pq * g.k;  // (images * P * Q, K)
+    float *col = conv_chunk_col(&g, p, x, n0, images, scratch);
+    float beta = (accumulate || n0 > 0) ? 1.0f : 0.0f;
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)g.k, (int)rsc, (int)(images * pq),
+                1.0f, dys, (int)g.k, col, (int)rsc, beta, dw->data, (int)rsc);
+  }
+}
+
+// ---------------------------------------------------------------- CPU: batch norm
+
+// Channels go in blocks of this many, rows inner: every pass reads memory in
+// order and keeps its per-channel sums in double on the stack.
+enum { BN_BLOCK = 64 };
+
+static void bn_require_f32(const char *op, const Tensor *x, const Tensor *z, const Tensor *y) {
+  OP_REQUIRE(op, x->dtype == DT_F32 && y->dtype == DT_F32 && tensor_numel(y) == tensor_numel(x));
+  OP_REQUIRE(op, !z || (z->dtype == DT_F32 && tensor_numel(z) == tensor_numel(x)));
+}
+
+// y = act(scale[c] x + shift[c] (+ z)) with scale = gamma invstd and shift =
+// beta - mean scale, the statistics given as (mean, invstd) or, for
+// inference, as (running mean, running variance).
+static void bn_apply_cpu(const BatchNorm *bn, const float *mean, const float *spread,
+                         bool spread_is_var, const Tensor *x, const Tensor *z, bool relu,
+                         const Tensor *y, int64_t m, int64_t c) {
+  const float *px = x->data, *pz = z ? z->data : NULL, *gamma = bn->gamma.data,
+              *beta = bn->beta.data;
+  float *py = y->data;
+  for (int64_t c0 = 0; c0 < c; c0 += BN_BLOCK) {
+    int64_t cn = c - c0 < BN_BLOCK ? c - c0 : BN_BLOCK;
+    float scale[BN_BLOCK], shift[BN_BLOCK];
+    for (int64_t j = 0; j < cn; j++) {
+      float invstd = spread_is_var ? 1.0f / sqrtf(spread[c0 + j] + bn->eps) : spread[c0 + j];
+      scale[j] = gamma[c0 + j] * invstd;
+      shift[j] = beta[c0 + j] - mean[c0 + j] * scale[j];
+    }
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < cn; j++) {
+        int64_t e = i * c + c0 + j;
+        float v = scale[j] * px[e] + shift[j] + (pz ? pz[e] : 0.0f);
+        py[e] = relu && !(v > 0) ? 0.0f : v;
+      }
+  }
+}
+
+void op_batchnorm_fwd_train_cpu(const Device *dev, const BatchNorm *bn, const Tensor *x,
+                                const Tensor *z, bool relu, const Tensor *y) {
+  (void)dev;
+  int64_t m, c;
+  batchnorm_geometry("op_batchnorm_fwd_train", bn, x, &m, &c);
+  bn_require_f32("op_batchnorm_fwd_train", x, z, y);
+  OP_REQUIRE("op_batchnorm_fwd_train", m >= 2);  // the unbiased variance needs two
+  const float *px = x->data;
+  float *save_mean = bn->save_mean.data, *save_invstd = bn->save_invstd.data;
+  float *run_mean = bn->running_mean.data, *run_var = bn->running_var.data;
+  for (int64_t c0 = 0; c0 < c; c0 += BN_BLOCK) {
+    int64_t cn = c - c0 < BN_BLOCK ? c - c0 : BN_BLOCK;
+    // Two passes (mean, then squared deviations): no cancellation.
+    double sum[BN_BLOCK] = {0}, sq[BN_BLOCK] = {0};
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < cn; j++) sum[j] += px[i * c + c0 + j];
+    for (int64_t j = 0; j < cn; j++) sum[j] /= (double)m;
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < cn; j++) {
+        double d = px[i * c + c0 + j] - sum[j];
+        sq[j] += d * d;
+      }
+    for (int64_t j = 0; j < cn; j++) {
+      double var = sq[j] / (double)m;
+      save_mean[c0 + j] = (float)sum[j];
+      save_invstd[c0 + j] = (float)(1.0 / sqrt(var + bn->eps));
+      run_mean[c0 + j] = (1 - bn->momentum) * run_mean[c0 + j] + bn->momentum * (float)sum[j];
+      run_var[c0 + j] = (1 - bn->momentum) * run_var[c0 + j] +
+                        bn->momentum * (float)(var * (double)m / (double)(m - 1));
+    }
+  }
+  bn_apply_cpu(bn, save_mean, save_invstd, false, x, z, relu, y, m, c);
+}
+
+void op_batchnorm_fwd_infer_cpu(const Device *dev, const BatchNorm *bn, const Tensor *x,
+                                const Tensor *z, bool relu, const Tensor *y) {
+  (void)dev;
+  int64_t m, c;
+  batchnorm_geometry("op_batchnorm_fwd_infer", bn, x, &m, &c);
+  bn_require_f32("op_batchnorm_fwd_infer", x, z, y);
+  bn_apply_cpu(bn, bn->running_mean.data, bn->running_var.data, true, x, z, relu, y, m, c);
+}
+
+void op_batchnorm_bwd_cpu(const Device *dev, const BatchNorm *bn, const Tensor *x,
+                          const Tensor *y, const Tensor *dy, bool relu, const Tensor *dx,
+                          const Tensor *dz, const Tensor *dgamma, const Tensor *dbeta,
+                          bool accumulate) {
+  (void)dev;
+  int64_t m, c;
+  batchnorm_geometry("op_batchnorm_bwd", bn, x, &m, &c);
+  bn_require_f32("op_batchnorm_bwd", x, dz, y);
+  bn_require_f32("op_batchnorm_bwd", x, dy, dx);
+  OP_REQUIRE("op_batchnorm_bwd", dgamma->dtype == DT_F32 && tensor_numel(dgamma) == c);
+  OP_REQUIRE("op_batchnorm_bwd", dbeta->dtype == DT_F32 && tensor_numel(dbeta) == c);
+  const float *px = x->data, *py = y->data, *pdy = dy->data, *gamma = bn->gamma.data;
+  const float *mean = bn->save_mean.data, *invstd = bn->save_invstd.data;
+  float *pdx = dx->data, *pdz = dz ? dz->data : NULL;
+  float *pdgamma = dgamma->data, *pdbeta = dbeta->data;
+  for (int64_t c0 = 0; c0 < c; c0 += BN_BLOCK) {
+    int64_t cn = c - c0 < BN_BLOCK ? c - c0 : BN_BLOCK;
+    // g = dy through the ReLU; sum g and sum g xhat per channel.
+    double sum_g[BN_BLOCK] = {0}, sum_gx[BN_BLOCK] = {0};
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < cn; j++) {
+        int64_t e = i * c + c0 + j;
+        float g = relu && !(py[e] > 0) ? 0.0f : pdy[e];
+        sum_g[j] += g;
+        sum_gx[j] += (double)g * (px[e] - mean[c0 + j]) * invstd[c0 + j];
+      }
+    for (int64_t j = 0; j < cn; j++) {
+      pdbeta[c0 + j] = (float)sum_g[j] + (accumulate ? pdbeta[c0 + j] : 0.0f);
+      pdgamma[c0 + j] = (float)sum_gx[j] + (accumulate ? pdgamma[c0 + j] : 0.0f);
+      sum_g[j] /= (double)m;
+      sum_gx[j] /= (double)m;
+    }
+    // dx = gamma invstd (g - mean(g) - xhat mean(g xhat))
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < cn; j++) {
+        int64_t e = i * c + c0 + j;
+        float g = relu && !(py[e] > 0) ? 0.0f : pdy[e];
+        float xhat = (px[e] - mean[c0 + j]) * invstd[c0 + j];
+        if (pdz) pdz[e] = g;
+        pdx[e] = gamma[c0 + j] * invstd[c0 + j] *
+                 (g - (float)sum_g[j] - xhat * (float)sum_gx[j]);
+      }
+  }
+}
+
+// ---------------------------------------------------------------- CPU: ReLU
+
+void op_relu_fwd_cpu(const Device *dev, const Tensor *x, const Tensor *y) {
+  (void)dev;
+  int64_t n = tensor_numel(x);
+  OP_REQUIRE("op_relu_fwd", x->dtype == DT_F32 && y->dtype == DT_F32 && tensor_numel(y) == n);
+  const float *px = x->data;
+  float *py = y->data;
+  for (int64_t i = 0; i < n; i++) py[i] = px[i] > 0 ? px[i] : 0.0f;
+}
+
+void op_relu_bwd_cpu(const Device *dev, const Tensor *y, const Tensor *dy, const Tensor *dx) {
+  (void)dev;
+  int64_t n = tensor_numel(y);
+  OP_REQUIRE("op_relu_bwd", y->dtype == DT_F32 && dy->dtype == DT_F32 && dx->dtype == DT_F32);
+  OP_REQUIRE("op_relu_bwd", tensor_numel(dy) == n && tensor_numel(dx) == n);
+  const float *py = y->data, *pdy = dy->data;
+  float *pdx = dx->data;
+  for (int64_t i = 0; i < n; i++) pdx[i] = py[i] > 0 ? pdy[i] : 0.0f;
+}
+
+// ---------------------------------------------------------------- CPU: pooling
+
+// The window of output (oh, ow), clipped to the input: rows [*h0, *h1),
+// columns [*w0, *w1).
+static void pool_window(const ConvGeometry *g, const PoolParams *p, int64_t oh, int64_t ow,
+                        int64_t *h0, int64_t *h1, int64_t *w0, int64_t *w1) {
+  int64_t hs = oh * p->stride_h - p->pad_h, ws = ow * p->stride_w - p->pad_w;
+  *h0 = hs < 0 ? 0 : hs;
+  *w0 = ws < 0 ? 0 : ws;
+  *h1 = hs + g->r < g->h ? hs + g->r : g->h;
+  *w1 = ws + g->s < g->w ? ws + g->s : g->w;
+}
+
+static void pool_require_f32(const char *op, const Tensor *a, const Tensor *b) {
+  OP_REQUIRE(op, a->dtype == DT_F32 && b->dtype == DT_F32);
+}
+
+void op_maxpool_fwd_cpu(const Device *dev, const Tensor *x, const Tensor *y, const PoolParams *p) {
+  (void)dev;
+  ConvGeometry g = pool_geometry("op_maxpool_fwd", x, y, p);
+  pool_require_f32("op_maxpool_fwd", x, y);
+  const float *px = x->data;
+  float *py = y->data;
+  for (int64_t n = 0; n < g.n; n++)
+    for (int64_t oh = 0; oh < g.p; oh++)
+      for (int64_t ow = 0; ow < g.q; ow++) {
+        float *out = py + ((n * g.p + oh) * g.q + ow) * g.c;
+        int64_t h0, h1, w0, w1;
+        pool_window(&g, p, oh, ow, &h0, &h1, &w0, &w1);
+        for (int64_t c = 0; c < g.c; c++) out[c] = -INFINITY;
+        for (int64_t ih = h0; ih < h1; ih++)
+          for (int64_t iw = w0; iw < w1; iw++) {
+            const float *in = px + ((n * g.h + ih) * g.w + iw) * g.c;
+            for (int64_t c = 0; c < g.c; c++) out[c] = in[c] > out[c] ? in[c] : out[c];
+          }
+      }
+}
+
+void op_maxpool_bwd_cpu(const Device *dev, const Tensor *x, const Tensor *y, const Tensor *dy,
+                        const Tensor *dx, const PoolParams *p) {
+  (void)dev;
+  ConvGeometry g = pool_geometry("op_maxpool_bwd", x, y, p);
+  pool_require_f32("op_maxpool_bwd", x, y);
+  pool_require_f32("op_maxpool_bwd", dy, dx);
+  OP_REQUIRE("op_maxpool_bwd", tensor_same_shape(dy, y) && tensor_same_shape(dx, x));
+  const float *px = x->data, *py = y->data, *pdy = dy->data;
+  float *pdx = dx->data;
+  memset(pdx, 0, tensor_bytes(dx));
+  for (int64_t n = 0; n < g.n; n++)
+    for (int64_t oh = 0; oh < g.p; oh++)
+      for (int64_t ow = 0; ow < g.q; ow++) {
+        int64_t o = ((n * g.p + oh) * g.q + ow) * g.c;
+        int64_t h0, h1, w0, w1;
+        pool_window(&g, p, oh, ow, &h0, &h1, &w0, &w1);
+        for (int64_t c = 0; c < g.c; c++) {
+          int64_t hit = -1;  // first input holding the maximum
+          for (int64_t ih = h0; ih < h1 && hit < 0; ih++)
+            for (int64_t iw = w0; iw < w1 && hit < 0; iw++) {
+              int64_t i = ((n * g.h + ih) * g.w + iw) * g.c + c;
+              if (px[i] == py[o + c]) hit = i;
+            }
+          if (hit >= 0) pdx[hit] += pdy[o + c];
+        }
+      }
+}
+
+void op_avgpool_fwd_cpu(const Device *dev, const Tensor *x, const Tensor *y, const PoolParams *p) {
+  (void)dev;
+  ConvGeometry g = pool_geometry("op_avgpool_fwd", x, y, p);
+  pool_require_f32("op_avgpool_fwd", x, y);
+  const float *px = x->data;
+  float *py = y->data;
+  float inv_area = 1.0f / (float)(g.r * g.s);
+  for (int64_t n = 0; n < g.n; n++)
+    for (int64_t oh = 0; oh < g.p; oh++)
+      for (int64_t ow = 0; ow < g.q; ow++) {
+        float *out = py + ((n * g.p + oh) * g.q + ow) * g.c;
+        int64_t h0, h1, w0, w1;
+        pool_window(&g, p, oh, ow, &h0, &h1, &w0, &w1);
+        memset(out, 0, (size_t)g.c * sizeof(float));
+        for (int64_t ih = h0; ih < h1; ih++)
+          for (int64_t iw = w0; iw < w1; iw++) {
+            const float *in = px + ((n * g.h + ih) * g.w + iw) * g.c;
+            for (int64_t c = 0; c < g.c; c++) out[c] += in[c];
+          }
+        for (int64_t c = 0; c < g.c; c++) out[c] *= inv_area;
+      }
+}
+
+void op_avgpool_bwd_cpu(const Device *dev, const Tensor *dy, const Tensor *dx,
+                        const PoolParams *p) {
+  (void)dev;
+  ConvGeometry g = pool_geometry("op_avgpool_bwd", dx, dy, p);
+  pool_require_f32("op_avgpool_bwd", dy, dx);
+  const float *pdy = dy->data;
+  float *pdx = dx->data;
+  float inv_area = 1.0f / (float)(g.r * g.s);
+  memset(pdx, 0, tensor_bytes(dx));
+  for (int64_t n = 0; n < g.n; n++)
+    for (int64_t oh = 0; oh < g.p; oh++)
+      for (int64_t ow = 0; ow < g.q; ow++) {
+        const float *grad = pdy + ((n * g.p + oh) * g.q + ow) * g.c;
+        int64_t h0, h1, w0, w1;
+        pool_window(&g, p, oh, ow, &h0, &h1, &w0, &w1);
+        for (int64_t ih = h0; ih < h1; ih++)
+          for (int64_t iw = w0; iw < w1; iw++) {
+            float *in = pdx + ((n * g.h + ih) * g.w + iw) * g.c;
+            for (int64_t c = 0; c < g.c; c++) in[c] += grad[c] * inv_area;
+          }
+      }
+}
+
+// Checks x (N, H, W, C) against y (N, C); returns H * W.
+static int64_t global_pool_area(const char *op, const Tensor *x, const Tensor *y) {
+  OP_REQUIRE(op, x->ndim == 4 && y->ndim == 2 && x->dtype == y->dtype);
+  OP_REQUIRE(op, y->shape[0] == x->shape[0] && y->shape[1] == x->shape[3]);
+  OP_REQUIRE(op, x->shape[1] * x->shape[2] >= 1);
+  return x->shape[1] * x->shape[2];
+}
+
+void op_global_avgpool_fwd_cpu(const Device *dev, const Tensor *x, const Tensor *y) {
+  (void)dev;
+  int64_t area = global_pool_area("op_global_avgpool_fwd", x, y);
+  pool_require_f32("op_global_avgpool_fwd", x, y);
+  int64_t n = x->shape[0], c = x->shape[3];
+  for (int64_t i = 0; i < n; i++) {
+    // Each image is an (H W, C) matrix: its column means.
+    Tensor img = TENSOR((float *)x->data + i * area * c, DT_F32, DEVICE_CPU, area, c);
+    Tensor out = TENSOR((float *)y->data + i * c, DT_F32, DEVICE_CPU, c);
+    op_mean_cpu(dev, &img, 1, &out);
+  }
+}
+
+void op_global_avgpool_bwd_cpu(const Device *dev, const Tensor *dy, const Tensor *dx) {
+  (void)dev;
+  int64_t area = global_pool_area("op_global_avgpool_bwd", dx, dy);
+  pool_require_f32("op_global_avgpool_bwd", dy, dx);
+  int64_t n = dx->shape[0], c = dx->shape[3];
+  const float *pdy = dy->data;
+  float *pdx = dx->data;
+  float inv_area = 1.0f / (float)area;
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t a = 0; a < area; a++)
+      for (int64_t j = 0; j < c; j++) pdx[(i * area + a) * c + j] = pdy[i * c + j] * inv_area;
+}

@@ -1,0 +1,194 @@
+// ops_conv.h: the convolutional layers - 2-D convolution, batch norm (with
+// fused ReLU and residual add), ReLU, max / average / global average pooling -
+// forward and backward, CPU reference (OpenBLAS) and CUDA (cuDNN + own
+// kernels). Conventions: see ops.h.
+//
+// Layout. Activations are NHWC (N, H, W, C) end to end and filters KRSC
+// (K out-channels, R rows, S columns, C in-channels). Why NHWC:
+//  - Tensor cores multiply along the channel axis. In NHWC a convolution is
+//    an implicit GEMM whose reduction dimension (R*S*C) has C innermost and
+//    contiguous, so cuDNN's fp16/bf16 kernels read 16-byte vectors straight
+//    from memory; with NCHW it inserts a transpose before and after each
+//    convolution, which for ResNet-50 costs about as much as the arithmetic
+//    of the cheap 1x1 layers.
+//  - Batch norm, ReLU, residual adds and pooling are per channel or
+//    elementwise; in NHWC a channel's values sit C apart in every row, so a
+//    per-channel reduction is a column sum over (N*H*W, C), the shape our
+//    kernels (and cuDNN's persistent NHWC batch norm) handle best.
+//  - On the CPU the same layout makes im2col copy runs of C contiguous floats
+//    and turns a 1x1 stride-1 convolution into one plain GEMM.
+// KRSC is the filter layout cuDNN expects with NHWC data (its "NHWC" filter
+// format), and it is a row-major (K, R*S*C) matrix for the CPU GEMMs.
+//
+// Dtypes. CPU: fp32. CUDA: activations, filters and conv bias in fp32, fp16
+// or bf16 (all one dtype per call), accumulation in fp32; batch-norm
+// parameters, running statistics and saved statistics always fp32.
+//
+// Batch norm statistics are those of the batch this process sees (per
+// replica; MLPerf's bn span = the local batch).
+#pragma once
+#include <stdbool.h>
+
+#include "ops/ops.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// ---------------------------------------------------------------- geometry
+typedef struct ConvParams {
+  int stride_h, stride_w;
+  int pad_h, pad_w;  // zeros added on each side
+  int dil_h, dil_w;  // 1 = dense kernel
+} ConvParams;
+
+typedef struct PoolParams {
+  int window_h, window_w;
+  int stride_h, stride_w;
+  int pad_h, pad_w;  // max: padding never wins; average: padding counts as 0
+} PoolParams;
+
+// Square helpers: the same value along H and W.
+ConvParams conv_params(int stride, int pad, int dilation);
+PoolParams pool_params(int window, int stride, int pad);
+// floor((in + 2 pad - dil (k - 1) - 1) / stride) + 1, PyTorch's output extent.
+int64_t conv_out_extent(int64_t in, int64_t kernel, int stride, int pad, int dilation);
+
+// ---------------------------------------------------------------- convolution
+// Shapes:  x (N, H, W, C)   w (K, R, S, C)   bias (K) or NULL
+//          y (N, P, Q, K)   P = conv_out_extent(H, R, ...), Q likewise.
+// scratch: memory the op may use as it likes. CPU: at least
+// op_conv2d_scratch_bytes(x, w, p) (one image's im2col matrix); more lets the
+// CPU path convolve several images per GEMM. CUDA: ignored (cuDNN uses
+// dev->workspace); pass NULL, 0.
+// The CUDA path picks cuDNN's fastest algorithm for each new shape with
+// cudnnFind*AlgorithmEx (which runs them all once and waits for the GPU) and
+// remembers it, so the first call per shape is slow and synchronous.
+
+size_t op_conv2d_scratch_bytes(const Tensor *x, const Tensor *w, const ConvParams *p);
+
+// On CUDA, lets fp32 convolutions run on TF32 tensor cores (10-bit mantissa
+// inputs, fp32 accumulation) from now on in this process - the convolution
+// twin of op_gemm_set_tf32 (ops_dense.h); cuDNN takes the math mode per
+// call, so the choice is a process-wide setting, remembered with each
+// shape's algorithm. Default: off (true fp32). Nothing on CPU.
+void op_conv2d_set_tf32(const Device *dev, bool allow);
+
+// y = conv(x, w) + bias
+void op_conv2d_fwd(const Device *dev, const Tensor *x, const Tensor *w, const Tensor *bias,
+                   const Tensor *y, const ConvParams *p, void *scratch, size_t scratch_bytes);
+// dx = the gradient with respect to x of sum(dy * conv(x, w)); overwritten.
+void op_conv2d_bwd_data(const Device *dev, const Tensor *dy, const Tensor *w, const Tensor *dx,
+                        const ConvParams *p, void *scratch, size_t scratch_bytes);
+// dw = (or += when accumulate) the gradient with respect to w. A bias
+// gradient is op_sum(dev, dy, 3, dbias) (ops_elem.h).
+void op_conv2d_bwd_filter(const Device *dev, const Tensor *x, const Tensor *dy,
+                          const Tensor *dw, const ConvParams *p, bool accumulate,
+                          void *scratch, size_t scratch_bytes);
+
+// ---------------------------------------------------------------- batch norm
+// x viewed as (M, C), C the last axis (M = N*H*W for NHWC activations).
+//   y = act(gamma (x - mean) / sqrt(var + eps) + beta [+ z])
+// act is ReLU when `relu`; z (x's shape and dtype) is the residual branch or
+// NULL. Training uses the batch's mean and biased variance and updates
+//   running_mean = (1 - momentum) running_mean + momentum mean
+//   running_var  = (1 - momentum) running_var + momentum var * M / (M - 1)
+// (PyTorch's convention: momentum 0.1 is TensorFlow's decay 0.9). Inference
+// uses the running statistics.
+typedef struct BatchNorm {
+  Tensor gamma, beta;                // (C) fp32 parameters
+  Tensor running_mean, running_var;  // (C) fp32 buffers
+  Tensor save_mean, save_invstd;     // (C) fp32: written by the training
+                                     // forward, read by the backward
+  float momentum, eps;
+} BatchNorm;
+
+void op_batchnorm_fwd_train(const Device *dev, const BatchNorm *bn, const Tensor *x,
+                            const Tensor *z, bool relu, const Tensor *y);
+void op_batchnorm_fwd_infer(const Device *dev, const BatchNorm *bn, const Tensor *x,
+                            const Tensor *z, bool relu, const Tensor *y);
+// Backward of the training forward. y is that forward's output (ReLU's mask
+// comes from y > 0); dy its gradient. Writes dx, dz (when the forward had z;
+// else NULL) and dgamma, dbeta ((C) fp32; added to when accumulate). dx or
+// dz may alias dy (each element is read before it is written); y must not
+// alias x.
+void op_batchnorm_bwd(const Device *dev, const BatchNorm *bn, const Tensor *x, const Tensor *y,
+                      const Tensor *dy, bool relu, const Tensor *dx, const Tensor *dz,
+                      const Tensor *dgamma, const Tensor *dbeta, bool accumulate);
+
+// ---------------------------------------------------------------- ReLU
+// y = max(x, 0); dx = dy where y > 0, else 0. Any shape; may run in place.
+void op_relu_fwd(const Device *dev, const Tensor *x, const Tensor *y);
+void op_relu_bwd(const Device *dev, const Tensor *y, const Tensor *dy, const Tensor *dx);
+
+// ---------------------------------------------------------------- pooling
+// x (N, H, W, C) -> y (N, P, Q, C), P = conv_out_extent(H, window_h, stride_h,
+// pad_h, 1). Backward overwrites dx (x's shape) from dy (y's shape). Max pool
+// sends each output's gradient to the first position (row-major within the
+// window) holding the maximum; the average divides by the full window size,
+// padding included (PyTorch's count_include_pad=True).
+void op_maxpool_fwd(const Device *dev, const Tensor *x, const Tensor *y, const PoolParams *p);
+void op_maxpool_bwd(const Device *dev, const Tensor *x, const Tensor *y, const Tensor *dy,
+                    const Tensor *dx, const PoolParams *p);
+void op_avgpool_fwd(const Device *dev, const Tensor *x, const Tensor *y, const PoolParams *p);
+void op_avgpool_bwd(const Device *dev, const Tensor *dy, const Tensor *dx, const PoolParams *p);
+// x (N, H, W, C) -> y (N, C): the mean over H and W; dx = dy / (H W) everywhere.
+void op_global_avgpool_fwd(const Device *dev, const Tensor *x, const Tensor *y);
+void op_global_avgpool_bwd(const Device *dev, const Tensor *dy, const Tensor *dx);
+
+// ---------------------------------------------------------------- backends
+#define OPS_CONV_BACKEND(sfx)                                                                 \
+  void op_conv2d_set_tf32_##sfx(const Device *dev, bool allow);                               \
+  void op_conv2d_fwd_##sfx(const Device *dev, const Tensor *x, const Tensor *w,               \
+                           const Tensor *bias, const Tensor *y, const ConvParams *p,          \
+                           void *scratch, size_t scratch_bytes);                              \
+  void op_conv2d_bwd_data_##sfx(const Device *dev, const Tensor *dy, const Tensor *w,         \
+                                const Tensor *dx, const ConvParams *p, void *scratch,         \
+                                size_t scratch_bytes);                                        \
+  void op_conv2d_bwd_filter_##sfx(const Device *dev, const Tensor *x, const Tensor *dy,       \
+                                  const Tensor *dw, const ConvParams *p, bool accumulate,     \
+                                  void *scratch, size_t scratch_bytes);                       \
+  void op_batchnorm_fwd_train_##sfx(const Device *dev, const BatchNorm *bn, const Tensor *x,  \
+                                    const Tensor *z, bool relu, const Tensor *y);             \
+  void op_batchnorm_fwd_infer_##sfx(const Device *dev, const BatchNorm *bn, const Tensor *x,  \
+                                    const Tensor *z, bool relu, const Tensor *y);             \
+  void op_batchnorm_bwd_##sfx(const Device *dev, const BatchNorm *bn, const Tensor *x,        \
+                              const Tensor *y, const Tensor *dy, bool relu, const Tensor *dx, \
+                              const Tensor *dz, const Tensor *dgamma, const Tensor *dbeta,    \
+                              bool accumulate);                                               \
+  void op_relu_fwd_##sfx(const Device *dev, const Tensor *x, const Tensor *y);                \
+  void op_relu_bwd_##sfx(const Device *dev, const Tensor *y, const Tensor *dy,                \
+                         const Tensor *dx);                                                   \
+  void op_maxpool_fwd_##sfx(const Device *dev, const Tensor *x, const Tensor *y,              \
+                            const PoolParams *p);                                             \
+  void op_maxpool_bwd_##sfx(const Device *dev, const Tensor *x, const Tensor *y,              \
+                            const Tensor *dy, const Tensor *dx, const PoolParams *p);         \
+  void op_avgpool_fwd_##sfx(const Device *dev, const Tensor *x, const Tensor *y,              \
+                            const PoolParams *p);                                             \
+  void op_avgpool_bwd_##sfx(const Device *dev, const Tensor *dy, const Tensor *dx,            \
+                            const PoolParams *p);                                             \
+  void op_global_avgpool_fwd_##sfx(const Device *dev, const Tensor *x, const Tensor *y);      \
+  void op_global_avgpool_bwd_##sfx(const Device *dev, const Tensor *dy, const Tensor *dx);
+OPS_CONV_BACKEND(cpu)
+#if HAVE_CUDA
+OPS_CONV_BACKEND(cuda)
+#endif
+
+// Shared shape checks (ops_conv.c); each dies naming the op on a mismatch.
+// Conv: returns N, H, W, C, K, R, S, P, Q in g.
+typedef struct ConvGeometry {
+  int64_t n, h, w, c, k, r, s, p, q;
+} ConvGeometry;
+ConvGeometry conv_geometry(const char *op, const Tensor *x, const Tensor *w, const Tensor *y,
+                           const ConvParams *p);
+// Pool: x (N, H, W, C), y (N, P, Q, C); returns the extents in g (k = C, r/s
+// = the window).
+ConvGeometry pool_geometry(const char *op, const Tensor *x, const Tensor *y,
+                           const PoolParams *p);
+// Batch norm: returns M and C and checks the parameter tensors.
+void batchnorm_geometry(const char *op, const BatchNorm *bn, const Tensor *x, int64_t *m,
+                        int64_t *c);
+
+#ifdef __cplusplus
+}
+#endif

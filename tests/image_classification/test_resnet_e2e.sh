@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# ResNet end to end on CPU, the path `make run` takes: Fashion-MNIST through
+# the ImageNet layout and converter (image_classification/prepare_data.sh),
+# training to image_classification/configs/small.conf's target, the official
+# compliance checker on the log (resnet rules with only the target changed),
+# bad flags, and a 2-rank data-parallel run under mpirun.
+# Usage: tests/image_classification/test_resnet_e2e.sh BUILD_DIR
+set -uo pipefail
+build=${1:-build}
+cd "$(dirname "$0")/../.."
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+conf=image_classification/configs/small.conf
+target=$(sed -n 's/^[[:space:]]*target_accuracy[[:space:]]*=[[:space:]]*\([0-9.]*\).*/\1/p' $conf)
+export PROGRESS_INTERVAL_S=1000
+
+if [[ ! -x $build/bin/resnet ]]; then
+  echo "FAIL resnet_e2e: $build/bin/resnet is not built"
+  exit 1
+fi
+
+# 1. The data set, through the real converter; and a tenth of it for the
+# runs below that check the mechanics of one or two epochs (LARS, gradient
+# accumulation, resume, two ranks), not the target.
+if bash image_classification/prepare_data.sh small "$tmp/data" "$build" >"$tmp/prep.out" 2>&1 &&
+  [[ -d $tmp/data/lmdb/train && -d $tmp/data/lmdb/val ]] &&
+  TRAIN_COUNT=6000 VAL_COUNT=2000 bash datasets/prepare_fmnist_classification.sh small "$tmp/mini" \
+    "$build" >>"$tmp/prep.out" 2>&1; then
+  echo "PASS resnet_prepare_small"
+else
+  echo "FAIL resnet_prepare_small: $(tail -n 1 "$tmp/prep.out")"
+  exit 1
+fi
+
+# 2. Train to the target; the log complies.
+log=$tmp/run.log
+"$build/bin/resnet" --config=$conf --data_dir="$tmp/data" --device=cpu --log_file="$log" \
+  >"$tmp/train.out" 2>&1
+rc=$?
+if [[ $rc == 0 ]] && grep -q "resnet: target reached" "$tmp/train.out"; then
+  echo "PASS resnet_small_reaches_target ($(grep -o 'time to train [0-9.]* s' "$tmp/train.out"), $(grep '^epoch' "$tmp/train.out" | tail -n 1 | cut -d, -f1))"
+else
+  echo "FAIL resnet_small_reaches_target: exit $rc; $(grep -E '^epoch|^error|time to train' "$tmp/train.out" | tail -n 3 | tr '\n' ' ')"
+fi
+if python3 logs/result.py --target "$target" --require-success "$log" >"$tmp/check.out" 2>&1; then
+  echo "PASS resnet_log_complies"
+else
+  echo "FAIL resnet_log_complies: $(tr '\n' ' ' <"$tmp/check.out" | tail -c 600)"
+fi
+# The same log against a target it did not reach must fail the checker.
+if python3 logs/result.py --target 0.999 "$log" >/dev/null 2>&1; then
+  echo "FAIL resnet_checker_rejects_unreached_target: accepted at 0.999"
+else
+  echo "PASS resnet_checker_rejects_unreached_target"
+fi
+
+# LARS (the full configs' optimizer): one epoch; its log passes the lars rules.
+"$build/bin/resnet" --config=$conf --data_dir="$tmp/mini" --device=cpu --log_file="$tmp/lars.log" \
+  --optimizer=lars --base_lr=2.0 --max_epochs=1 --target_accuracy=0.5 >"$tmp/lars.out" 2>&1
+if grep -q 'resnet: target reached' "$tmp/lars.out" &&
+  grep -q '"opt_name", "value": "lars"' "$tmp/lars.log" &&
+  python3 logs/result.py --target 0.5 --require-success "$tmp/lars.log" >"$tmp/lars_check.out" 2>&1; then
+  echo "PASS resnet_lars_log_complies ($(grep '^epoch' "$tmp/lars.out" | cut -d, -f1))"
+else
+  echo "FAIL resnet_lars_log_complies: $(grep -E '^error|^epoch' "$tmp/lars.out" | tr '\n' ' ') $(tail -c 300 "$tmp/lars_check.out")"
+fi
+
+# Resume: 1 epoch, then --resume for the second, gives the same final
+# checkpoint, bit for bit, as 2 epochs uninterrupted.
+mini_run() {  # LOG_NAME FLAGS...: two epochs on the mini set, target out of reach
+  local name=$1
+  shift
+  "$build/bin/resnet" --config=$conf --data_dir="$tmp/mini" --device=cpu --log_file="$tmp/$name.log" \
+    --max_epochs=2 --target_accuracy=0.99 "$@"
+}
+mini_run r1 --checkpoint="$tmp/whole.ckpt" >/dev/null 2>&1
+mini_run r2 --checkpoint="$tmp/split.ckpt" --max_epochs=1 >/dev/null 2>&1
+mini_run r3 --checkpoint="$tmp/split.ckpt" --resume >"$tmp/resume.out" 2>&1
+if grep -q "resume: .*continuing after epoch 1" "$tmp/resume.out" && [[ -f $tmp/whole.ckpt ]] &&
+  cmp -s "$tmp/whole.ckpt" "$tmp/split.ckpt"; then
+  echo "PASS resnet_resume_matches_uninterrupted"
+else
+  echo "FAIL resnet_resume_matches_uninterrupted: $(grep -E 'resume|^error' "$tmp/resume.out" | head -n 2 | tr '\n' ' ')"
+fi
+
+# 3. Bad input: one line naming the flag or the directory.
+expect_error() {  # name, expected text, args...
+  local name=$1 want=$2
+  shift 2
+  "$build/bin/resnet" --device=cpu --log_file="$tmp/bad.log" "$@" >"$tmp/bad.out" 2>&1
+  local rc=$?
+  local err
+  err=$(grep '^error' "$tmp/bad.out" | head -n 1)
+  if [[ $rc != 0 && $rc -lt 128 && $err == *"$want"* ]]; then
+    echo "PASS $name"
+  else
+    echo "FAIL $name: exit $rc, '$err' lacks '$want'"
+  fi
+}
+expect_error resnet_no_data_dir "error: --data_dir: no data set given" --config=$conf
+expect_error resnet_missing_lmdb "$tmp/nowhere/lmdb/train" --config=$conf --data_dir="$tmp/nowhere"
+expect_error resnet_bad_stages "error: --stages: '3,x' is not 1 to 4 comma-separated block counts" --config=$conf --data_dir="$tmp/data" --stages=3,x
+expect_error resnet_bad_optimizer "error: --optimizer: 'adam' is not one of lars|sgd" --config=$conf \
+  --data_dir="$tmp/data" --optimizer=adam
+expect_error resnet_unknown_key "error: --depth: unknown key" --config=$conf --data_dir="$tmp/data" --depth=50
+expect_error resnet_resume_without_checkpoint "error: --resume: needs --checkpoint=PATH" --config=$conf \
+  --data_dir="$tmp/data" --resume
+expect_error resnet_uneven_accumulation "error: --grad_accumulation: 3 does not split the 128 images per rank evenly" \
+  --config=$conf --data_dir="$tmp/data" --grad_accumulation=3
+expect_error resnet_lowp_on_cpu "error: --precision: 'bf16' needs a GPU" --config=$conf \
+  --data_dir="$tmp/data" --precision=bf16
+printf 'not a checkpoint\n' >"$tmp/junk.ckpt"
+expect_error resnet_resume_from_junk "junk.ckpt: not a checkpoint of this suite" --config=$conf \
+  --data_dir="$tmp/data" --resume --checkpoint="$tmp/junk.ckpt"
+
+# Gradient accumulation: 2 micro-batches of 64 a step (BN span 64, as the
+# 2-rank run below), one epoch; the log says so and complies.
+"$build/bin/resnet" --config=$conf --data_dir="$tmp/mini" --device=cpu --log_file="$tmp/accum.log" \
+  --grad_accumulation=2 --max_epochs=1 --target_accuracy=0.5 >"$tmp/accum.out" 2>&1
+rc=$?
+if [[ $rc == 0 ]] && grep -q 'resnet: target reached' "$tmp/accum.out" &&
+  grep -q '"gradient_accumulation_steps", "value": 2' "$tmp/accum.log" &&
+  grep -q '"model_bn_span", "value": 64' "$tmp/accum.log" &&
+  python3 logs/result.py --target 0.5 --require-success "$tmp/accum.log" >/dev/null 2>&1; then
+  echo "PASS resnet_grad_accumulation ($(grep '^epoch' "$tmp/accum.out" | cut -d, -f1))"
+else
+  echo "FAIL resnet_grad_accumulation: exit $rc; $(grep -E '^error|^epoch' "$tmp/accum.out" | head -n 2 | tr '\n' ' ')"
+fi
+
+# The op profile after a synthetic run: the small net's 15 convolutions a
+# step, and a training-step row taking the whole step.
+"$build/bin/resnet" --config=$conf --device=cpu --synthetic --synthetic_steps=1 --profile_steps=2 \
+  --log_file="$tmp/prof.log" >"$tmp/prof.out" 2>&1
+if grep -q '^profile: 2 steps' "$tmp/prof.out" &&
+  grep -Eq '^  op_conv2d_fwd +15\.0 ' "$tmp/prof.out" &&
+  grep -Eq '^  training step +1\.0 +[0-9.]+ +100\.0%' "$tmp/prof.out"; then
+  echo "PASS resnet_profile_table"
+else
+  echo "FAIL resnet_profile_table: $(grep -A4 '^profile' "$tmp/prof.out" | tr '\n' '|')"
+fi
+
+# 4. Two ranks: each a half batch and half of every eval; one epoch.
+mpi=(mpirun --allow-run-as-root --oversubscribe -np 2)
+if ! command -v mpirun >/dev/null; then
+  echo "SKIP resnet_two_ranks: no mpirun"
+elif ! ldd "$build/bin/resnet" | grep libmpi >/dev/null; then
+  echo "SKIP resnet_two_ranks: $build/bin/resnet was built without MPI (MPI=0)"
+else
+  timeout 600 "${mpi[@]}" "$build/bin/resnet" --config=$conf --data_dir="$tmp/mini" --device=cpu \
+    --log_file="$tmp/two.log" --max_epochs=1 --target_accuracy=0.5 --loader_threads=1 \
+    >"$tmp/two.out" 2>&1
+  rc=$?
+  if [[ $rc == 0 ]] && grep -q '"model_bn_span", "value": 64' "$tmp/two.log" &&
+    grep -q 'resnet: target reached' "$tmp/two.out" &&
+    python3 logs/result.py --target 0.5 --require-success "$tmp/two.log" >/dev/null 2>&1; then
+    echo "PASS resnet_two_ranks ($(grep '^epoch' "$tmp/two.out" | cut -d, -f1))"
+  else
+    echo "FAIL resnet_two_ranks: exit $rc; $(grep -E '^error|^epoch|time to train' "$tmp/two.out" | head -n 3 | tr '\n' ' ')"
+  fi
+fi
+
+# 5. The GPU: the small run to its target in each precision (fp32 on CUDA
+# against the CPU's pace; bf16 and fp16 the mixed-precision path end to end,
+# fp16 with dynamic loss scaling).
+if ! nvidia-smi -L >/dev/null 2>&1 || ! ldd "$build/bin/resnet" | grep libcudart >/dev/null; then
+  for p in fp32 bf16 fp16; do echo "SKIP resnet_cuda_${p}_reaches_target: no GPU"; done
+else
+  for p in fp32 bf16 fp16; do
+    "$build/bin/resnet" --config=$conf --data_dir="$tmp/data" --device=cuda --precision=$p \
+      --log_file="$tmp/cuda_$p.log" >"$tmp/cuda_$p.out" 2>&1
+    rc=$?
+    if [[ $rc == 0 ]] && grep -q "resnet: target reached" "$tmp/cuda_$p.out" &&
+      python3 logs/result.py --target "$target" --require-success "$tmp/cuda_$p.log" >/dev/null 2>&1; then
+      echo "PASS resnet_cuda_${p}_reaches_target ($(grep -o 'time to train [0-9.]* s' "$tmp/cuda_$p.out"), $(grep '^epoch' "$tmp/cuda_$p.out" | tail -n 1 | cut -d, -f1))"
+    else
+      echo "FAIL resnet_cuda_${p}_reaches_target: exit $rc; $(grep -E '^error|^epoch|time to train|amp:' "$tmp/cuda_$p.out" | tail -n 4 | tr '\n' ' ')"
+    fi
+  done
+fi
