@@ -6,10 +6,14 @@
 #   int   LOG -- trainer ...: SIGINT to the trainer (Ctrl-C)
 # Usage: signal_run.sh rank1|int LOG -- COMMAND...
 set -uo pipefail
-set -m  # the trainer in a process group of its own, SIGINT not ignored: as from a terminal
+set -m  # the trainer in a process group of its own, as from a terminal
 mode=$1 log=$2
 shift 3
-"$@" >/dev/null 2>&1 &
+# A signal ignored on entry stays ignored for every child (a test run started
+# in the background of a non-interactive shell ignores SIGINT, and the trainer
+# rightly keeps it so): the trainer starts with the default dispositions, as
+# from a terminal.
+env --default-signal=INT,TERM,HUP "$@" >/dev/null 2>&1 &
 job=$!
 for _ in $(seq 600); do
   [[ -f $log ]] && (( $(grep -c '"key": "epoch_start"' "$log") >= 2 )) && break
