@@ -1,4 +1,4 @@
-// timer.c: clocks and the progress line.
+// progress.c: clocks and the progress line.
 #include "core/progress.h"
 
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-// timer.h: clocks and the progress line for long work.
+// progress.h: clocks and the progress line for long work.
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
