@@ -20,7 +20,7 @@
 #include "device/profile.h"
 #include "models/resnet.h"
 #include "ops/dense.h"
-#include "ops/elem.h"
+#include "ops/elementwise.h"
 #include "ops/loss.h"
 #include "train/amp.h"
 #include "train/ckpt.h"

@@ -10,7 +10,8 @@
 #include "core/rng.h"
 #include "ops/conv.h"
 #include "ops/dense.h"
-#include "ops/elem.h"
+#include "ops/elementwise.h"
+#include "ops/layout.h"
 #include "ops/loss.h"
 #include "train/amp.h"
 

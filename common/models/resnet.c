@@ -9,7 +9,7 @@
 #include "core/check.h"
 #include "core/rng.h"
 #include "ops/dense.h"
-#include "ops/elem.h"
+#include "ops/elementwise.h"
 #include "train/amp.h"
 
 ResnetConfig resnet_config_50(void) {

@@ -1,4 +1,4 @@
-// ops_conv.c: dispatchers, shape checks and the CPU reference of the
+// conv.c: shape checks and the CPU reference of the
 // convolutional layers. Convolution is im2col + OpenBLAS GEMM over NHWC; the
 // rest is plain loops with channels innermost (contiguous in NHWC).
 #include "ops/conv.h"
@@ -7,64 +7,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "ops/elem.h"
+#include "ops/reduce.h"
 
-// ---------------------------------------------------------------- dispatch
-
-void op_conv2d_set_tf32(const Device *dev, bool allow) {
-  OP_DISPATCH(dev, op_conv2d_set_tf32, allow);
-}
-void op_conv2d_fwd(const Device *dev, const Tensor *x, const Tensor *w, const Tensor *bias,
-                   const Tensor *y, const ConvParams *p, void *scratch, size_t scratch_bytes) {
-  OP_DISPATCH(dev, op_conv2d_fwd, x, w, bias, y, p, scratch, scratch_bytes);
-}
-void op_conv2d_bwd_data(const Device *dev, const Tensor *dy, const Tensor *w, const Tensor *dx,
-                        const ConvParams *p, void *scratch, size_t scratch_bytes) {
-  OP_DISPATCH(dev, op_conv2d_bwd_data, dy, w, dx, p, scratch, scratch_bytes);
-}
-void op_conv2d_bwd_filter(const Device *dev, const Tensor *x, const Tensor *dy,
-                          const Tensor *dw, const ConvParams *p, bool accumulate,
-                          void *scratch, size_t scratch_bytes) {
-  OP_DISPATCH(dev, op_conv2d_bwd_filter, x, dy, dw, p, accumulate, scratch, scratch_bytes);
-}
-void op_batchnorm_fwd_train(const Device *dev, const BatchNorm *bn, const Tensor *x,
-                            const Tensor *z, bool relu, const Tensor *y) {
-  OP_DISPATCH(dev, op_batchnorm_fwd_train, bn, x, z, relu, y);
-}
-void op_batchnorm_fwd_infer(const Device *dev, const BatchNorm *bn, const Tensor *x,
-                            const Tensor *z, bool relu, const Tensor *y) {
-  OP_DISPATCH(dev, op_batchnorm_fwd_infer, bn, x, z, relu, y);
-}
-void op_batchnorm_bwd(const Device *dev, const BatchNorm *bn, const Tensor *x, const Tensor *y,
-                      const Tensor *dy, bool relu, const Tensor *dx, const Tensor *dz,
-                      const Tensor *dgamma, const Tensor *dbeta, bool accumulate) {
-  OP_DISPATCH(dev, op_batchnorm_bwd, bn, x, y, dy, relu, dx, dz, dgamma, dbeta, accumulate);
-}
-void op_relu_fwd(const Device *dev, const Tensor *x, const Tensor *y) {
-  OP_DISPATCH(dev, op_relu_fwd, x, y);
-}
-void op_relu_bwd(const Device *dev, const Tensor *y, const Tensor *dy, const Tensor *dx) {
-  OP_DISPATCH(dev, op_relu_bwd, y, dy, dx);
-}
-void op_maxpool_fwd(const Device *dev, const Tensor *x, const Tensor *y, const PoolParams *p) {
-  OP_DISPATCH(dev, op_maxpool_fwd, x, y, p);
-}
-void op_maxpool_bwd(const Device *dev, const Tensor *x, const Tensor *y, const Tensor *dy,
-                    const Tensor *dx, const PoolParams *p) {
-  OP_DISPATCH(dev, op_maxpool_bwd, x, y, dy, dx, p);
-}
-void op_avgpool_fwd(const Device *dev, const Tensor *x, const Tensor *y, const PoolParams *p) {
-  OP_DISPATCH(dev, op_avgpool_fwd, x, y, p);
-}
-void op_avgpool_bwd(const Device *dev, const Tensor *dy, const Tensor *dx, const PoolParams *p) {
-  OP_DISPATCH(dev, op_avgpool_bwd, dy, dx, p);
-}
-void op_global_avgpool_fwd(const Device *dev, const Tensor *x, const Tensor *y) {
-  OP_DISPATCH(dev, op_global_avgpool_fwd, x, y);
-}
-void op_global_avgpool_bwd(const Device *dev, const Tensor *dy, const Tensor *dx) {
-  OP_DISPATCH(dev, op_global_avgpool_bwd, dy, dx);
-}
 
 // ---------------------------------------------------------------- geometry
 

@@ -1,4 +1,4 @@
-// ops_conv.h: the convolutional layers - 2-D convolution, batch norm (with
+// conv.h: the convolutional layers - 2-D convolution, batch norm (with
 // fused ReLU and residual add), ReLU, max / average / global average pooling -
 // forward and backward, CPU reference (OpenBLAS) and CUDA (cuDNN + own
 // kernels). Conventions: see ops.h.
@@ -67,24 +67,6 @@ int64_t conv_out_extent(int64_t in, int64_t kernel, int stride, int pad, int dil
 
 size_t op_conv2d_scratch_bytes(const Tensor *x, const Tensor *w, const ConvParams *p);
 
-// On CUDA, lets fp32 convolutions run on TF32 tensor cores (10-bit mantissa
-// inputs, fp32 accumulation) from now on in this process - the convolution
-// twin of op_gemm_set_tf32 (ops_dense.h); cuDNN takes the math mode per
-// call, so the choice is a process-wide setting, remembered with each
-// shape's algorithm. Default: off (true fp32). Nothing on CPU.
-void op_conv2d_set_tf32(const Device *dev, bool allow);
-
-// y = conv(x, w) + bias
-void op_conv2d_fwd(const Device *dev, const Tensor *x, const Tensor *w, const Tensor *bias,
-                   const Tensor *y, const ConvParams *p, void *scratch, size_t scratch_bytes);
-// dx = the gradient with respect to x of sum(dy * conv(x, w)); overwritten.
-void op_conv2d_bwd_data(const Device *dev, const Tensor *dy, const Tensor *w, const Tensor *dx,
-                        const ConvParams *p, void *scratch, size_t scratch_bytes);
-// dw = (or += when accumulate) the gradient with respect to w. A bias
-// gradient is op_sum(dev, dy, 3, dbias) (ops_elem.h).
-void op_conv2d_bwd_filter(const Device *dev, const Tensor *x, const Tensor *dy,
-                          const Tensor *dw, const ConvParams *p, bool accumulate,
-                          void *scratch, size_t scratch_bytes);
 
 // ---------------------------------------------------------------- batch norm
 // x viewed as (M, C), C the last axis (M = N*H*W for NHWC activations).
@@ -103,78 +85,84 @@ typedef struct BatchNorm {
   float momentum, eps;
 } BatchNorm;
 
-void op_batchnorm_fwd_train(const Device *dev, const BatchNorm *bn, const Tensor *x,
-                            const Tensor *z, bool relu, const Tensor *y);
-void op_batchnorm_fwd_infer(const Device *dev, const BatchNorm *bn, const Tensor *x,
-                            const Tensor *z, bool relu, const Tensor *y);
-// Backward of the training forward. y is that forward's output (ReLU's mask
-// comes from y > 0); dy its gradient. Writes dx, dz (when the forward had z;
-// else NULL) and dgamma, dbeta ((C) fp32; added to when accumulate). dx or
-// dz may alias dy (each element is read before it is written); y must not
-// alias x.
-void op_batchnorm_bwd(const Device *dev, const BatchNorm *bn, const Tensor *x, const Tensor *y,
-                      const Tensor *dy, bool relu, const Tensor *dx, const Tensor *dz,
-                      const Tensor *dgamma, const Tensor *dbeta, bool accumulate);
+// ---------------------------------------------------------------- the ops
+#define OPS_CONV(X)                                                                     \
+  /* On CUDA, lets fp32 convolutions run on TF32 tensor cores (10-bit mantissa          \
+     inputs, fp32 accumulation) from now on in this process - the convolution           \
+     twin of op_gemm_set_tf32 (dense.h); cuDNN takes the math mode per                  \
+     call, so the choice is a process-wide setting, remembered with each                \
+     shape's algorithm. Default: off (true fp32). Nothing on CPU. */                    \
+  X(op_conv2d_set_tf32, (const Device *dev, bool allow), (dev, allow))                  \
+  /* ------------------------------------------------------------ convolution           \
+     y = conv(x, w) + bias (shapes and scratch: above) */                               \
+  X(op_conv2d_fwd,                                                                      \
+    (const Device *dev, const Tensor *x, const Tensor *w, const Tensor *bias,           \
+     const Tensor *y, const ConvParams *p, void *scratch, size_t scratch_bytes),        \
+    (dev, x, w, bias, y, p, scratch, scratch_bytes))                                    \
+  /* dx = the gradient with respect to x of sum(dy * conv(x, w)); overwritten. */       \
+  X(op_conv2d_bwd_data,                                                                 \
+    (const Device *dev, const Tensor *dy, const Tensor *w, const Tensor *dx,            \
+     const ConvParams *p, void *scratch, size_t scratch_bytes),                         \
+    (dev, dy, w, dx, p, scratch, scratch_bytes))                                        \
+  /* dw = (or += when accumulate) the gradient with respect to w. A bias                \
+     gradient is op_sum(dev, dy, 3, dbias) (reduce.h). */                               \
+  X(op_conv2d_bwd_filter,                                                               \
+    (const Device *dev, const Tensor *x, const Tensor *dy, const Tensor *dw,            \
+     const ConvParams *p, bool accumulate, void *scratch, size_t scratch_bytes),        \
+    (dev, x, dy, dw, p, accumulate, scratch, scratch_bytes))                            \
+  /* ------------------------------------------------------------ batch norm            \
+     (BatchNorm: above) Training and inference forwards. */                             \
+  X(op_batchnorm_fwd_train,                                                             \
+    (const Device *dev, const BatchNorm *bn, const Tensor *x, const Tensor *z,          \
+     bool relu, const Tensor *y),                                                       \
+    (dev, bn, x, z, relu, y))                                                           \
+  X(op_batchnorm_fwd_infer,                                                             \
+    (const Device *dev, const BatchNorm *bn, const Tensor *x, const Tensor *z,          \
+     bool relu, const Tensor *y),                                                       \
+    (dev, bn, x, z, relu, y))                                                           \
+  /* Backward of the training forward. y is that forward's output (ReLU's mask          \
+     comes from y > 0); dy its gradient. Writes dx, dz (when the forward had z;         \
+     else NULL) and dgamma, dbeta ((C) fp32; added to when accumulate). dx or           \
+     dz may alias dy (each element is read before it is written); y must not            \
+     alias x. */                                                                        \
+  X(op_batchnorm_bwd,                                                                   \
+    (const Device *dev, const BatchNorm *bn, const Tensor *x, const Tensor *y,          \
+     const Tensor *dy, bool relu, const Tensor *dx, const Tensor *dz,                   \
+     const Tensor *dgamma, const Tensor *dbeta, bool accumulate),                       \
+    (dev, bn, x, y, dy, relu, dx, dz, dgamma, dbeta, accumulate))                       \
+  /* ------------------------------------------------------------ ReLU                  \
+     y = max(x, 0); dx = dy where y > 0, else 0. Any shape; may run in place. */        \
+  X(op_relu_fwd, (const Device *dev, const Tensor *x, const Tensor *y), (dev, x, y))    \
+  X(op_relu_bwd,                                                                        \
+    (const Device *dev, const Tensor *y, const Tensor *dy, const Tensor *dx),           \
+    (dev, y, dy, dx))                                                                   \
+  /* ------------------------------------------------------------ pooling               \
+     x (N, H, W, C) -> y (N, P, Q, C), P = conv_out_extent(H, window_h, stride_h,       \
+     pad_h, 1). Backward overwrites dx (x's shape) from dy (y's shape). Max pool        \
+     sends each output's gradient to the first position (row-major within the          \
+     window) holding the maximum; the average divides by the full window size,         \
+     padding included (PyTorch's count_include_pad=True). */                            \
+  X(op_maxpool_fwd,                                                                     \
+    (const Device *dev, const Tensor *x, const Tensor *y, const PoolParams *p),         \
+    (dev, x, y, p))                                                                     \
+  X(op_maxpool_bwd,                                                                     \
+    (const Device *dev, const Tensor *x, const Tensor *y, const Tensor *dy,             \
+     const Tensor *dx, const PoolParams *p),                                            \
+    (dev, x, y, dy, dx, p))                                                             \
+  X(op_avgpool_fwd,                                                                     \
+    (const Device *dev, const Tensor *x, const Tensor *y, const PoolParams *p),         \
+    (dev, x, y, p))                                                                     \
+  X(op_avgpool_bwd,                                                                     \
+    (const Device *dev, const Tensor *dy, const Tensor *dx, const PoolParams *p),       \
+    (dev, dy, dx, p))                                                                   \
+  /* x (N, H, W, C) -> y (N, C): the mean over H and W; dx = dy / (H W) everywhere. */  \
+  X(op_global_avgpool_fwd, (const Device *dev, const Tensor *x, const Tensor *y),       \
+    (dev, x, y))                                                                        \
+  X(op_global_avgpool_bwd, (const Device *dev, const Tensor *dy, const Tensor *dx),     \
+    (dev, dy, dx))
+OPS_DECLARE(OPS_CONV)
 
-// ---------------------------------------------------------------- ReLU
-// y = max(x, 0); dx = dy where y > 0, else 0. Any shape; may run in place.
-void op_relu_fwd(const Device *dev, const Tensor *x, const Tensor *y);
-void op_relu_bwd(const Device *dev, const Tensor *y, const Tensor *dy, const Tensor *dx);
-
-// ---------------------------------------------------------------- pooling
-// x (N, H, W, C) -> y (N, P, Q, C), P = conv_out_extent(H, window_h, stride_h,
-// pad_h, 1). Backward overwrites dx (x's shape) from dy (y's shape). Max pool
-// sends each output's gradient to the first position (row-major within the
-// window) holding the maximum; the average divides by the full window size,
-// padding included (PyTorch's count_include_pad=True).
-void op_maxpool_fwd(const Device *dev, const Tensor *x, const Tensor *y, const PoolParams *p);
-void op_maxpool_bwd(const Device *dev, const Tensor *x, const Tensor *y, const Tensor *dy,
-                    const Tensor *dx, const PoolParams *p);
-void op_avgpool_fwd(const Device *dev, const Tensor *x, const Tensor *y, const PoolParams *p);
-void op_avgpool_bwd(const Device *dev, const Tensor *dy, const Tensor *dx, const PoolParams *p);
-// x (N, H, W, C) -> y (N, C): the mean over H and W; dx = dy / (H W) everywhere.
-void op_global_avgpool_fwd(const Device *dev, const Tensor *x, const Tensor *y);
-void op_global_avgpool_bwd(const Device *dev, const Tensor *dy, const Tensor *dx);
-
-// ---------------------------------------------------------------- backends
-#define OPS_CONV_BACKEND(sfx)                                                                 \
-  void op_conv2d_set_tf32_##sfx(const Device *dev, bool allow);                               \
-  void op_conv2d_fwd_##sfx(const Device *dev, const Tensor *x, const Tensor *w,               \
-                           const Tensor *bias, const Tensor *y, const ConvParams *p,          \
-                           void *scratch, size_t scratch_bytes);                              \
-  void op_conv2d_bwd_data_##sfx(const Device *dev, const Tensor *dy, const Tensor *w,         \
-                                const Tensor *dx, const ConvParams *p, void *scratch,         \
-                                size_t scratch_bytes);                                        \
-  void op_conv2d_bwd_filter_##sfx(const Device *dev, const Tensor *x, const Tensor *dy,       \
-                                  const Tensor *dw, const ConvParams *p, bool accumulate,     \
-                                  void *scratch, size_t scratch_bytes);                       \
-  void op_batchnorm_fwd_train_##sfx(const Device *dev, const BatchNorm *bn, const Tensor *x,  \
-                                    const Tensor *z, bool relu, const Tensor *y);             \
-  void op_batchnorm_fwd_infer_##sfx(const Device *dev, const BatchNorm *bn, const Tensor *x,  \
-                                    const Tensor *z, bool relu, const Tensor *y);             \
-  void op_batchnorm_bwd_##sfx(const Device *dev, const BatchNorm *bn, const Tensor *x,        \
-                              const Tensor *y, const Tensor *dy, bool relu, const Tensor *dx, \
-                              const Tensor *dz, const Tensor *dgamma, const Tensor *dbeta,    \
-                              bool accumulate);                                               \
-  void op_relu_fwd_##sfx(const Device *dev, const Tensor *x, const Tensor *y);                \
-  void op_relu_bwd_##sfx(const Device *dev, const Tensor *y, const Tensor *dy,                \
-                         const Tensor *dx);                                                   \
-  void op_maxpool_fwd_##sfx(const Device *dev, const Tensor *x, const Tensor *y,              \
-                            const PoolParams *p);                                             \
-  void op_maxpool_bwd_##sfx(const Device *dev, const Tensor *x, const Tensor *y,              \
-                            const Tensor *dy, const Tensor *dx, const PoolParams *p);         \
-  void op_avgpool_fwd_##sfx(const Device *dev, const Tensor *x, const Tensor *y,              \
-                            const PoolParams *p);                                             \
-  void op_avgpool_bwd_##sfx(const Device *dev, const Tensor *dy, const Tensor *dx,            \
-                            const PoolParams *p);                                             \
-  void op_global_avgpool_fwd_##sfx(const Device *dev, const Tensor *x, const Tensor *y);      \
-  void op_global_avgpool_bwd_##sfx(const Device *dev, const Tensor *dy, const Tensor *dx);
-OPS_CONV_BACKEND(cpu)
-#if HAVE_CUDA
-OPS_CONV_BACKEND(cuda)
-#endif
-
-// Shared shape checks (ops_conv.c); each dies naming the op on a mismatch.
+// Shared shape checks (conv.c); each dies naming the op on a mismatch.
 // Conv: returns N, H, W, C, K, R, S, P, Q in g.
 typedef struct ConvGeometry {
   int64_t n, h, w, c, k, r, s, p, q;

@@ -1,4 +1,4 @@
-// ops_conv_cuda.cu: the CUDA side of ops_conv.h. Convolution goes through
+// conv_cuda.cu: the CUDA side of conv.h. Convolution goes through
 // cuDNN (NHWC descriptors); batch norm, ReLU and pooling are own kernels,
 // which fuse the residual add and the ReLU for every dtype, give
 // bit-reproducible statistics and follow the CPU's pooling rules exactly.
@@ -246,7 +246,7 @@ __device__ __forceinline__ void pack_store(T *p, const float (&in)[V]) {
 }
 
 // Per-channel partial sums over row parts, the layout of the reductions in
-// ops_elem_cuda.cu: block (cw, 256 / cw) covers cw * V channels; blockIdx.y
+// reduce_cuda.cu: block (cw, 256 / cw) covers cw * V channels; blockIdx.y
 // is the part; lanes along y add up in a fixed tree. Two sums per channel.
 template <typename T>
 struct BnPartialArgs {

@@ -1,6 +1,7 @@
-// ops_cuda.cuh: what the CUDA halves of ops_dense, ops_seq and ops_loss share:
+// cuda.cuh: what the CUDA halves of the op families share:
 // dtype dispatch, fp32 widening and rounding, block reductions, the raw
-// strided-batched GEMM and fixed-order (deterministic) partial-sum reductions.
+// strided-batched GEMM, fixed-order (deterministic) partial-sum reductions
+// and the masked row softmax.
 // Included by .cu files only.
 #pragma once
 #include <cuda_bf16.h>
@@ -121,3 +122,20 @@ void ops_colsum_finalize(const Device *dev, const float *partials, int groups,
                          int64_t cols, float *out, bool accumulate);
 // Workspace for `count` floats of partial sums, checked against its size.
 float *ops_workspace_floats(const Device *dev, int64_t count, const char *op);
+
+// ---------------------------------------------------------------- masked softmax
+// Which columns of a row take part: all of them, or (attention) the keys below
+// the sequence's valid length and, when causal, at or before the query.
+typedef struct OpsRowMask {
+  const int32_t *key_len;  // (B) or NULL
+  int64_t rows_per_seq;    // H * Tq
+  int64_t tq;
+  bool causal;
+} OpsRowMask;
+
+// y = softmax(x) over each row's kept columns, 0 elsewhere (y may be x);
+// dx = scale y (dy - sum(dy y)) (dx may be dy). One block per row
+// (activation_cuda.cu): op_softmax_fwd/bwd with no mask, attention with one.
+void ops_softmax_fwd_launch(const Device *dev, const Tensor *x, const Tensor *y, OpsRowMask mask);
+void ops_softmax_bwd_launch(const Device *dev, const Tensor *y, const Tensor *dy,
+                            const Tensor *dx, float scale);

@@ -1,4 +1,4 @@
-// ops_binary.cuh: the vectorised elementwise kernel y = f(a, b), computed in
+// cuda_binary.cuh: the vectorised elementwise kernel y = f(a, b), computed in
 // fp32 for fp32 / fp16 / bf16 tensors, behind op_add, op_scale, op_relu_fwd
 // and friends. Included by .cu files only.
 #pragma once

@@ -1,5 +1,5 @@
-// ops_pointwise.cuh: y[i] = fn(a[i], b[i], i) - the elementwise kernel of
-// ops_binary.cuh with the element index passed on (dropout draws number i of
+// cuda_pointwise.cuh: y[i] = fn(a[i], b[i], i) - the elementwise kernel of
+// cuda_binary.cuh with the element index passed on (dropout draws number i of
 // its RNG stream, a bias add reads column i % cols) and b optional. Included
 // by .cu files only.
 #pragma once

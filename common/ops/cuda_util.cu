@@ -1,5 +1,5 @@
-// ops_cuda_util.cu: the host halves of ops_cuda.cuh - the cuBLAS GEMM call
-// and the fixed-order reductions shared by the dense, sequence and loss ops.
+// cuda_util.cu: the host halves of cuda.cuh - the cuBLAS GEMM call
+// and the fixed-order reductions shared by the op families.
 #include <limits.h>
 
 #include "ops/cuda.cuh"

@@ -1,5 +1,5 @@
-// ops_dense.c: CPU reference of the dense ops (OpenBLAS for the products),
-// the shape checks both backends share, and the dispatchers.
+// dense.c: CPU reference of the dense ops (OpenBLAS for the products) and
+// the shape checks both backends and the other families share.
 #include "ops/dense.h"
 
 #include <cblas.h>
@@ -14,6 +14,12 @@ int64_t op_rows(const Tensor *t) {
 
 Tensor op_as_matrix(const Tensor *t) {
   return TENSOR(t->data, t->dtype, t->device, op_rows(t), op_last_dim(t));
+}
+
+void op_same_size_check(const char *op, const Tensor *a, const Tensor *b) {
+  if (tensor_numel(a) != tensor_numel(b) || a->dtype != b->dtype)
+    DIE("%s: tensors of %lld %s and %lld %s elements", op, (long long)tensor_numel(a),
+        dtype_name(a->dtype), (long long)tensor_numel(b), dtype_name(b->dtype));
 }
 
 void op_gemm_set_tf32_cpu(const Device *dev, bool allow) {
@@ -162,32 +168,8 @@ void op_embedding_bwd_cpu(const Device *dev, const Tensor *idx, const Tensor *do
   }
 }
 
-void op_gemm_set_tf32(const Device *dev, bool allow) {
-  OP_DISPATCH(dev, op_gemm_set_tf32, allow);
-}
 
-void op_gemm(const Device *dev, const Tensor *a, bool trans_a, const Tensor *b,
-             bool trans_b, const Tensor *c, float alpha, float beta) {
-  OP_DISPATCH(dev, op_gemm, a, trans_a, b, trans_b, c, alpha, beta);
-}
 
-void op_linear_fwd(const Device *dev, const Tensor *x, const Tensor *w, const Tensor *b,
-                   const Tensor *y) {
-  OP_DISPATCH(dev, op_linear_fwd, x, w, b, y);
-}
 
-void op_linear_bwd(const Device *dev, const Tensor *x, const Tensor *w, const Tensor *dy,
-                   const Tensor *dx, const Tensor *dw, const Tensor *db,
-                   bool accumulate) {
-  OP_DISPATCH(dev, op_linear_bwd, x, w, dy, dx, dw, db, accumulate);
-}
 
-void op_embedding_fwd(const Device *dev, const Tensor *idx, const Tensor *table,
-                      const Tensor *out) {
-  OP_DISPATCH(dev, op_embedding_fwd, idx, table, out);
-}
 
-void op_embedding_bwd(const Device *dev, const Tensor *idx, const Tensor *dout,
-                      const Tensor *dtable, bool accumulate) {
-  OP_DISPATCH(dev, op_embedding_bwd, idx, dout, dtable, accumulate);
-}

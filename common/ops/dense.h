@@ -1,4 +1,4 @@
-// ops_dense.h: matrix products and lookups - general (batched) GEMM, the
+// dense.h: matrix products and lookups - general (batched) GEMM, the
 // linear layer, embedding lookup - on CPU (OpenBLAS) and CUDA (cuBLAS).
 //
 // Conventions (ops.h): row-major contiguous tensors; outputs allocated by the
@@ -20,73 +20,53 @@
 extern "C" {
 #endif
 
-// On CUDA, lets fp32 products run on TF32 tensor cores (10-bit mantissa
-// inputs, fp32 accumulation) for every GEMM issued on dev afterwards; a
-// property of dev's cuBLAS handle. Nothing on CPU, where GEMMs are fp32.
-void op_gemm_set_tf32_cpu(const Device *dev, bool allow);
-void op_gemm_set_tf32_cuda(const Device *dev, bool allow);
-
-// c = alpha * op(a) op(b) + beta * c, op(x) = x or x^T.
-//   a: (M, K), or (K, M) when trans_a     (optionally with a leading batch dim)
-//   b: (K, N), or (N, K) when trans_b
-//   c: (M, N)
-// Batched: c is (batch, M, N); a and b are each (batch, ., .) or 2-D, a 2-D
-// operand being shared by every batch entry. With beta == 0, c is not read.
-void op_gemm_cpu(const Device *dev, const Tensor *a, bool trans_a, const Tensor *b,
-                 bool trans_b, const Tensor *c, float alpha, float beta);
-void op_gemm_cuda(const Device *dev, const Tensor *a, bool trans_a, const Tensor *b,
-                  bool trans_b, const Tensor *c, float alpha, float beta);
-
-// y = x W^T + b.
-//   x: (..., in) read as (M, in); w: (out, in); b: (out) or NULL;
-//   y: (..., out) read as (M, out). On CUDA b is fp32 or x's dtype.
-void op_linear_fwd_cpu(const Device *dev, const Tensor *x, const Tensor *w,
-                       const Tensor *b, const Tensor *y);
-void op_linear_fwd_cuda(const Device *dev, const Tensor *x, const Tensor *w,
-                        const Tensor *b, const Tensor *y);
-
-// dx = dy W; dw (+)= dy^T x; db (+)= column sums of dy.
-//   dy: (M, out); dx: (M, in) or NULL (first layer); dw: (out, in);
-//   db: (out) or NULL.
-void op_linear_bwd_cpu(const Device *dev, const Tensor *x, const Tensor *w,
-                       const Tensor *dy, const Tensor *dx, const Tensor *dw,
-                       const Tensor *db, bool accumulate);
-void op_linear_bwd_cuda(const Device *dev, const Tensor *x, const Tensor *w,
-                        const Tensor *dy, const Tensor *dx, const Tensor *dw,
-                        const Tensor *db, bool accumulate);
-
-// out[n, :] = table[idx[n], :].
-//   idx: any shape, N elements, int32 or int64; table: (V, D); out: (N, D)
-//   (or idx's shape + D). An index outside [0, V) is an input error on CPU;
-//   on CUDA (no host sync) its row is written as zeros - loaders validate ids.
-void op_embedding_fwd_cpu(const Device *dev, const Tensor *idx, const Tensor *table,
-                          const Tensor *out);
-void op_embedding_fwd_cuda(const Device *dev, const Tensor *idx, const Tensor *table,
-                           const Tensor *out);
-
-// dtable[idx[n], :] (+)= dout[n, :], summed over repeated indices.
-//   dout: (N, D); dtable: (V, D), fp32 on CUDA. On CUDA the sum uses fp32
-//   atomics: the order of the additions (not the set of terms) varies run to
-//   run, so results agree to rounding, not bit for bit. A sorted, deterministic
-//   reduction would need scratch for the sort and a second pass; gradient
-//   noise of one ulp per repeated row does not change training.
-void op_embedding_bwd_cpu(const Device *dev, const Tensor *idx, const Tensor *dout,
-                          const Tensor *dtable, bool accumulate);
-void op_embedding_bwd_cuda(const Device *dev, const Tensor *idx, const Tensor *dout,
-                           const Tensor *dtable, bool accumulate);
-
-// Dispatchers: pick the CPU or CUDA function by dev->kind.
-void op_gemm_set_tf32(const Device *dev, bool allow);
-void op_gemm(const Device *dev, const Tensor *a, bool trans_a, const Tensor *b,
-             bool trans_b, const Tensor *c, float alpha, float beta);
-void op_linear_fwd(const Device *dev, const Tensor *x, const Tensor *w, const Tensor *b,
-                   const Tensor *y);
-void op_linear_bwd(const Device *dev, const Tensor *x, const Tensor *w, const Tensor *dy,
-                   const Tensor *dx, const Tensor *dw, const Tensor *db, bool accumulate);
-void op_embedding_fwd(const Device *dev, const Tensor *idx, const Tensor *table,
-                      const Tensor *out);
-void op_embedding_bwd(const Device *dev, const Tensor *idx, const Tensor *dout,
-                      const Tensor *dtable, bool accumulate);
+#define OPS_DENSE(X)                                                                    \
+  /* On CUDA, lets fp32 products run on TF32 tensor cores (10-bit mantissa              \
+     inputs, fp32 accumulation) for every GEMM issued on dev afterwards; a              \
+     property of dev's cuBLAS handle. Nothing on CPU, where GEMMs are fp32. */          \
+  X(op_gemm_set_tf32, (const Device *dev, bool allow), (dev, allow))                    \
+  /* c = alpha * op(a) op(b) + beta * c, op(x) = x or x^T.                              \
+       a: (M, K), or (K, M) when trans_a     (optionally with a leading batch dim)      \
+       b: (K, N), or (N, K) when trans_b                                                \
+       c: (M, N)                                                                        \
+     Batched: c is (batch, M, N); a and b are each (batch, ., .) or 2-D, a 2-D          \
+     operand being shared by every batch entry. With beta == 0, c is not read. */       \
+  X(op_gemm,                                                                            \
+    (const Device *dev, const Tensor *a, bool trans_a, const Tensor *b, bool trans_b,   \
+     const Tensor *c, float alpha, float beta),                                         \
+    (dev, a, trans_a, b, trans_b, c, alpha, beta))                                      \
+  /* y = x W^T + b.                                                                     \
+       x: (..., in) read as (M, in); w: (out, in); b: (out) or NULL;                    \
+       y: (..., out) read as (M, out). On CUDA b is fp32 or x's dtype. */               \
+  X(op_linear_fwd,                                                                      \
+    (const Device *dev, const Tensor *x, const Tensor *w, const Tensor *b,              \
+     const Tensor *y),                                                                  \
+    (dev, x, w, b, y))                                                                  \
+  /* dx = dy W; dw (+)= dy^T x; db (+)= column sums of dy.                              \
+       dy: (M, out); dx: (M, in) or NULL (first layer); dw: (out, in);                  \
+       db: (out) or NULL. */                                                            \
+  X(op_linear_bwd,                                                                      \
+    (const Device *dev, const Tensor *x, const Tensor *w, const Tensor *dy,             \
+     const Tensor *dx, const Tensor *dw, const Tensor *db, bool accumulate),            \
+    (dev, x, w, dy, dx, dw, db, accumulate))                                            \
+  /* out[n, :] = table[idx[n], :].                                                      \
+       idx: any shape, N elements, int32 or int64; table: (V, D); out: (N, D)           \
+       (or idx's shape + D). An index outside [0, V) is an input error on CPU;          \
+       on CUDA (no host sync) its row is written as zeros - loaders validate ids. */    \
+  X(op_embedding_fwd,                                                                   \
+    (const Device *dev, const Tensor *idx, const Tensor *table, const Tensor *out),     \
+    (dev, idx, table, out))                                                             \
+  /* dtable[idx[n], :] (+)= dout[n, :], summed over repeated indices.                   \
+       dout: (N, D); dtable: (V, D), fp32 on CUDA. On CUDA the sum uses fp32            \
+       atomics: the order of the additions (not the set of terms) varies run to        \
+       run, so results agree to rounding, not bit for bit. A sorted, deterministic      \
+       reduction would need scratch for the sort and a second pass; gradient            \
+       noise of one ulp per repeated row does not change training. */                   \
+  X(op_embedding_bwd,                                                                   \
+    (const Device *dev, const Tensor *idx, const Tensor *dout, const Tensor *dtable,    \
+     bool accumulate),                                                                  \
+    (dev, idx, dout, dtable, accumulate))
+OPS_DECLARE(OPS_DENSE)
 
 // Shape logic shared by the backends and the op families. op_last_dim: the
 // last dimension; op_rows: the product of all the others (the "rows" of a
@@ -94,6 +74,8 @@ void op_embedding_bwd(const Device *dev, const Tensor *idx, const Tensor *dout,
 int64_t op_last_dim(const Tensor *t);
 int64_t op_rows(const Tensor *t);
 Tensor op_as_matrix(const Tensor *t);
+// Dies naming op unless a and b have the same element count and dtype.
+void op_same_size_check(const char *op, const Tensor *a, const Tensor *b);
 
 // A checked GEMM call: sizes, leading dimensions of the row-major a and b,
 // and batch counts (batch_a/batch_b 0 for a shared 2-D operand; batch >= 1,

@@ -1,4 +1,4 @@
-// ops_dense_cuda.cu: the dense ops on the GPU - products through cuBLAS
+// dense_cuda.cu: the dense ops on the GPU - products through cuBLAS
 // (ops_gemm_raw), own kernels for the bias, its gradient and the embedding.
 #include "ops/cuda.cuh"
 #include "ops/cuda_pointwise.cuh"

@@ -1,11 +1,9 @@
-// ops_loss.c: CPU reference of the losses, the checks both backends share,
-// and the dispatchers.
+// loss.c: CPU reference of the losses and the checks both backends share.
 #include "ops/loss.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "ops/seq.h"
 
 void op_loss_check(const char *op, const Tensor *input, const Tensor *target,
                    const Tensor *loss, const Tensor *dinput) {
@@ -114,19 +112,5 @@ void op_smooth_l1_cpu(const Device *dev, const Tensor *pred, const Tensor *targe
   *(float *)loss->data = n ? (float)(total / n) : 0.0f;
 }
 
-void op_softmax_xent(const Device *dev, const Tensor *logits, const Tensor *labels,
-                     float smoothing, int64_t ignore_index, float grad_scale,
-                     const Tensor *loss, const Tensor *row_loss, const Tensor *dlogits) {
-  OP_DISPATCH(dev, op_softmax_xent, logits, labels, smoothing, ignore_index, grad_scale,
-              loss, row_loss, dlogits);
-}
 
-void op_bce_logits(const Device *dev, const Tensor *logits, const Tensor *targets,
-                   float grad_scale, const Tensor *loss, const Tensor *dlogits) {
-  OP_DISPATCH(dev, op_bce_logits, logits, targets, grad_scale, loss, dlogits);
-}
 
-void op_smooth_l1(const Device *dev, const Tensor *pred, const Tensor *target, float beta,
-                  float grad_scale, const Tensor *loss, const Tensor *dpred) {
-  OP_DISPATCH(dev, op_smooth_l1, pred, target, beta, grad_scale, loss, dpred);
-}

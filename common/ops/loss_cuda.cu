@@ -1,9 +1,8 @@
-// ops_loss_cuda.cu: the losses on the GPU. The loss scalar is reduced in a
+// loss_cuda.cu: the losses on the GPU. The loss scalar is reduced in a
 // fixed order (per-row or per-block partial sums in dev->workspace, then one
 // block) and written to the caller's device float; nothing waits on the host.
 #include "ops/cuda.cuh"
 #include "ops/loss.h"
-#include "ops/seq.h"
 
 #define MEAN_THREADS 1024
 

@@ -1,9 +1,22 @@
-// ops.h: conventions every op family follows (ops_conv.h, ops_dense.h, ...).
+// ops.h: conventions every op family follows, and how an op is declared.
+//
+// Families, one file pair each (family.h, family.c the CPU reference,
+// family_cuda.cu the CUDA side), named for what is inside:
+//   elementwise  add, mul, scale, axpy, cast, affine_u8 (input bytes)
+//   layout       concat, split, permute (data movement, any dtype)
+//   reduce       sum, mean, top-k
+//   activation   GELU, softmax, dropout
+//   norm         layer norm (batch norm sits with the convolutions)
+//   attention    multi-head scaled dot-product attention
+//   dense        GEMM, linear layer, embedding lookup
+//   conv         convolution, batch norm, ReLU, pooling
+//   loss         softmax cross-entropy, BCE on logits, smooth L1
 //
 // - Each op has a CPU reference and a CUDA implementation with the same name
 //   and signature apart from the suffix: op_relu_fwd_cpu / op_relu_fwd_cuda.
 //   The first argument is always `const Device *dev`, so the two are
 //   interchangeable; op_relu_fwd(dev, ...) picks one by dev->kind.
+//   Below: "declaring ops".
 // - Arguments are Tensors (dtype + shape + pointer) and scalars; outputs are
 //   allocated by the caller. No op allocates memory: scratch comes from
 //   dev->workspace or from an Arena the caller passes.
@@ -17,22 +30,62 @@
 #include "device/profile.h"
 #include "device/tensor.h"
 
-// Every dispatched call is a span of the profile while one runs (profile.h).
+// ---------------------------------------------------------------- declaring ops
+// Each family header (conv.h, dense.h, norm.h, ...) writes the signature of
+// each of its dispatched ops once, in one X-macro list, with the op's comment
+// beside its entry (block comments: a list is one macro, each line ending
+// in a backslash, left out here):
+//
+//   #define OPS_NORM(X)
+//     /* y = (x - mean) * rstd * gamma + beta over the last axis ... */
+//     X(op_layernorm_fwd, (const Device *dev, const Tensor *x, ...),
+//       (dev, x, ...))
+//     ...
+//   OPS_DECLARE(OPS_NORM)
+//
+// An entry is X(name, (parameters), (arguments)): the parameter list with
+// types, and the same names as a call. OPS_DECLARE declares, for each entry,
+// the dispatcher `name`, the CPU reference `name_cpu` and the CUDA
+// implementation `name_cuda` (the last is declared in every build and defined
+// only in CUDA builds). ops/dispatch.c defines every dispatcher, for every
+// family, with OPS_DEFINE_DISPATCHERS: nobody writes one by hand.
+//
+// To add an op: (1) an entry in its family's list, with its comment;
+// (2) name_cpu in family.c and name_cuda in family_cuda.cu (extern "C");
+// (3) a row in tests/ops/test_ops_table.c (shapes, dtypes, tolerance,
+// gradient check), and hand-checked or golden cases in
+// tests/ops/test_ops_<family>.c. A new family also adds its list to
+// ops/dispatch.c.
+#define OPS_PROTOTYPES(name, params, args) \
+  void name params;                        \
+  void name##_cpu params;                  \
+  void name##_cuda params;
+#define OPS_DECLARE(list) list(OPS_PROTOTYPES)
+
+// Runs fn_cuda or fn_cpu by dev->kind, with dev and the other arguments;
+// every dispatched call is a span of the profile while one runs
+// (profile.h). OP_DISPATCH_ARGS takes the arguments as one parenthesised
+// list, dev included, as the families' lists write them; OP_DISPATCH is the
+// same for a hand-written dispatcher outside ops/ (a task's own kernels).
 #if HAVE_CUDA
-#define OP_DISPATCH(dev, fn, ...)                  \
-  PROFILE_REGION(dev, #fn, {                       \
-    if ((dev)->kind == DEVICE_CUDA)                \
-      fn##_cuda((dev), __VA_ARGS__);               \
-    else                                           \
-      fn##_cpu((dev), __VA_ARGS__);                \
+#define OP_DISPATCH_ARGS(dev, fn, args) \
+  PROFILE_REGION(dev, #fn, {            \
+    if ((dev)->kind == DEVICE_CUDA)     \
+      fn##_cuda args;                   \
+    else                                \
+      fn##_cpu args;                    \
   })
 #else
-#define OP_DISPATCH(dev, fn, ...)                                        \
+#define OP_DISPATCH_ARGS(dev, fn, args)                                  \
   PROFILE_REGION(dev, #fn, {                                             \
     if ((dev)->kind == DEVICE_CUDA) DIE(#fn ": this build has no CUDA"); \
-    fn##_cpu((dev), __VA_ARGS__);                                        \
+    fn##_cpu args;                                                       \
   })
 #endif
+#define OP_DISPATCH(dev, fn, ...) OP_DISPATCH_ARGS(dev, fn, ((dev), __VA_ARGS__))
+#define OPS_DISPATCHER(name, params, args) \
+  void name params { OP_DISPATCH_ARGS(dev, name, args); }
+#define OPS_DEFINE_DISPATCHERS(list) list(OPS_DISPATCHER)
 
 // A broken precondition of an op (a shape mismatch) is a programming error in
 // the caller: it names the op and the condition.

@@ -12,7 +12,7 @@
 #include "core/check.h"
 #include "core/progress.h"
 #include "device/profile.h"
-#include "ops/elem.h"
+#include "ops/elementwise.h"
 
 const ConfigKey trainer_keys[] = {
     {"device", CFG_STRING, "auto", "cpu, cuda, or auto (cuda when a GPU is present)", "auto|cpu|cuda"},

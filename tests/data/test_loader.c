@@ -17,7 +17,7 @@
 #include "data/loader.h"
 #include "data/record.h"
 #include "image_classification/classify_data.h"
-#include "ops/elem.h"
+#include "ops/elementwise.h"
 #include "tests/harness/test.h"
 
 // ---------------------------------------------------------------- generic

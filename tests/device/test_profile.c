@@ -7,7 +7,7 @@
 
 #include "core/progress.h"
 #include "device/profile.h"
-#include "ops/elem.h"
+#include "ops/elementwise.h"
 #include "tests/harness/test.h"
 
 static const Device kCpu = {.kind = DEVICE_CPU};

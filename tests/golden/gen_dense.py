@@ -1,5 +1,5 @@
 """Golden values for the dense, sequence and loss op tests (tests/ops/test_ops_dense.c,
-test_ops_seq.c, test_ops_loss.c), computed by PyTorch in float32 on the CPU.
+test_ops_norm.c, test_ops_activation.c, test_ops_attention.c, test_ops_loss.c), computed by PyTorch in float32 on the CPU.
 Inputs are written beside the outputs so the C tests read both; gradients come
 from autograd of the forward pass with the upstream gradient "<op>.dy".
 

@@ -8,7 +8,7 @@
 
 #include "core/rng.h"
 #include "models/resnet.h"
-#include "ops/elem.h"
+#include "ops/elementwise.h"
 #include "ops/loss.h"
 #include "tests/harness/test.h"
 #include "tests/ops/ops_test_util.h"

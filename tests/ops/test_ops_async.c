@@ -12,11 +12,15 @@
 #include <stdlib.h>
 
 #include "device/device.h"
+#include "ops/activation.h"
+#include "ops/attention.h"
 #include "ops/conv.h"
 #include "ops/dense.h"
-#include "ops/elem.h"
+#include "ops/elementwise.h"
+#include "ops/layout.h"
 #include "ops/loss.h"
-#include "ops/seq.h"
+#include "ops/norm.h"
+#include "ops/reduce.h"
 #include "tests/harness/test.h"
 
 static Device g_gpu;

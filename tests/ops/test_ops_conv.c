@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "ops/conv.h"
-#include "ops/elem.h"
+#include "ops/elementwise.h"
 #include "ops_test_util.h"
 #include "tests/harness/test.h"
 
@@ -36,10 +36,7 @@ static const char *key(const char *c, const char *field) {
 
 // ---------------------------------------------------------------- golden: convolution
 
-// PyTorch sums at most 7*7*3 fp32 products per output in another order:
-// relative L2 differences are ~1e-7; 1e-5 leaves room and still catches any
-// wrong tap, stride or padding (those give errors of order 1).
-#define GOLDEN_TOL 1e-5
+// Golden comparisons: TOL_GOLDEN (ops_test_util.h).
 
 // scratch_images: how many images' im2col the scratch holds (1 forces the
 // per-image path, 0 the whole batch).
@@ -65,15 +62,15 @@ static void conv_golden_case(const char *c, int scratch_images) {
   void *scratch = malloc(scratch_bytes ? scratch_bytes : 1);
 
   op_conv2d_fwd(&kCpu, &x, &w, has_bias ? &b : NULL, &ty, &p, scratch, scratch_bytes);
-  check_golden(g, key(c, "y"), y, tensor_numel(&ty), GOLDEN_TOL);
+  check_golden(g, key(c, "y"), y, tensor_numel(&ty), TOL_GOLDEN);
   op_conv2d_bwd_data(&kCpu, &dy, &w, &tdx, &p, scratch, scratch_bytes);
-  check_golden(g, key(c, "dx"), dx, tensor_numel(&tdx), GOLDEN_TOL);
+  check_golden(g, key(c, "dx"), dx, tensor_numel(&tdx), TOL_GOLDEN);
   op_conv2d_bwd_filter(&kCpu, &x, &dy, &tdw, &p, false, scratch, scratch_bytes);
-  check_golden(g, key(c, "dw"), dw, tensor_numel(&tdw), GOLDEN_TOL);
+  check_golden(g, key(c, "dw"), dw, tensor_numel(&tdw), TOL_GOLDEN);
   // Accumulating a second time doubles the gradient.
   op_conv2d_bwd_filter(&kCpu, &x, &dy, &tdw, &p, true, scratch, scratch_bytes);
   op_scale(&kCpu, &tdw, 0.5f, &tdw);
-  check_golden(g, key(c, "dw"), dw, tensor_numel(&tdw), GOLDEN_TOL);
+  check_golden(g, key(c, "dw"), dw, tensor_numel(&tdw), TOL_GOLDEN);
   free(y), free(dx), free(dw), free(scratch);
   golden_free(g);
 }
@@ -125,20 +122,20 @@ static void bn_golden_case(const char *c, bool fused) {
   Tensor tdz = T4(dz, d[0], d[1], d[2], d[3]), tdg = T1(dgamma, ch), tdb = T1(dbeta, ch);
 
   op_batchnorm_fwd_train(&kCpu, &h.bn, &x, fused ? &z : NULL, fused, &ty);
-  check_golden(g, key(c, "y"), y, n, GOLDEN_TOL);
-  check_golden(g, key(c, "running_mean"), h.rmean, ch, GOLDEN_TOL);
-  check_golden(g, key(c, "running_var"), h.rvar, ch, GOLDEN_TOL);
+  check_golden(g, key(c, "y"), y, n, TOL_GOLDEN);
+  check_golden(g, key(c, "running_mean"), h.rmean, ch, TOL_GOLDEN);
+  check_golden(g, key(c, "running_var"), h.rvar, ch, TOL_GOLDEN);
   op_batchnorm_bwd(&kCpu, &h.bn, &x, &ty, &dy, fused, &tdx, fused ? &tdz : NULL, &tdg, &tdb, false);
-  check_golden(g, key(c, "dx"), dx, n, GOLDEN_TOL);
-  check_golden(g, key(c, "dgamma"), dgamma, ch, GOLDEN_TOL);
-  check_golden(g, key(c, "dbeta"), dbeta, ch, GOLDEN_TOL);
-  if (fused) check_golden(g, key(c, "dz"), dz, n, GOLDEN_TOL);
+  check_golden(g, key(c, "dx"), dx, n, TOL_GOLDEN);
+  check_golden(g, key(c, "dgamma"), dgamma, ch, TOL_GOLDEN);
+  check_golden(g, key(c, "dbeta"), dbeta, ch, TOL_GOLDEN);
+  if (fused) check_golden(g, key(c, "dz"), dz, n, TOL_GOLDEN);
   // In place: the gradient overwrites dy (dx aliasing dy), same result.
   memcpy(dx, dy.data, (size_t)n * sizeof(float));
   op_batchnorm_bwd(&kCpu, &h.bn, &x, &ty, &tdx, fused, &tdx, fused ? &tdz : NULL, &tdg, &tdb, false);
-  check_golden(g, key(c, "dx"), dx, n, GOLDEN_TOL);
+  check_golden(g, key(c, "dx"), dx, n, TOL_GOLDEN);
   op_batchnorm_fwd_infer(&kCpu, &h.bn, &x, fused ? &z : NULL, fused, &ty);
-  check_golden(g, key(c, "y_infer"), y, n, GOLDEN_TOL);
+  check_golden(g, key(c, "y_infer"), y, n, TOL_GOLDEN);
   free(y), free(dx), free(dz);
   golden_free(g);
 }
@@ -167,8 +164,8 @@ static void pool_golden_case(const char *c, bool max) {
     op_avgpool_fwd(&kCpu, &x, &ty, &p);
     op_avgpool_bwd(&kCpu, &dy, &tdx, &p);
   }
-  check_golden(g, key(c, "y"), y, tensor_numel(&ty), GOLDEN_TOL);
-  check_golden(g, key(c, "dx"), dx, tensor_numel(&tdx), GOLDEN_TOL);
+  check_golden(g, key(c, "y"), y, tensor_numel(&ty), TOL_GOLDEN);
+  check_golden(g, key(c, "dx"), dx, tensor_numel(&tdx), TOL_GOLDEN);
   free(y), free(dx);
   golden_free(g);
 }
@@ -190,8 +187,8 @@ static void global_avgpool_matches_pytorch(void) {
   Tensor ty = TENSOR(y, DT_F32, DEVICE_CPU, d[0], d[3]), tdx = T4(dx, d[0], d[1], d[2], d[3]);
   op_global_avgpool_fwd(&kCpu, &x, &ty);
   op_global_avgpool_bwd(&kCpu, &dy, &tdx);
-  check_golden(g, "gap.y", y, tensor_numel(&ty), GOLDEN_TOL);
-  check_golden(g, "gap.dx", dx, tensor_numel(&tdx), GOLDEN_TOL);
+  check_golden(g, "gap.y", y, tensor_numel(&ty), TOL_GOLDEN);
+  check_golden(g, "gap.dx", dx, tensor_numel(&tdx), TOL_GOLDEN);
   free(y), free(dx);
   golden_free(g);
 }
@@ -475,16 +472,9 @@ static void preconditions_name_the_op(void) {
 
 // ---------------------------------------------------------------- CUDA against CPU
 
-// Relative L2 tolerances of CUDA against the CPU reference. Both sides see
-// the same (rounded) inputs and accumulate in fp32, so what differs is the
-// summation order (fp32: ~1e-6) and the final rounding of a 16-bit output:
-// at most 2^-11 (fp16) or 2^-8 (bf16) relative per element, about 0.6x that
-// in L2 over many elements. The bounds are ~4x those roundings, plus room
-// for cuDNN's fp16/bf16 algorithms (Winograd, split-K) whose intermediate
-// rounding adds error of the same order. Ops that only select or copy
-// values (ReLU, max pool forward) are exact.
-static double tol_rounded(DType dt) { return dt == DT_F32 ? 1e-5 : dt == DT_F16 ? 2e-3 : 1.6e-2; }
-static double tol_conv(DType dt) { return dt == DT_F32 ? 1e-5 : dt == DT_F16 ? 5e-3 : 2.5e-2; }
+// Tolerances of CUDA against the CPU reference: tol_conv (convolutions),
+// tol_rounded_chain (batch norm, pooling), TOL_TF32, TOL_EXACT (ReLU, max
+// pool forward: they only select values); derivations in ops_test_util.h.
 
 typedef struct GpuT {
   Tensor t;      // on the GPU
@@ -587,7 +577,7 @@ static void conv_tf32_cuda_matches_cpu(void) {
   Device dev;
   open_gpu_or_skip(&dev);
   op_conv2d_set_tf32(&dev, true);
-  conv_cuda_case(&dev, DT_F32, 3e-3);
+  conv_cuda_case(&dev, DT_F32, TOL_TF32);
   op_conv2d_set_tf32(&dev, false);
   conv_cuda_case(&dev, DT_F32, tol_conv(DT_F32));
   device_close(&dev);
@@ -595,7 +585,7 @@ static void conv_tf32_cuda_matches_cpu(void) {
 
 // BN parameters and statistics are fp32 on both sides: ~1e-5 for the
 // statistics (fp32 one-pass shifted sums against double two-pass sums over
-// up to ~1e4 rows), dgamma / dbeta likewise; activations use tol_rounded.
+// up to ~1e4 rows), dgamma / dbeta likewise; activations use tol_rounded_chain.
 static void batchnorm_cuda_matches_cpu(void) {
   Device dev;
   open_gpu_or_skip(&dev);
@@ -634,12 +624,12 @@ static void batchnorm_cuda_matches_cpu(void) {
                          &dgi.t, &dbi.t, false);
         memcpy(dyi.host, hdx.data, (size_t)tensor_numel(&hdx) * sizeof(float));
         device_sync(&dev);
-        check_gpu("dx in place of dy", &dyi, tol_rounded(dt));
+        check_gpu("dx in place of dy", &dyi, tol_rounded_chain(dt));
         gpu_free(&dyi), gpu_free(&dgi), gpu_free(&dbi), gpu_free(&dzi);
-        check_gpu("y", &y, tol_rounded(dt));
-        check_gpu("y_infer", &yi, tol_rounded(dt));
-        check_gpu("dx", &dx, tol_rounded(dt));
-        if (fused) check_gpu("dz", &dz, tol_rounded(dt));
+        check_gpu("y", &y, tol_rounded_chain(dt));
+        check_gpu("y_infer", &yi, tol_rounded_chain(dt));
+        check_gpu("dx", &dx, tol_rounded_chain(dt));
+        if (fused) check_gpu("dz", &dz, tol_rounded_chain(dt));
         const char *names[] = {"gamma", "beta", "running_mean", "running_var", "save_mean",
                                "save_invstd", "dgamma", "dbeta"};
         for (int j = 0; j < 8; j++) check_gpu(names[j], &p[j], 1e-4);
@@ -695,10 +685,10 @@ static void pooling_and_relu_cuda_match_cpu(void) {
       op_avgpool_fwd(&dev, &x.t, &ya.t, p);
       op_avgpool_bwd(&dev, &dy.t, &dxa.t, p);
       device_sync(&dev);
-      check_gpu("maxpool y", &y, 0);
-      check_gpu("maxpool dx", &dx, tol_rounded(dt));  // sums of up to 4 dy, rounded once
-      check_gpu("avgpool y", &ya, tol_rounded(dt));
-      check_gpu("avgpool dx", &dxa, tol_rounded(dt));
+      check_gpu("maxpool y", &y, TOL_EXACT);
+      check_gpu("maxpool dx", &dx, tol_rounded_chain(dt));  // sums of up to 4 dy, rounded once
+      check_gpu("avgpool y", &ya, tol_rounded_chain(dt));
+      check_gpu("avgpool dx", &dxa, tol_rounded_chain(dt));
       gpu_free(&x), gpu_free(&dy), gpu_free(&y), gpu_free(&dx), gpu_free(&ya), gpu_free(&dxa);
     }
     // Global average pool and ReLU on the first input shape.
@@ -717,10 +707,10 @@ static void pooling_and_relu_cuda_match_cpu(void) {
     op_relu_fwd(&dev, &x.t, &r.t);
     op_relu_bwd(&dev, &r.t, &dyr.t, &dr.t);
     device_sync(&dev);
-    check_gpu("global avgpool y", &y, tol_rounded(dt));
-    check_gpu("global avgpool dx", &dx, tol_rounded(dt));
-    check_gpu("relu y", &r, 0);
-    check_gpu("relu dx", &dr, 0);
+    check_gpu("global avgpool y", &y, tol_rounded_chain(dt));
+    check_gpu("global avgpool dx", &dx, tol_rounded_chain(dt));
+    check_gpu("relu y", &r, TOL_EXACT);
+    check_gpu("relu dx", &dr, TOL_EXACT);
     gpu_free(&x), gpu_free(&dy), gpu_free(&y), gpu_free(&dx), gpu_free(&r), gpu_free(&dr), gpu_free(&dyr);
   }
   device_close(&dev);

@@ -12,10 +12,6 @@
 
 static Device cpu = {.kind = DEVICE_CPU};
 
-// fp32 against fp32 PyTorch: both round each product and sum once per term,
-// in different orders; relative L2 differences are ~1e-7, so 1e-5 is loose
-// enough for any order and tight enough to catch a wrong term.
-#define GOLDEN_TOL 1e-5
 
 static void gemm_matches_torch(void) {
   GoldenFile *g = golden_load("dense.gld");
@@ -26,14 +22,14 @@ static void gemm_matches_torch(void) {
   Tensor tbt = TENSOR(bt, DT_F32, DEVICE_CPU, 2, 3, 7);
   Tensor tc = TENSOR(c, DT_F32, DEVICE_CPU, 2, 5, 3);
   op_gemm(&cpu, &ta, false, &tbt, true, &tc, 0.5f, 2.0f);
-  check_golden(g, "gemm.c", c, 30, GOLDEN_TOL);
+  check_golden(g, "gemm.c", c, 30, TOL_GOLDEN);
   // A 2-D transposed a shared by both batch entries; beta 0 ignores c.
   float *at = golden_get(g, "gemm.at", &n), *b = golden_get(g, "gemm.b", &n);
   Tensor tat = TENSOR(at, DT_F32, DEVICE_CPU, 7, 5);
   Tensor tb = TENSOR(b, DT_F32, DEVICE_CPU, 2, 7, 3);
   for (int i = 0; i < 30; i++) c[i] = NAN;
   op_gemm(&cpu, &tat, true, &tb, false, &tc, 1.0f, 0.0f);
-  check_golden(g, "gemm.c2", c, 30, GOLDEN_TOL);
+  check_golden(g, "gemm.c2", c, 30, TOL_GOLDEN);
   free(c);
   golden_free(g);
 }
@@ -82,19 +78,19 @@ static void linear_matches_torch(void) {
   Tensor tdw = TENSOR(dw, DT_F32, DEVICE_CPU, 6, 9),
          tdb = TENSOR(db, DT_F32, DEVICE_CPU, 6);
   op_linear_fwd(&cpu, &tx, &tw, &tb, &ty);
-  check_golden(g, "linear.y", y, 36, GOLDEN_TOL);
+  check_golden(g, "linear.y", y, 36, TOL_GOLDEN);
   for (int i = 0; i < 54; i++) dw[i] = NAN;  // overwritten without accumulate
   for (int i = 0; i < 6; i++) db[i] = NAN;
   op_linear_bwd(&cpu, &tx, &tw, &tdy, &tdx, &tdw, &tdb, false);
-  check_golden(g, "linear.dx", dx, 54, GOLDEN_TOL);
-  check_golden(g, "linear.dw", dw, 54, GOLDEN_TOL);
-  check_golden(g, "linear.db", db, 6, GOLDEN_TOL);
+  check_golden(g, "linear.dx", dx, 54, TOL_GOLDEN);
+  check_golden(g, "linear.dw", dw, 54, TOL_GOLDEN);
+  check_golden(g, "linear.db", db, 6, TOL_GOLDEN);
   // A second micro-batch accumulates: the gradients double.
   op_linear_bwd(&cpu, &tx, &tw, &tdy, NULL, &tdw, &tdb, true);
   for (int i = 0; i < 54; i++) dw[i] *= 0.5f;
   for (int i = 0; i < 6; i++) db[i] *= 0.5f;
-  check_golden(g, "linear.dw", dw, 54, GOLDEN_TOL);
-  check_golden(g, "linear.db", db, 6, GOLDEN_TOL);
+  check_golden(g, "linear.dw", dw, 54, TOL_GOLDEN);
+  check_golden(g, "linear.db", db, 6, TOL_GOLDEN);
   golden_free(g);
 }
 
@@ -115,11 +111,11 @@ static void embedding_matches_torch(void) {
                    TENSOR(idx64, DT_I64, DEVICE_CPU, 11)};
   for (int k = 0; k < 2; k++) {
     op_embedding_fwd(&cpu, &ids[k], &ttable, &tout);
-    check_golden(g, "emb.out", out, 55, 0.0);  // a copy: exact
+    check_golden(g, "emb.out", out, 55, TOL_EXACT);  // a copy: exact
     for (int i = 0; i < 40; i++) dtable[i] = NAN;
     op_embedding_bwd(&cpu, &ids[k], &tdout, &tdtable, false);
     // Row 2 sums four gradient rows, row 5 three, rows 4 and 6 get none.
-    check_golden(g, "emb.dtable", dtable, 40, GOLDEN_TOL);
+    check_golden(g, "emb.dtable", dtable, 40, TOL_GOLDEN);
   }
   golden_free(g);
 }
@@ -199,19 +195,9 @@ static void bad_input_dies(void) {
 }
 
 // ---------------------------------------------------------------- CUDA against CPU
-// Tolerances (relative L2 error). The CPU reference runs in fp32 on inputs
-// already rounded to the dtype, so what is left is the GPU's rounding:
-//   fp32: summation order only, ~1e-7 sqrt(K): 1e-5.
-//   TF32: each input rounded to 10 mantissa bits (2^-11 relative), errors of
-//     K products partly cancel: ~5e-4; 3e-3.
-//   fp16: fp32 accumulation, one rounding of the output (2^-11 = 4.9e-4
-//     relative, ~2.8e-4 RMS): 2e-3.
-//   bf16: the output rounding is 2^-8 = 3.9e-3 (~2.3e-3 RMS): 1e-2.
-// The linear bias and the sums of bf16/fp16 column data add one more rounding
+// Tolerances: tol_gemm (fp32, TF32, fp16, bf16; ops_test_util.h). The
+// linear bias and the sums of bf16/fp16 column data add one more rounding
 // at most, within the same bounds.
-static double gemm_tol(DType dtype, bool tf32) {
-  return dtype == DT_F32 && tf32 ? 3e-3 : rounding_tol(dtype);
-}
 
 // One GEMM case on both backends: a (batch_a, rows_a, cols_a) etc.
 static void gemm_case(const Device *gpu, DType dtype, bool tf32, int64_t batch, int64_t m,
@@ -235,7 +221,7 @@ static void gemm_case(const Device *gpu, DType dtype, bool tf32, int64_t batch, 
   op_gemm(gpu, &ga, ta, &gb, tb, &gc, 0.75f, beta);
   op_gemm_set_tf32(gpu, false);
   device_sync(gpu);
-  check_close(tf32 ? "gemm (tf32)" : "gemm", dtype, dc, c, nc, gemm_tol(dtype, tf32));
+  check_close(tf32 ? "gemm (tf32)" : "gemm", dtype, dc, c, nc, tol_gemm(dtype, tf32));
   device_free(DEVICE_CUDA, da), device_free(DEVICE_CUDA, db),
       device_free(DEVICE_CUDA, dc);
   free(a), free(b), free(c);
@@ -299,7 +285,7 @@ static void linear_cuda_matches_cpu(void) {
     op_linear_bwd(&cpu, &hx, &hw, &hdy, &hdx, &hdw, &hdb, true);
     op_linear_bwd(&gpu, &tx, &tw, &tdy, &tdx, &tdw, &tdb, true);
     device_sync(&gpu);
-    double tol = gemm_tol(dt, false);
+    double tol = tol_gemm(dt, false);
     check_close("linear y", dt, gy, y, m * out, tol);
     check_close("linear dx", dt, gdx, dx, m * in, tol);
     // fp32 outputs: only the inputs were rounded, and the CPU saw the same.
@@ -375,7 +361,7 @@ static void embedding_cuda_matches_cpu(void) {
       op_embedding_fwd(&gpu, &ti, &tt, &tout);
       op_embedding_bwd(&gpu, &ti, &tdout, &tdt, false);
       device_sync(&gpu);
-      check_close("embedding out", dt, gout, out, n * dim, 0.0);  // a copy: exact
+      check_close("embedding out", dt, gout, out, n * dim, TOL_EXACT);  // a copy: exact
       // fp32 sums of ~27 terms in another order: ~1e-7 relative.
       check_close("embedding dtable", DT_F32, gdt, dtable, vocab * dim, 1e-6);
       void *bufs[] = {gi, gt, gdout, gout, gdt};

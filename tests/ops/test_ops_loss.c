@@ -13,8 +13,6 @@
 
 static Device cpu = {.kind = DEVICE_CPU};
 
-// fp32 against fp32 PyTorch (a few ulp of exp/log and summation order).
-#define GOLDEN_TOL 1e-5
 #define IGNORE (-100)
 
 static void xent_matches_torch(void) {
@@ -39,9 +37,9 @@ static void xent_matches_torch(void) {
       op_softmax_xent(&cpu, &tx, &labels[k], s ? 0.1f : 0.0f, IGNORE, 1.0f, &tl, &tr,
                       &td);
       snprintf(key, sizeof key, "%s.loss", names[s]);
-      check_golden(g, key, &loss, 1, GOLDEN_TOL);
+      check_golden(g, key, &loss, 1, TOL_GOLDEN);
       snprintf(key, sizeof key, "%s.dlogits", names[s]);
-      check_golden(g, key, d, 63, GOLDEN_TOL);
+      check_golden(g, key, d, 63, TOL_GOLDEN);
       // Rows 1 and 5 are ignored: zero row loss; the others average to loss.
       double sum = 0;
       for (int i = 0; i < 9; i++) sum += rows[i];
@@ -52,7 +50,7 @@ static void xent_matches_torch(void) {
       op_softmax_xent(&cpu, &tx, &labels[k], s ? 0.1f : 0.0f, IGNORE, 8.0f, &tl, NULL,
                       &td);
       for (int i = 0; i < 63; i++) d[i] /= 8.0f;
-      check_golden(g, key, d, 63, GOLDEN_TOL);
+      check_golden(g, key, d, 63, TOL_GOLDEN);
       CHECK(loss == loss1);
     }
   golden_free(g);
@@ -68,15 +66,15 @@ static void bce_smooth_l1_match_torch(void) {
          tt = TENSOR(t, DT_F32, DEVICE_CPU, 4, 5);
   Tensor td = TENSOR(d, DT_F32, DEVICE_CPU, 4, 5);
   op_bce_logits(&cpu, &tx, &tt, 1.0f, &tl, &td);
-  check_golden(g, "bce.loss", &loss, 1, GOLDEN_TOL);
-  check_golden(g, "bce.dx", d, 20, GOLDEN_TOL);
+  check_golden(g, "bce.loss", &loss, 1, TOL_GOLDEN);
+  check_golden(g, "bce.dx", d, 20, TOL_GOLDEN);
   float *p = golden_get(g, "sl1.p", &n);
   t = golden_get(g, "sl1.t", &n);
   Tensor tp = TENSOR(p, DT_F32, DEVICE_CPU, 23);
   tt = TENSOR(t, DT_F32, DEVICE_CPU, 23), td = TENSOR(d, DT_F32, DEVICE_CPU, 23);
   op_smooth_l1(&cpu, &tp, &tt, 0.5f, 1.0f, &tl, &td);
-  check_golden(g, "sl1.loss", &loss, 1, GOLDEN_TOL);
-  check_golden(g, "sl1.dp", d, 23, GOLDEN_TOL);
+  check_golden(g, "sl1.loss", &loss, 1, TOL_GOLDEN);
+  check_golden(g, "sl1.dp", d, 23, TOL_GOLDEN);
   golden_free(g);
 }
 
@@ -203,7 +201,7 @@ static void xent_cuda_matches_cpu(void) {
       device_sync(&gpu);
       pair_check("cross-entropy loss", &loss, 1e-5);
       pair_check("cross-entropy row loss", &row_loss, 1e-5);
-      pair_check("cross-entropy dlogits", &dx, rounding_tol(dt));
+      pair_check("cross-entropy dlogits", &dx, tol_rounded(dt));
       TestPair *all[] = {&x, &dx, &labels, &loss, &row_loss};
       for (int i = 0; i < 5; i++) pair_free(all[i]);
       free(l32);
@@ -223,12 +221,12 @@ static void elementwise_cuda_matches_cpu(void) {
     op_bce_logits(&gpu, &x.d, &t.d, 1024.0f, &loss.d, &dx.d);
     device_sync(&gpu);
     pair_check("bce loss", &loss, 1e-5);
-    pair_check("bce dlogits", &dx, rounding_tol(dt));
+    pair_check("bce dlogits", &dx, tol_rounded(dt));
     op_smooth_l1(&cpu, &x.h, &t.h, 1.0f, 1024.0f, &loss.h, &dx.h);
     op_smooth_l1(&gpu, &x.d, &t.d, 1.0f, 1024.0f, &loss.d, &dx.d);
     device_sync(&gpu);
     pair_check("smooth l1 loss", &loss, 1e-5);
-    pair_check("smooth l1 dpred", &dx, rounding_tol(dt));
+    pair_check("smooth l1 dpred", &dx, tol_rounded(dt));
     TestPair *all[] = {&x, &dx, &t, &loss};
     for (int i = 0; i < 4; i++) pair_free(all[i]);
   }

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "core/check.h"
-#include "ops/elem.h"
+#include "ops/elementwise.h"
 #include "test_dist_model.h"
 #include "tests/harness/test.h"
 #include "train/dist.h"

@@ -1,0 +1,56 @@
+// attention.h: multi-head scaled dot-product attention, forward and
+// backward, on CPU and CUDA.
+//
+// Conventions (ops.h, dense.h): row-major contiguous tensors, outputs
+// allocated by the caller; fp32 on CPU and fp32/fp16/bf16 on CUDA (q, k, v,
+// probs and out of one call in one dtype, arithmetic in fp32).
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ops/dense.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define OPS_ATTENTION(X)                                                                \
+  /* In the layout the projections produce (no permutes):                               \
+       q: (B, Tq, H, Dh); k, v: (B, Tk, H, Dh); out: (B, Tq, H, Dh)                     \
+       probs: (B, H, Tq, Tk), q's dtype: softmax(q k^T / sqrt(Dh) + mask),              \
+         saved for bwd.                                                                 \
+       key_len: (B) int32 valid key count per sequence (keys j >= key_len[b]            \
+         are masked), or NULL; on the op's device.                                      \
+       causal: key j > query i is masked (needs Tq == Tk).                              \
+     A query row whose keys are all masked gets zero probabilities (and output).        \
+     CUDA: per head, cuBLAS strided-batched GEMMs (over the batch) for                  \
+     q k^T / sqrt(Dh) and probs v, reading heads in place (row stride H Dh), and        \
+     an own masked-softmax kernel in between (probs holds the scores first).            \
+     A fused kernel (cuDNN's scaled dot-product attention through the backend           \
+     API) would not write probs to memory; this path does, in exchange for              \
+     pieces that are each checked against the CPU. */                                   \
+  X(op_attention_fwd,                                                                   \
+    (const Device *dev, const Tensor *q, const Tensor *k, const Tensor *v,              \
+     const Tensor *key_len, bool causal, const Tensor *probs, const Tensor *out),       \
+    (dev, q, k, v, key_len, causal, probs, out))                                        \
+  /* The masks live in probs (zeros), so bwd does not take them.                        \
+       dout: (B, Tq, H, Dh); scratch: (B, H, Tq, Tk) in q's dtype, overwritten;         \
+       dq, dk, dv: shaped as q, k, v, overwritten. */                                   \
+  X(op_attention_bwd,                                                                   \
+    (const Device *dev, const Tensor *q, const Tensor *k, const Tensor *v,              \
+     const Tensor *probs, const Tensor *dout, const Tensor *scratch, const Tensor *dq,  \
+     const Tensor *dk, const Tensor *dv),                                               \
+    (dev, q, k, v, probs, dout, scratch, dq, dk, dv))
+OPS_DECLARE(OPS_ATTENTION)
+
+// Shape logic shared by the two backends (attention.c); each dies naming the op.
+typedef struct AttnShape {
+  int64_t b, h, tq, tk, dh;
+} AttnShape;
+AttnShape op_attention_shape(const Tensor *q, const Tensor *k, const Tensor *v,
+                             const Tensor *probs, const Tensor *out);
+void op_attention_mask_check(const AttnShape *s, const Tensor *key_len, bool causal);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,104 @@
+// layout.c: CPU reference of concat, split and permute (layout.h) and the
+// shape checks both backends share. Any dtype: these only move bytes.
+#include "ops/layout.h"
+
+#include <string.h>
+
+// ---------------------------------------------------------------- shape checks
+
+void layout_concat_geometry(const char *op, const Tensor *whole, const Tensor *parts, int count,
+                          int axis, int64_t *outer, int64_t *inner) {
+  OP_REQUIRE(op, count >= 1 && axis >= 0 && axis < whole->ndim);
+  int64_t along = 0;
+  for (int p = 0; p < count; p++) {
+    OP_REQUIRE(op, parts[p].ndim == whole->ndim && parts[p].dtype == whole->dtype);
+    for (int d = 0; d < whole->ndim; d++)
+      OP_REQUIRE(op, d == axis || parts[p].shape[d] == whole->shape[d]);
+    along += parts[p].shape[axis];
+  }
+  OP_REQUIRE(op, along == whole->shape[axis]);
+  *outer = 1;
+  *inner = 1;
+  for (int d = 0; d < axis; d++) *outer *= whole->shape[d];
+  for (int d = axis + 1; d < whole->ndim; d++) *inner *= whole->shape[d];
+}
+
+void layout_permute_strides(const Tensor *x, const int *perm, const Tensor *y,
+                          int64_t *in_strides) {
+  OP_REQUIRE("op_permute", x->ndim == y->ndim && x->dtype == y->dtype);
+  int64_t stride[TENSOR_MAX_DIMS];
+  int64_t s = 1;
+  for (int d = x->ndim - 1; d >= 0; d--) {
+    stride[d] = s;
+    s *= x->shape[d];
+  }
+  unsigned seen = 0;
+  for (int k = 0; k < x->ndim; k++) {
+    OP_REQUIRE("op_permute", perm[k] >= 0 && perm[k] < x->ndim && !(seen & (1u << perm[k])));
+    seen |= 1u << perm[k];
+    OP_REQUIRE("op_permute", y->shape[k] == x->shape[perm[k]]);
+    in_strides[k] = stride[perm[k]];
+  }
+}
+
+// ---------------------------------------------------------------- CPU: data movement
+
+// Copies between the whole tensor (outer, total, inner) and one part
+// (outer, len, inner) that starts at `offset` along the axis.
+static void layout_copy_part(uint8_t *whole, uint8_t *part, int64_t outer, int64_t total,
+                           int64_t offset, int64_t len, size_t inner_bytes, bool to_whole) {
+  size_t run_bytes = (size_t)len * inner_bytes;
+  for (int64_t o = 0; o < outer; o++) {
+    uint8_t *w = whole + ((size_t)o * (size_t)total + (size_t)offset) * inner_bytes;
+    uint8_t *p = part + (size_t)o * run_bytes;
+    if (to_whole)
+      memcpy(w, p, run_bytes);
+    else
+      memcpy(p, w, run_bytes);
+  }
+}
+
+// Concat (to_whole) or split: one layout_copy_part per part.
+static void layout_copy_parts_cpu(const char *op, const Tensor *whole, const Tensor *parts,
+                                int count, int axis, bool to_whole) {
+  int64_t outer, inner, offset = 0;
+  layout_concat_geometry(op, whole, parts, count, axis, &outer, &inner);
+  size_t inner_bytes = (size_t)inner * dtype_size(whole->dtype);
+  for (int p = 0; p < count; p++) {
+    layout_copy_part(whole->data, parts[p].data, outer, whole->shape[axis], offset,
+                   parts[p].shape[axis], inner_bytes, to_whole);
+    offset += parts[p].shape[axis];
+  }
+}
+
+void op_concat_cpu(const Device *dev, const Tensor *xs, int count, int axis, const Tensor *y) {
+  (void)dev;
+  layout_copy_parts_cpu("op_concat", y, xs, count, axis, true);
+}
+
+void op_split_cpu(const Device *dev, const Tensor *x, int axis, const Tensor *ys, int count) {
+  (void)dev;
+  layout_copy_parts_cpu("op_split", x, ys, count, axis, false);
+}
+
+void op_permute_cpu(const Device *dev, const Tensor *x, const int *perm, const Tensor *y) {
+  (void)dev;
+  int64_t in_strides[TENSOR_MAX_DIMS];
+  layout_permute_strides(x, perm, y, in_strides);
+  size_t es = dtype_size(x->dtype);
+  int64_t n = tensor_numel(y);
+  int64_t idx[TENSOR_MAX_DIMS] = {0};  // output coordinates of element i
+  int64_t src = 0;                     // its input offset
+  for (int64_t i = 0; i < n; i++) {
+    memcpy((uint8_t *)y->data + (size_t)i * es, (const uint8_t *)x->data + (size_t)src * es, es);
+    // Odometer step over the output coordinates, keeping src in step.
+    for (int d = y->ndim - 1; d >= 0; d--) {
+      if (++idx[d] < y->shape[d]) {
+        src += in_strides[d];
+        break;
+      }
+      src -= in_strides[d] * (y->shape[d] - 1);
+      idx[d] = 0;
+    }
+  }
+}

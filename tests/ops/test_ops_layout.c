@@ -1,0 +1,134 @@
+// Concat, split and permute: hand-checked CPU cases, the preconditions'
+// error messages, CUDA against CPU for every dtype (skipped without a GPU).
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/layout.h"
+#include "ops_test_util.h"
+#include "tests/harness/test.h"
+
+static const Device kCpu = {.kind = DEVICE_CPU};
+
+#define T1(p, a) TENSOR((p), DT_F32, DEVICE_CPU, (a))
+
+static void concat_split_hand_checked(void) {
+  // (2, 2, 3) and (2, 1, 3) along axis 1 -> (2, 3, 3).
+  float *a = test_iota(12), *b = test_iota(6), y[18], a2[12], b2[6];
+  for (int i = 0; i < 6; i++) b[i] += 100;
+  Tensor parts[2] = {TENSOR(a, DT_F32, DEVICE_CPU, 2, 2, 3), TENSOR(b, DT_F32, DEVICE_CPU, 2, 1, 3)};
+  Tensor ty = TENSOR(y, DT_F32, DEVICE_CPU, 2, 3, 3);
+  op_concat(&kCpu, parts, 2, 1, &ty);
+  float want[18] = {0, 1, 2, 3, 4, 5, 100, 101, 102, 6, 7, 8, 9, 10, 11, 103, 104, 105};
+  for (int i = 0; i < 18; i++) CHECK_MSG(y[i] == want[i], "y[%d] = %g, want %g", i, y[i], want[i]);
+  Tensor back[2] = {TENSOR(a2, DT_F32, DEVICE_CPU, 2, 2, 3), TENSOR(b2, DT_F32, DEVICE_CPU, 2, 1, 3)};
+  op_split(&kCpu, &ty, 1, back, 2);
+  CHECK(memcmp(a, a2, sizeof a2) == 0 && memcmp(b, b2, sizeof b2) == 0);
+  // Along the last axis of 16-bit data: whole rows interleave.
+  uint16_t u[4] = {1, 2, 3, 4}, v[2] = {9, 8}, w[6];
+  Tensor hp[2] = {TENSOR(u, DT_BF16, DEVICE_CPU, 2, 2), TENSOR(v, DT_BF16, DEVICE_CPU, 2, 1)};
+  Tensor tw = TENSOR(w, DT_BF16, DEVICE_CPU, 2, 3);
+  op_concat(&kCpu, hp, 2, 1, &tw);
+  CHECK(w[0] == 1 && w[1] == 2 && w[2] == 9 && w[3] == 3 && w[4] == 4 && w[5] == 8);
+  free(a), free(b);
+}
+
+static void permutes_move_every_element(void) {
+  enum { N = 2, C = 3, H = 4, W = 5 };
+  float *x = test_iota(N * C * H * W), y[N * C * H * W], z[N * C * H * W];
+  Tensor nchw = TENSOR(x, DT_F32, DEVICE_CPU, N, C, H, W);
+  Tensor nhwc = TENSOR(y, DT_F32, DEVICE_CPU, N, H, W, C);
+  Tensor back = TENSOR(z, DT_F32, DEVICE_CPU, N, C, H, W);
+  op_permute(&kCpu, &nchw, (int[]){0, 2, 3, 1}, &nhwc);
+  for (int n = 0; n < N; n++)
+    for (int h = 0; h < H; h++)
+      for (int w = 0; w < W; w++)
+        for (int c = 0; c < C; c++)
+          CHECK(y[((n * H + h) * W + w) * C + c] == x[((n * C + c) * H + h) * W + w]);
+  op_permute(&kCpu, &nhwc, (int[]){0, 3, 1, 2}, &back);
+  CHECK(memcmp(x, z, sizeof z) == 0);
+  // (B, T, H, D) -> (B, H, T, D): attention heads.
+  enum { B = 2, T = 3, NH = 4, D = 5 };
+  Tensor bthd = TENSOR(x, DT_F32, DEVICE_CPU, B, T, NH, D);
+  Tensor bhtd = TENSOR(y, DT_F32, DEVICE_CPU, B, NH, T, D);
+  op_permute(&kCpu, &bthd, (int[]){0, 2, 1, 3}, &bhtd);
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < NH; h++)
+      for (int t = 0; t < T; t++)
+        for (int d = 0; d < D; d++)
+          CHECK(y[((b * NH + h) * T + t) * D + d] == x[((b * T + t) * NH + h) * D + d]);
+  free(x);
+}
+
+// ---------------------------------------------------------------- bad input
+
+static void concat_mismatch(void *ctx) {
+  (void)ctx;
+  float buf[32];
+  Tensor parts[2] = {TENSOR(buf, DT_F32, DEVICE_CPU, 2, 3), TENSOR(buf, DT_F32, DEVICE_CPU, 3, 3)};
+  Tensor y = TENSOR(buf, DT_F32, DEVICE_CPU, 2, 6);
+  op_concat(&kCpu, parts, 2, 1, &y);
+}
+
+static void permute_repeated_axis(void *ctx) {
+  (void)ctx;
+  float buf[32];
+  Tensor x = TENSOR(buf, DT_F32, DEVICE_CPU, 2, 2), y = TENSOR(buf, DT_F32, DEVICE_CPU, 2, 2);
+  op_permute(&kCpu, &x, (int[]){0, 0}, &y);
+}
+
+static void preconditions_name_the_op(void) {
+  CHECK_DIES_WITH(concat_mismatch, NULL, "op_concat: precondition failed");
+  CHECK_DIES_WITH(permute_repeated_axis, NULL, "op_permute: precondition failed");
+}
+
+// Data movement is exact: tolerance 0.
+static void movement_cuda_matches_cpu(void) {
+  Device dev;
+  open_gpu_or_skip(&dev);
+  for (int di = 0; di < N_FLOAT_DTYPES; di++) {
+    DType dt = kFloatDtypes[di];
+    int64_t n = 3 * 5 * 7 * 9;
+    float *x = random_array(n, 3, -1, 1, dt), *y = malloc(n * 4);
+    void *dx = upload(x, n, dt), *dy = upload(x, n, dt);
+    int perms[3][4] = {{0, 2, 3, 1}, {0, 3, 1, 2}, {0, 2, 1, 3}};
+    for (int p = 0; p < 3; p++) {
+      Tensor cx = TENSOR(x, DT_F32, DEVICE_CPU, 3, 5, 7, 9), gx = cx;
+      gx.data = dx, gx.dtype = dt, gx.device = DEVICE_CUDA;
+      int64_t ys[4];
+      for (int k = 0; k < 4; k++) ys[k] = cx.shape[perms[p][k]];
+      Tensor cy = tensor_make(y, DT_F32, DEVICE_CPU, 4, ys), gy = tensor_make(dy, dt, DEVICE_CUDA, 4, ys);
+      op_permute(&kCpu, &cx, perms[p], &cy);
+      op_permute(&dev, &gx, perms[p], &gy);
+      check_close("permute", dt, dy, y, n, TOL_EXACT);
+    }
+    // Concat along the middle axis of (3, 5 | 2 | 8, 9) views of x, then split back.
+    int64_t lens[3] = {5, 2, 8};
+    Tensor cp[3], gp[3];
+    int64_t start = 0;
+    for (int k = 0; k < 3; k++) {
+      cp[k] = TENSOR(x + start, DT_F32, DEVICE_CPU, 3, lens[k], 21);
+      gp[k] = TENSOR((uint8_t *)dx + start * dtype_size(dt), dt, DEVICE_CUDA, 3, lens[k], 21);
+      start += 3 * lens[k] * 21;
+    }
+    Tensor cy = TENSOR(y, DT_F32, DEVICE_CPU, 3, 15, 21), gy = TENSOR(dy, dt, DEVICE_CUDA, 3, 15, 21);
+    op_concat(&kCpu, cp, 3, 1, &cy);
+    op_concat(&dev, gp, 3, 1, &gy);
+    check_close("concat", dt, dy, y, n, TOL_EXACT);
+    void *dz = upload(x, n, dt);
+    for (int k = 0; k < 3; k++) gp[k].data = (uint8_t *)dz + ((uint8_t *)gp[k].data - (uint8_t *)dx);
+    op_split(&dev, &gy, 1, gp, 3);
+    check_close("split", dt, dz, x, n, TOL_EXACT);
+    device_free(DEVICE_CUDA, dx), device_free(DEVICE_CUDA, dy), device_free(DEVICE_CUDA, dz);
+    free(x), free(y);
+  }
+  device_close(&dev);
+}
+
+int main(void) {
+  TEST_RUN(concat_split_hand_checked);
+  TEST_RUN(permutes_move_every_element);
+  TEST_RUN(preconditions_name_the_op);
+  TEST_RUN(movement_cuda_matches_cpu);
+  return test_finish();
+}

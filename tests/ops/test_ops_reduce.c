@@ -1,0 +1,106 @@
+// Sum, mean and top-k: hand-checked CPU cases, the preconditions' error
+// messages, top-k on CUDA against CPU (skipped without a GPU). Sum and mean
+// on CUDA: test_ops_table.c.
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/reduce.h"
+#include "ops_test_util.h"
+#include "tests/harness/test.h"
+
+static const Device kCpu = {.kind = DEVICE_CPU};
+
+#define T1(p, a) TENSOR((p), DT_F32, DEVICE_CPU, (a))
+
+static void reductions_hand_checked(void) {
+  float *x = test_iota(24), y[12];  // (2, 3, 4)
+  Tensor tx = TENSOR(x, DT_F32, DEVICE_CPU, 2, 3, 4);
+  Tensor y12 = T1(y, 12), y4 = T1(y, 4), y1 = T1(y, 1);
+  op_sum(&kCpu, &tx, 1, &y12);  // y[j] = j + (12 + j)
+  for (int j = 0; j < 12; j++) CHECK(y[j] == 12 + 2 * j);
+  op_mean(&kCpu, &tx, 2, &y4);  // mean over 6 rows of 4: (j + 4 r) averaged over r = 0..5
+  for (int j = 0; j < 4; j++) CHECK_NEAR(y[j], j + 10, 1e-6);
+  op_sum(&kCpu, &tx, 3, &y1);
+  CHECK(y[0] == 276);
+  op_mean(&kCpu, &tx, 3, &y1);
+  CHECK(y[0] == 11.5f);
+  free(x);
+}
+
+static void reduction_over_zero_axes_copies(void) {
+  float x[3] = {1, 2, 3}, y[3];
+  Tensor tx = T1(x, 3), ty = T1(y, 3);
+  op_sum(&kCpu, &tx, 0, &ty);
+  CHECK(y[0] == 1 && y[1] == 2 && y[2] == 3);
+}
+
+static void topk_hand_checked(void) {
+  float x[] = {3, 1, 4, 1, 5, 9, 2, 6,          // row 0: plain
+               2, 7, 7, 1, 7, -INFINITY, 0, 7,  // row 1: ties go smallest index first
+               1, NAN, -1, 0, -0.0f, 2, 3, 8};  // row 2: NaN counts as largest
+  float v[12];
+  int32_t idx[12];
+  Tensor tx = TENSOR(x, DT_F32, DEVICE_CPU, 3, 8), tv = TENSOR(v, DT_F32, DEVICE_CPU, 3, 4);
+  Tensor ti = TENSOR(idx, DT_I32, DEVICE_CPU, 3, 4);
+  op_topk(&kCpu, &tx, 4, &tv, &ti);
+  int32_t want_i[12] = {5, 7, 4, 2, 1, 2, 4, 7, 1, 7, 6, 5};
+  for (int i = 0; i < 12; i++) CHECK_MSG(idx[i] == want_i[i], "index %d: %d, want %d", i, idx[i], want_i[i]);
+  CHECK(v[0] == 9 && v[1] == 6 && v[2] == 5 && v[3] == 4 && v[4] == 7 && isnan(v[8]) && v[9] == 8);
+  // k = N sorts the row; the last of row 1 is -inf, after 0 and the +0/-0 pair of row 2.
+  float all[8];
+  int32_t all_i[8];
+  op_topk(&kCpu, TP(x + 16, DT_F32, DEVICE_CPU, 8), 8, TP(all, DT_F32, DEVICE_CPU, 8),
+          TP(all_i, DT_I32, DEVICE_CPU, 8));
+  int32_t sorted_i[8] = {1, 7, 6, 5, 0, 3, 4, 2};  // NaN 8 3 2 1 +0 -0 -1
+  for (int i = 0; i < 8; i++) CHECK_EQ_INT(all_i[i], sorted_i[i]);
+}
+
+static void topk_too_many(void *ctx) {
+  (void)ctx;
+  float buf[32];
+  int32_t idx[32];
+  Tensor x = TENSOR(buf, DT_F32, DEVICE_CPU, 2, 3), v = TENSOR(buf, DT_F32, DEVICE_CPU, 2, 4);
+  op_topk(&kCpu, &x, 4, &v, TP(idx, DT_I32, DEVICE_CPU, 2, 4));
+}
+
+static void preconditions_name_the_op(void) {
+  CHECK_DIES_WITH(topk_too_many, NULL, "op_topk: precondition failed: k >= 1 && k <= *cols");
+}
+
+// Top-k selects, so values and indices match exactly; the rows have many
+// ties (values from a small set) to exercise the index order.
+static void topk_cuda_matches_cpu(void) {
+  Device dev;
+  open_gpu_or_skip(&dev);
+  int64_t shapes[][3] = {{97, 101, 10}, {3, 8732, 200}, {5, 384, 20}, {2, 7, 7}};
+  for (int di = 0; di < N_FLOAT_DTYPES; di++)
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+      DType dt = kFloatDtypes[di];
+      int64_t rows = shapes[s][0], cols = shapes[s][1], k = shapes[s][2], n = rows * cols;
+      float *x = random_array(n, 6 + s, -4, 4, dt), *v = malloc(rows * k * 4);
+      for (int64_t i = 0; i < n; i += 3) x[i] = roundf(x[i]);  // ties
+      int32_t *idx = malloc(rows * k * 4), *gidx = malloc(rows * k * 4);
+      void *dx = upload(x, n, dt), *dv = upload(x, rows * k, dt), *di32 = device_alloc(DEVICE_CUDA, rows * k * 4);
+      op_topk(&kCpu, TP(x, DT_F32, DEVICE_CPU, rows, cols), (int)k,
+              TP(v, DT_F32, DEVICE_CPU, rows, k), TP(idx, DT_I32, DEVICE_CPU, rows, k));
+      op_topk(&dev, TP(dx, dt, DEVICE_CUDA, rows, cols), (int)k, TP(dv, dt, DEVICE_CUDA, rows, k),
+              TP(di32, DT_I32, DEVICE_CUDA, rows, k));
+      device_copy(DEVICE_CPU, gidx, DEVICE_CUDA, di32, (size_t)(rows * k) * 4);
+      CHECK_MSG(memcmp(idx, gidx, (size_t)(rows * k) * 4) == 0, "indices differ (%s, shape %zu)",
+                dtype_name(dt), s);
+      check_close("topk values", dt, dv, v, rows * k, TOL_EXACT);
+      device_free(DEVICE_CUDA, dx), device_free(DEVICE_CUDA, dv), device_free(DEVICE_CUDA, di32);
+      free(x), free(v), free(idx), free(gidx);
+    }
+  device_close(&dev);
+}
+
+int main(void) {
+  TEST_RUN(reductions_hand_checked);
+  TEST_RUN(reduction_over_zero_axes_copies);
+  TEST_RUN(topk_hand_checked);
+  TEST_RUN(preconditions_name_the_op);
+  TEST_RUN(topk_cuda_matches_cpu);
+  return test_finish();
+}
