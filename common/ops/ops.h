@@ -52,10 +52,16 @@
 //
 // To add an op: (1) an entry in its family's list, with its comment;
 // (2) name_cpu in family.c and name_cuda in family_cuda.cu (extern "C");
-// (3) a row in tests/ops/test_ops_table.c (shapes, dtypes, tolerance,
-// gradient check), and hand-checked or golden cases in
+// (3) in tests/ops/test_ops_table.c, a run function (a few lines calling the
+// op on the row's tensors t[0], t[1], ...) and a row in the family's table:
+// the tensors (name, role: input, output, in-place or accumulated, index,
+// scratch; shape; value range; a fixed dtype where it has one), the dtypes
+// it runs in on CUDA, the tolerance rule (tests/ops/ops_test_util.h), its
+// scalars, and the finite-difference gradient check where it has a
+// backward. That is all its CUDA-against-CPU and gradient checking; only
+// hand-checked, PyTorch golden and bad-input cases go in
 // tests/ops/test_ops_<family>.c. A new family also adds its list to
-// ops/dispatch.c.
+// ops/dispatch.c and its table to test_ops_table.c's kFamilies.
 #define OPS_PROTOTYPES(name, params, args) \
   void name params;                        \
   void name##_cpu params;                  \

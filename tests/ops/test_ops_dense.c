@@ -1,11 +1,11 @@
 // Dense ops: GEMM, linear and embedding against PyTorch (tests/golden/dense.gld,
-// from gen_dense.py), backward against finite differences, bad input, and the
-// CUDA path against the CPU reference for every float dtype.
+// from gen_dense.py), empty GEMMs, bad input. CUDA against CPU (TF32 and
+// the empty inner dimension included) and the gradient checks:
+// test_ops_table.c.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/rng.h"
 #include "ops/dense.h"
 #include "ops_test_util.h"
 #include "tests/harness/test.h"
@@ -120,54 +120,6 @@ static void embedding_matches_torch(void) {
   golden_free(g);
 }
 
-// ---------------------------------------------------------------- finite differences
-typedef struct LinearCase {
-  int64_t m, in, out;
-  float *x, *w, *b, *y, *r;  // r: (M, out) weights of the scalar loss sum(y r)
-} LinearCase;
-
-static double linear_loss(void *ctx) {
-  LinearCase *c = ctx;
-  Tensor tx = TENSOR(c->x, DT_F32, DEVICE_CPU, c->m, c->in);
-  Tensor tw = TENSOR(c->w, DT_F32, DEVICE_CPU, c->out, c->in);
-  Tensor tb = TENSOR(c->b, DT_F32, DEVICE_CPU, c->out);
-  Tensor ty = TENSOR(c->y, DT_F32, DEVICE_CPU, c->m, c->out);
-  op_linear_fwd(&cpu, &tx, &tw, &tb, &ty);
-  double sum = 0;
-  for (int64_t i = 0; i < c->m * c->out; i++) sum += (double)c->y[i] * c->r[i];
-  return sum;
-}
-
-static void linear_gradcheck(void) {
-  const int64_t shapes[][3] = {{3, 5, 4}, {1, 7, 1}, {6, 3, 11}};
-  for (int s = 0; s < 3; s++) {
-    LinearCase c = {.m = shapes[s][0], .in = shapes[s][1], .out = shapes[s][2]};
-    c.x = random_array(c.m * c.in, 1 + s, -1, 1, DT_F32);
-    c.w = random_array(c.out * c.in, 2 + s, -1, 1, DT_F32);
-    c.b = random_array(c.out, 3 + s, -1, 1, DT_F32);
-    c.r = random_array(c.m * c.out, 4 + s, -1, 1, DT_F32);
-    c.y = malloc((size_t)(c.m * c.out) * sizeof(float));
-    float *dx = malloc((size_t)(c.m * c.in) * sizeof(float));
-    float *dw = malloc((size_t)(c.out * c.in) * sizeof(float));
-    float *db = malloc((size_t)c.out * sizeof(float));
-    Tensor tx = TENSOR(c.x, DT_F32, DEVICE_CPU, c.m, c.in);
-    Tensor tw = TENSOR(c.w, DT_F32, DEVICE_CPU, c.out, c.in);
-    Tensor tr = TENSOR(c.r, DT_F32, DEVICE_CPU, c.m, c.out);
-    Tensor tdx = TENSOR(dx, DT_F32, DEVICE_CPU, c.m, c.in);
-    Tensor tdw = TENSOR(dw, DT_F32, DEVICE_CPU, c.out, c.in);
-    Tensor tdb = TENSOR(db, DT_F32, DEVICE_CPU, c.out);
-    op_linear_bwd(&cpu, &tx, &tw, &tr, &tdx, &tdw, &tdb, false);
-    // The loss is linear in each input, so central differences are exact up
-    // to fp32 rounding of the loss (~1e-7 |loss| / eps).
-    double ex = test_gradcheck(linear_loss, &c, c.x, dx, c.m * c.in, 1e-2f, 50, 1e-1);
-    double ew = test_gradcheck(linear_loss, &c, c.w, dw, c.out * c.in, 1e-2f, 50, 1e-1);
-    double eb = test_gradcheck(linear_loss, &c, c.b, db, c.out, 1e-2f, 50, 1e-1);
-    CHECK_MSG(ex < 1e-3 && ew < 1e-3 && eb < 1e-3, "shape %d: dx %.3g dw %.3g db %.3g", s,
-              ex, ew, eb);
-    free(c.x), free(c.w), free(c.b), free(c.r), free(c.y), free(dx), free(dw), free(db);
-  }
-}
-
 // ---------------------------------------------------------------- bad input
 static void embed_bad_index(void *ctx) {
   (void)ctx;
@@ -194,195 +146,12 @@ static void bad_input_dies(void) {
   CHECK_DIES_WITH(gemm_bad_shape, NULL, "op_gemm: precondition failed");
 }
 
-// ---------------------------------------------------------------- CUDA against CPU
-// Tolerances: tol_gemm (fp32, TF32, fp16, bf16; ops_test_util.h). The
-// linear bias and the sums of bf16/fp16 column data add one more rounding
-// at most, within the same bounds.
-
-// One GEMM case on both backends: a (batch_a, rows_a, cols_a) etc.
-static void gemm_case(const Device *gpu, DType dtype, bool tf32, int64_t batch, int64_t m,
-                      int64_t n, int64_t k, bool ta, bool tb, bool shared_b, float beta,
-                      uint64_t seed) {
-  int64_t na = batch * m * k, nb = (shared_b ? 1 : batch) * k * n, nc = batch * m * n;
-  float *a = random_array(na, seed, -1, 1, dtype),
-        *b = random_array(nb, seed + 1, -1, 1, dtype);
-  float *c = random_array(nc, seed + 2, -1, 1, dtype);
-  void *da = upload(a, na, dtype), *db = upload(b, nb, dtype), *dc = upload(c, nc, dtype);
-  Tensor ha = TENSOR(a, DT_F32, DEVICE_CPU, batch, ta ? k : m, ta ? m : k);
-  Tensor hb = shared_b ? TENSOR(b, DT_F32, DEVICE_CPU, tb ? n : k, tb ? k : n)
-                       : TENSOR(b, DT_F32, DEVICE_CPU, batch, tb ? n : k, tb ? k : n);
-  Tensor hc = TENSOR(c, DT_F32, DEVICE_CPU, batch, m, n);
-  Tensor ga = ha, gb = hb, gc = hc;
-  ga.data = da, gb.data = db, gc.data = dc;
-  ga.dtype = gb.dtype = gc.dtype = dtype;
-  ga.device = gb.device = gc.device = DEVICE_CUDA;
-  op_gemm(&cpu, &ha, ta, &hb, tb, &hc, 0.75f, beta);
-  op_gemm_set_tf32(gpu, tf32);
-  op_gemm(gpu, &ga, ta, &gb, tb, &gc, 0.75f, beta);
-  op_gemm_set_tf32(gpu, false);
-  device_sync(gpu);
-  check_close(tf32 ? "gemm (tf32)" : "gemm", dtype, dc, c, nc, tol_gemm(dtype, tf32));
-  device_free(DEVICE_CUDA, da), device_free(DEVICE_CUDA, db),
-      device_free(DEVICE_CUDA, dc);
-  free(a), free(b), free(c);
-}
-
-static void gemm_cuda_matches_cpu(void) {
-  Device gpu;
-  open_gpu_or_skip(&gpu);
-  for (int d = 0; d < N_FLOAT_DTYPES; d++)
-    for (int t = 0; t < 4; t++) {
-      bool ta = t & 1, tb = t & 2;
-      gemm_case(&gpu, kFloatDtypes[d], false, 3, 37, 19, 65, ta, tb, false, 0.0f, 10 + t);
-      gemm_case(&gpu, kFloatDtypes[d], false, 2, 8, 129, 33, ta, tb, true, 0.5f, 20 + t);
-      gemm_case(&gpu, kFloatDtypes[d], false, 1, 256, 128, 512, ta, tb, false, 1.0f,
-                30 + t);
-    }
-  gemm_case(&gpu, DT_F32, true, 2, 97, 61, 300, false, true, false, 0.0f, 40);
-  for (int t = 0; t < 4; t++)  // an empty inner dimension: c = beta c
-    gemm_case(&gpu, DT_F32, false, 2, 5, 7, 0, t & 1, t & 2, false, 0.5f, 50 + t);
-  device_close(&gpu);
-}
-
-static void linear_cuda_matches_cpu(void) {
-  Device gpu;
-  open_gpu_or_skip(&gpu);
-  const int64_t m = 45, in = 67, out = 23;  // odd sizes
-  for (int d = 0; d < N_FLOAT_DTYPES; d++) {
-    DType dt = kFloatDtypes[d];
-    float *x = random_array(m * in, 1, -1, 1, dt),
-          *w = random_array(out * in, 2, -1, 1, dt);
-    float *b = random_array(out, 3, -1, 1, DT_F32),
-          *dy = random_array(m * out, 4, -1, 1, dt);
-    float *y = malloc(m * out * sizeof(float)), *dx = malloc(m * in * sizeof(float));
-    float *dw = random_array(out * in, 5, -1, 1, DT_F32),
-          *db = random_array(out, 6, -1, 1, DT_F32);
-    void *gx = upload(x, m * in, dt), *gw = upload(w, out * in, dt),
-         *gb = upload(b, out, DT_F32);
-    void *gdy = upload(dy, m * out, dt);
-    void *gy = device_alloc(DEVICE_CUDA, m * out * dtype_size(dt));
-    void *gdx = device_alloc(DEVICE_CUDA, m * in * dtype_size(dt));
-    void *gdw = upload(dw, out * in, DT_F32), *gdb = upload(db, out, DT_F32);
-    Tensor hx = TENSOR(x, DT_F32, DEVICE_CPU, m, in),
-           hw = TENSOR(w, DT_F32, DEVICE_CPU, out, in);
-    Tensor hb = TENSOR(b, DT_F32, DEVICE_CPU, out),
-           hy = TENSOR(y, DT_F32, DEVICE_CPU, m, out);
-    Tensor hdy = TENSOR(dy, DT_F32, DEVICE_CPU, m, out),
-           hdx = TENSOR(dx, DT_F32, DEVICE_CPU, m, in);
-    Tensor hdw = TENSOR(dw, DT_F32, DEVICE_CPU, out, in),
-           hdb = TENSOR(db, DT_F32, DEVICE_CPU, out);
-    Tensor tx = TENSOR(gx, dt, DEVICE_CUDA, m, in),
-           tw = TENSOR(gw, dt, DEVICE_CUDA, out, in);
-    Tensor tb = TENSOR(gb, DT_F32, DEVICE_CUDA, out),
-           ty = TENSOR(gy, dt, DEVICE_CUDA, m, out);
-    Tensor tdy = TENSOR(gdy, dt, DEVICE_CUDA, m, out),
-           tdx = TENSOR(gdx, dt, DEVICE_CUDA, m, in);
-    Tensor tdw = TENSOR(gdw, DT_F32, DEVICE_CUDA, out, in),
-           tdb = TENSOR(gdb, DT_F32, DEVICE_CUDA, out);
-    op_linear_fwd(&cpu, &hx, &hw, &hb, &hy);
-    op_linear_fwd(&gpu, &tx, &tw, &tb, &ty);
-    // Accumulating into random fp32 gradients checks the beta path as well.
-    op_linear_bwd(&cpu, &hx, &hw, &hdy, &hdx, &hdw, &hdb, true);
-    op_linear_bwd(&gpu, &tx, &tw, &tdy, &tdx, &tdw, &tdb, true);
-    device_sync(&gpu);
-    double tol = tol_gemm(dt, false);
-    check_close("linear y", dt, gy, y, m * out, tol);
-    check_close("linear dx", dt, gdx, dx, m * in, tol);
-    // fp32 outputs: only the inputs were rounded, and the CPU saw the same.
-    check_close("linear dw", DT_F32, gdw, dw, out * in, 1e-5);
-    check_close("linear db", DT_F32, gdb, db, out, 1e-5);
-    void *bufs[] = {gx, gw, gb, gdy, gy, gdx, gdw, gdb};
-    for (int i = 0; i < 8; i++) device_free(DEVICE_CUDA, bufs[i]);
-    free(x), free(w), free(b), free(dy), free(y), free(dx), free(dw), free(db);
-  }
-  device_close(&gpu);
-}
-
-// NCF's last layer: bf16 / fp16 x and w, an fp32 y (and so an fp32 dy that
-// the trainer casts back to x's dtype before the backward). Only the inputs
-// are rounded and the CPU sees the same values: fp32 tolerance.
-static void linear_fp32_out_cuda_matches_cpu(void) {
-  Device gpu;
-  open_gpu_or_skip(&gpu);
-  const int64_t m = 1029, in = 65, out = 1;  // one output column, as NCF's logit
-  for (int d = 1; d < N_FLOAT_DTYPES; d++) {
-    DType dt = kFloatDtypes[d];
-    float *x = random_array(m * in, 1, -1, 1, dt), *w = random_array(out * in, 2, -1, 1, dt);
-    float *b = random_array(out, 3, -1, 1, DT_F32), *y = malloc(m * out * sizeof(float));
-    void *gx = upload(x, m * in, dt), *gw = upload(w, out * in, dt), *gb = upload(b, out, DT_F32);
-    void *gy = device_alloc(DEVICE_CUDA, m * out * sizeof(float));
-    Tensor hx = TENSOR(x, DT_F32, DEVICE_CPU, m, in), hw = TENSOR(w, DT_F32, DEVICE_CPU, out, in);
-    Tensor hb = TENSOR(b, DT_F32, DEVICE_CPU, out), hy = TENSOR(y, DT_F32, DEVICE_CPU, m, out);
-    Tensor tx = TENSOR(gx, dt, DEVICE_CUDA, m, in), tw = TENSOR(gw, dt, DEVICE_CUDA, out, in);
-    Tensor tb = TENSOR(gb, DT_F32, DEVICE_CUDA, out), ty = TENSOR(gy, DT_F32, DEVICE_CUDA, m, out);
-    op_linear_fwd(&cpu, &hx, &hw, &hb, &hy);
-    op_linear_fwd(&gpu, &tx, &tw, &tb, &ty);
-    device_sync(&gpu);
-    check_close("linear y (fp32 out)", DT_F32, gy, y, m * out, 1e-5);
-    void *bufs[] = {gx, gw, gb, gy};
-    for (int i = 0; i < 4; i++) device_free(DEVICE_CUDA, bufs[i]);
-    free(x), free(w), free(b), free(y);
-  }
-  device_close(&gpu);
-}
-
-static void embedding_cuda_matches_cpu(void) {
-  Device gpu;
-  open_gpu_or_skip(&gpu);
-  const int64_t n = 1000, vocab = 37, dim = 129;  // ~27 hits per row
-  float *idx = malloc(n * sizeof(float));
-  int32_t *idx32 = malloc(n * sizeof(int32_t));
-  Rng r = rng_make(7, 0);
-  for (int64_t i = 0; i < n; i++)
-    idx32[i] = (int32_t)(idx[i] = (float)rng_next_below(&r, vocab));
-  float *out = malloc(n * dim * sizeof(float)),
-        *dtable = malloc(vocab * dim * sizeof(float));
-  for (int d = 0; d < N_FLOAT_DTYPES; d++)
-    for (int wide = 0; wide < 2; wide++) {
-      DType dt = kFloatDtypes[d], it = wide ? DT_I64 : DT_I32;
-      float *table = random_array(vocab * dim, 1, -1, 1, dt);
-      float *dout = random_array(n * dim, 2, -1, 1, dt);
-      void *gi = upload(idx, n, it), *gt = upload(table, vocab * dim, dt);
-      void *gdout = upload(dout, n * dim, dt);
-      void *gout = device_alloc(DEVICE_CUDA, n * dim * dtype_size(dt));
-      void *gdt = device_alloc(DEVICE_CUDA, vocab * dim * sizeof(float));
-      Tensor hi = TENSOR(idx32, DT_I32, DEVICE_CPU, n);
-      Tensor ht = TENSOR(table, DT_F32, DEVICE_CPU, vocab, dim);
-      Tensor hout = TENSOR(out, DT_F32, DEVICE_CPU, n, dim);
-      Tensor hdout = TENSOR(dout, DT_F32, DEVICE_CPU, n, dim);
-      Tensor hdt = TENSOR(dtable, DT_F32, DEVICE_CPU, vocab, dim);
-      Tensor ti = TENSOR(gi, it, DEVICE_CUDA, n),
-             tt = TENSOR(gt, dt, DEVICE_CUDA, vocab, dim);
-      Tensor tout = TENSOR(gout, dt, DEVICE_CUDA, n, dim);
-      Tensor tdout = TENSOR(gdout, dt, DEVICE_CUDA, n, dim);
-      Tensor tdt = TENSOR(gdt, DT_F32, DEVICE_CUDA, vocab, dim);
-      op_embedding_fwd(&cpu, &hi, &ht, &hout);
-      op_embedding_bwd(&cpu, &hi, &hdout, &hdt, false);
-      op_embedding_fwd(&gpu, &ti, &tt, &tout);
-      op_embedding_bwd(&gpu, &ti, &tdout, &tdt, false);
-      device_sync(&gpu);
-      check_close("embedding out", dt, gout, out, n * dim, TOL_EXACT);  // a copy: exact
-      // fp32 sums of ~27 terms in another order: ~1e-7 relative.
-      check_close("embedding dtable", DT_F32, gdt, dtable, vocab * dim, 1e-6);
-      void *bufs[] = {gi, gt, gdout, gout, gdt};
-      for (int i = 0; i < 5; i++) device_free(DEVICE_CUDA, bufs[i]);
-      free(table), free(dout);
-    }
-  free(idx), free(idx32), free(out), free(dtable);
-  device_close(&gpu);
-}
-
 int main(void) {
   TEST_RUN(gemm_matches_torch);
   TEST_RUN(gemm_empty_batch_is_nothing);
   TEST_RUN(gemm_empty_inner_dim_scales_c);
   TEST_RUN(linear_matches_torch);
   TEST_RUN(embedding_matches_torch);
-  TEST_RUN(linear_gradcheck);
   TEST_RUN(bad_input_dies);
-  TEST_RUN(gemm_cuda_matches_cpu);
-  TEST_RUN(linear_cuda_matches_cpu);
-  TEST_RUN(linear_fp32_out_cuda_matches_cpu);
-  TEST_RUN(embedding_cuda_matches_cpu);
   return test_finish();
 }
