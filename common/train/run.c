@@ -230,6 +230,8 @@ static void release_stop_signals(void) {
 }
 
 void run_start(Run *run, int64_t epoch_samples) {
+  if (*run->checkpoint && !run->params)
+    DIE("run: --checkpoint without the training state (run_resume before run_start)");
   MLLOG_END(&run->log, "init_stop");
   MLLOG_START(&run->log, "run_start");
   run->run_start_ms = time_unix_ms();
