@@ -23,7 +23,6 @@
 #include "ops/elementwise.h"
 #include "ops/loss.h"
 #include "train/amp.h"
-#include "train/ckpt.h"
 #include "train/dist.h"
 #include "train/optim.h"
 #include "train/run.h"
@@ -61,19 +60,21 @@ static const ConfigKey kKeys[] = {
     {"weight_decay", CFG_FLOAT, "5e-5", "L2 weight decay (not on biases and BN)", "[0, inf)"},
     {"lars_eta", CFG_FLOAT, "0.001", "LARS trust coefficient", "(0, inf)"},
     {"label_smoothing", CFG_FLOAT, "0.1", "cross-entropy label smoothing", "[0, 1)"},
-    // Run.
-    {"max_epochs", CFG_INT, "41", "epoch limit: run_stop aborted there", "[1, inf)"},
-    {"target_accuracy", CFG_FLOAT, "0.759", "top-1 that ends the run", "(0, 1]"},
-    {"eval_every", CFG_INT, "4", "epochs between evals", "[1, inf)"},
-    {"eval_offset", CFG_INT, "0", "the first eval comes after epoch eval_every - eval_offset", "[0, inf)"},
-    {"checkpoint", CFG_STRING, "", "write the training state here after every eval (rank 0)", NULL},
-    {"resume", CFG_BOOL, "false", "continue from --checkpoint when it exists (every rank reads it)", NULL},
+};
+
+// The benchmark for the lifecycle (run.h). A resumed run may change, besides
+// the common keys, how fast the input is read and what a benchmark run times;
+// every other key shapes the training (the schedule's length is decay_epochs,
+// resolved at the start).
+static const RunSpec kSpec = {
+    .benchmark = "resnet", .metric = "top-1", .max_epochs = "41", .target = "0.759",
+    .eval_every = "4", .keys = kKeys, .n_keys = (int)(sizeof kKeys / sizeof kKeys[0]),
+    .resume_may_change = (const char *const[]){"loader_threads", "synthetic", "synthetic_steps",
+                                                "bench_steps", "profile_steps", NULL},
 };
 
 typedef struct Trainer {
-  TrainerRun run;
-  Config cfg;
-  Dist dist;
+  Run run;
   Resnet net;
   AmpConfig amp;       // precision; fp16's loss scaling
   LossScaler scaler;
@@ -90,17 +91,9 @@ typedef struct Trainer {
   Tensor logits_host;  // (local_batch, classes) eval scores on the host
   Tensor images;       // (local_batch, S, S, 3) normalised input on the device, compute dtype
   ChannelAffine affine;
-  int64_t first_epoch;  // 1, or the epoch after a resumed checkpoint's
-  char run_config[CKPT_RUN_CONFIG_BYTES];  // what a checkpoint keeps of the config
+  Loader *train;  // the training split, from the first epoch on
+  Progress progress;
 } Trainer;
-
-// Keys a resumed run may change: where things are, how fast the input is
-// read, labels of the log, and the epoch limit (the schedule's length is
-// decay_epochs, resolved at the start); every other key shapes the training.
-static const char *const kResumeMayChange[] = {
-    "data_dir", "log_file", "checkpoint", "resume", "loader_threads", "device", "max_epochs",
-    "submission_org", "submission_division", "submission_status", "submission_platform",
-    "synthetic", "synthetic_steps", "bench_steps", "profile_steps", NULL};
 
 static ResnetConfig model_config(const Config *cfg) {
   ResnetConfig m = resnet_config_50();
@@ -116,7 +109,7 @@ static ResnetConfig model_config(const Config *cfg) {
 }
 
 static ClassifyAugment augment_config(const Trainer *t, bool train) {
-  const Config *cfg = &t->cfg;
+  const Config *cfg = &t->run.cfg;
   ClassifyAugment a = classify_augment_imagenet(train, (uint64_t)config_int(cfg, "seed"));
   a.out_side = (int32_t)config_int(cfg, "image_size");
   a.resize_side = (int32_t)config_int(cfg, "resize_side");
@@ -148,7 +141,7 @@ static Tensor batch_images(Trainer *t, const LoaderBatch *batch) {
 }
 
 static void split_dir(const Trainer *t, const char *split, char *buf, size_t buf_bytes) {
-  snprintf(buf, buf_bytes, "%s/lmdb/%s", trainer_data_dir(&t->run), split);
+  snprintf(buf, buf_bytes, "%s/lmdb/%s", run_data_dir(&t->run), split);
 }
 
 static int64_t lmdb_count(const Trainer *t, const char *split) {
@@ -166,32 +159,11 @@ static Loader *open_loader(Trainer *t, bool train, int64_t start_epoch) {
   ClassifyLoaderConfig lc = {
       .lmdb_dir = dir, .augment = augment_config(t, train),
       .batch_size = train ? t->local_batch : t->micro_batch,  // eval fits the network's buffers
-      .threads = (int)config_int(&t->cfg, "loader_threads"), .ring_batches = 4,
-      .rank = t->dist.rank, .world = t->dist.size, .start_epoch = start_epoch, .dev = &t->run.dev,
-      .num_classes = (int32_t)config_int(&t->cfg, "num_classes"),
+      .threads = (int)config_int(&t->run.cfg, "loader_threads"), .ring_batches = 4,
+      .rank = t->run.dist.rank, .world = t->run.dist.size, .start_epoch = start_epoch, .dev = &t->run.dev,
+      .num_classes = (int32_t)config_int(&t->run.cfg, "num_classes"),
   };
   return classify_loader_open(&lc, NULL);
-}
-
-// With --resume and an existing --checkpoint: the parameters, BN statistics
-// and optimizer state of the epoch it was written after.
-static void maybe_resume(Trainer *t) {
-  t->first_epoch = 1;
-  const char *path = config_string(&t->cfg, "checkpoint");
-  if (!config_bool(&t->cfg, "resume")) return;
-  if (!*path) die_input("--resume", "needs --checkpoint=PATH to resume from");
-  CkptMeta meta;
-  if (!ckpt_resume(path, &t->run.dev, &t->net.params, &t->net.buffers, &t->opt, &t->scaler, &meta)) {
-    if (t->dist.rank == 0) fprintf(stderr, "resume: no checkpoint at %s yet; starting afresh\n", path);
-    return;
-  }
-  char err[600];
-  if (config_check_snapshot(&t->cfg, meta.run_config, kResumeMayChange, path, err, sizeof err))
-    die_input("--resume", "%s; resume with the same settings, or start afresh", err);
-  t->first_epoch = meta.epoch + 1;
-  if (t->dist.rank == 0)
-    fprintf(stderr, "resume: %s: continuing after epoch %lld (step %lld)\n", path,
-            (long long)meta.epoch, (long long)meta.step);
 }
 
 // decay_epochs 0 means "until max_epochs": the value is set here, so that the
@@ -205,7 +177,7 @@ static void resolve_decay_epochs(Config *cfg) {
 }
 
 static void setup_optimizer(Trainer *t) {
-  const Config *cfg = &t->cfg;
+  const Config *cfg = &t->run.cfg;
   int kind = optim_kind_parse(config_string(cfg, "optimizer"));  // checked in main
   OptConfig oc = optim_defaults((OptKind)kind);
   oc.momentum = (float)config_float(cfg, "momentum");
@@ -255,9 +227,9 @@ static void train_step(Trainer *t, const Tensor *images, const Tensor *labels, i
     op_softmax_xent(dev, logits, &y, t->label_smoothing, -1,
                     amp_loss_scale(&t->scaler) / (float)k, &t->loss, NULL, &dlogits);
     loss_mean_add(&t->epoch_loss, dev, &t->loss);
-    resnet_backward(&t->net, dev, &dlogits, m == k - 1 ? dist_grad_hook(&t->dist) : (GradHook){0});
+    resnet_backward(&t->net, dev, &dlogits, m == k - 1 ? dist_grad_hook(&t->run.dist) : (GradHook){0});
   }
-  trainer_update(dev, &t->dist, &t->scaler, &t->opt, ps, (float)schedule_lr(&t->sched, step));
+  run_update(dev, &t->run.dist, &t->scaler, &t->opt, ps, (float)schedule_lr(&t->sched, step));
 }
 
 static float read_loss(const Trainer *t) {
@@ -291,89 +263,28 @@ static double evaluate(Trainer *t) {
     counts[1] += n;
   }
   loader_close(l);
-  dist_sum_i64(&t->dist, counts, 2);
+  dist_sum_i64(&t->run.dist, counts, 2);
   if (counts[1] != t->eval_samples)
     DIE("eval saw %lld images of %lld", (long long)counts[1], (long long)t->eval_samples);
   return (double)counts[0] / (double)counts[1];
 }
 
-// Evals come on the cadence only, never off it at max_epochs: a target
-// first reached there would be a success the rules do not allow. The full
-// configs' offset puts epoch 41 on the cadence (1, 5, ..., 41, as MLPerf's
-// reference runs).
-static bool is_eval_epoch(const Trainer *t, int64_t epoch) {
-  int64_t every = config_int(&t->cfg, "eval_every"), offset = config_int(&t->cfg, "eval_offset");
-  return (epoch + offset) % every == 0;
-}
-
-static void check_cadence(const Trainer *t) {
-  int64_t every = config_int(&t->cfg, "eval_every"), offset = config_int(&t->cfg, "eval_offset");
-  int64_t max_epochs = config_int(&t->cfg, "max_epochs");
-  if (offset >= every)
-    die_input("--eval_offset", "%lld is not below --eval_every=%lld", (long long)offset, (long long)every);
-  if (every - offset > max_epochs)
-    die_input("--max_epochs", "%lld ends the run before the first eval (after epoch %lld)",
-              (long long)max_epochs, (long long)(every - offset));
-}
-
-// Epochs until the top-1 target; returns whether it was reached.
-static bool train_to_target(Trainer *t) {
-  MLLog *log = &t->run.log;
+// One epoch of training from the loader; returns its mean training loss.
+static double train_epoch(Trainer *t, int64_t epoch) {
   const Device *dev = &t->run.dev;
-  int64_t max_epochs = config_int(&t->cfg, "max_epochs");
-  double target = config_float(&t->cfg, "target_accuracy");
-  const char *checkpoint = config_string(&t->cfg, "checkpoint");
-  Loader *train = open_loader(t, true, t->first_epoch);
-  Progress progress;
-  progress_start(&progress, "train", max_epochs * t->steps_per_epoch);
   // Not opt.step: under fp16 that omits the skipped steps, and the schedule
   // counts every step of the uninterrupted run.
-  int64_t step = (t->first_epoch - 1) * t->steps_per_epoch;
-  bool reached = false;
-  int64_t block_first = t->first_epoch;
-  for (int64_t epoch = t->first_epoch; epoch <= max_epochs && !reached; epoch++) {
-    if (epoch == block_first) {
-      int64_t count = 1;
-      while (!is_eval_epoch(t, block_first + count - 1) && block_first + count - 1 < max_epochs) count++;
-      MLLOG_START(log, "block_start", {"first_epoch_num", mlv_int(block_first)},
-                  {"epoch_count", mlv_int(count)});
-    }
-    MLLOG_START(log, "epoch_start", {"epoch_num", mlv_int(epoch)});
-    loss_mean_reset(&t->epoch_loss, dev);
-    for (int64_t s = 0; s < t->steps_per_epoch; s++, step++) {
-      const LoaderBatch *batch = loader_next(train);
-      Tensor x = batch_images(t, batch);
-      Tensor y = TENSOR(batch->device[1], DT_I32, dev->kind, batch->count);
-      train_step(t, &x, &y, step);
-      if (progress_due(&progress))
-        progress_update(&progress, step + 1, (step + 1) * t->global_batch, read_loss(t));
-    }
-    MLLOG_END(log, "epoch_stop", {"epoch_num", mlv_int(epoch)});
-    if (!is_eval_epoch(t, epoch)) {
-      if (epoch == max_epochs) MLLOG_END(log, "block_stop", {"first_epoch_num", mlv_int(block_first)});
-      continue;
-    }
-    MLLOG_END(log, "block_stop", {"first_epoch_num", mlv_int(block_first)});
-    MLLOG_START(log, "eval_start", {"epoch_num", mlv_int(epoch)});
-    double top1 = evaluate(t);
-    MLLOG_POINT(log, "eval_accuracy", mlv_float(top1), {"epoch_num", mlv_int(epoch)});
-    MLLOG_END(log, "eval_stop", {"epoch_num", mlv_int(epoch)});
-    if (t->dist.rank == 0)
-      fprintf(stderr, "epoch %lld: top-1 %.4f (target %.4f), mean train loss %.4f\n", (long long)epoch,
-              top1, target, loss_mean_read(&t->epoch_loss, dev));
-    reached = dist_all_agree(&t->dist, top1 >= target);
-    block_first = epoch + 1;
-    if (*checkpoint && t->dist.rank == 0)
-      ckpt_save(checkpoint, dev, &t->net.params, &t->net.buffers, &t->opt, &t->scaler, epoch, 0,
-                rng_make((uint64_t)config_int(&t->cfg, "seed"), 0), t->run_config);
+  int64_t step = (epoch - 1) * t->steps_per_epoch;
+  loss_mean_reset(&t->epoch_loss, dev);
+  for (int64_t s = 0; s < t->steps_per_epoch; s++, step++) {
+    const LoaderBatch *batch = loader_next(t->train);
+    Tensor x = batch_images(t, batch);
+    Tensor y = TENSOR(batch->device[1], DT_I32, dev->kind, batch->count);
+    train_step(t, &x, &y, step);
+    if (progress_due(&t->progress))
+      progress_update(&t->progress, step + 1, (step + 1) * t->global_batch, read_loss(t));
   }
-  LoaderStats st = loader_stats(train);
-  if (t->dist.rank == 0)
-    fprintf(stderr, "loader: trainer waited %.1f s over %lld batches (%lld stalls)\n", st.wait_s,
-            (long long)st.batches, (long long)st.stalls);
-  if (t->dist.rank == 0) amp_report(&t->scaler, stderr, "resnet");
-  loader_close(train);
-  return reached;
+  return loss_mean_read(&t->epoch_loss, dev);
 }
 
 // Throughput with the real input pipeline (LMDB, decode, augmentation,
@@ -398,7 +309,7 @@ static double bench_run(Trainer *t, int64_t steps) {
   device_sync(dev);
   double seconds = time_now_s() - start;
   LoaderStats st = loader_stats(train);
-  if (t->dist.rank == 0)
+  if (t->run.dist.rank == 0)
     printf("real data: %lld steps of %lld images: %.1f images/s; trainer waited for the loader "
            "%.1f%% of the time (loss %.4f)\n",
            (long long)steps, (long long)t->global_batch,
@@ -440,19 +351,19 @@ static double synthetic_run(Trainer *t) {
   op_cast(dev, &x32, &x_flat);
   Tensor x = TENSOR(t->images.data, t->net.cfg.dtype, dev->kind, n, side, side, 3);
   Tensor y = TENSOR(y_dev, DT_I32, dev->kind, n);
-  int64_t steps = config_int(&t->cfg, "synthetic_steps");
+  int64_t steps = config_int(&t->run.cfg, "synthetic_steps");
   for (int64_t s = 0; s < 10; s++) train_step(t, &x, &y, s);
   device_sync(dev);
   double start = time_now_s();
   for (int64_t s = 0; s < steps; s++) train_step(t, &x, &y, 10 + s);
   device_sync(dev);
   double seconds = time_now_s() - start;
-  if (t->dist.rank == 0)
+  if (t->run.dist.rank == 0)
     printf("synthetic: %lld steps of %lld images: %.1f images/s (loss %.4f)\n", (long long)steps,
            (long long)t->global_batch, (double)(steps * t->global_batch) / seconds, read_loss(t));
   SyntheticStep more = {t, &x, &y, 10 + steps};
-  profile_run(dev, config_int(&t->cfg, "profile_steps"), synthetic_step, &more,
-              t->dist.rank == 0 ? stdout : NULL);
+  profile_run(dev, config_int(&t->run.cfg, "profile_steps"), synthetic_step, &more,
+              t->run.dist.rank == 0 ? stdout : NULL);
   device_free(dev->kind, x_dev);
   device_free(dev->kind, y_dev);
   free(x_host);
@@ -462,22 +373,19 @@ static double synthetic_run(Trainer *t) {
 
 int main(int argc, char **argv) {
   Trainer t = {0};
-  dist_init(&t.dist, &argc, &argv);
-  config_init(&t.cfg);
-  config_add_keys(&t.cfg, kKeys, (int)(sizeof kKeys / sizeof kKeys[0]));
-  config_add_keys(&t.cfg, amp_config_keys, amp_config_key_count);
-  trainer_begin(&t.run, "resnet", &t.cfg, argc, argv, t.dist.rank, dist_device_index(&t.dist));
-  const Config *cfg = &t.cfg;
+  run_init(&t.run, &kSpec, &argc, &argv);
+  const Config *cfg = &t.run.cfg;
+  const Dist *dist = &t.run.dist;
   MLLog *log = &t.run.log;
   bool synthetic = config_bool(cfg, "synthetic");
   int64_t bench_steps = config_int(cfg, "bench_steps");
   if (synthetic && bench_steps) die_input("--bench_steps", "a synthetic run has no loader to time");
 
   t.global_batch = config_int(cfg, "batch_size");
-  if (t.global_batch < t.dist.size || t.global_batch % t.dist.size)
+  if (t.global_batch < dist->size || t.global_batch % dist->size)
     die_input("--batch_size", "%lld does not split evenly over %d ranks", (long long)t.global_batch,
-              t.dist.size);
-  t.local_batch = t.global_batch / t.dist.size;
+              dist->size);
+  t.local_batch = t.global_batch / dist->size;
   t.micro_batches = config_int(cfg, "grad_accumulation");
   if (t.micro_batches < 1 || t.local_batch % t.micro_batches)
     die_input("--grad_accumulation", "%lld does not split the %lld images per rank evenly",
@@ -486,6 +394,7 @@ int main(int argc, char **argv) {
   t.label_smoothing = (float)config_float(cfg, "label_smoothing");
   amp_setup(cfg, &t.run.dev, &t.amp, &t.scaler);
 
+  // The data set, checked before run_start (run.h): its splits' record counts.
   if (synthetic) {
     t.train_samples = t.eval_samples = t.global_batch;
   } else {
@@ -501,17 +410,14 @@ int main(int argc, char **argv) {
   if (config_int(cfg, "resize_side") < model.image_size)
     die_input("--resize_side", "%lld is smaller than the %d-pixel eval crop (--image_size)",
               (long long)config_int(cfg, "resize_side"), model.image_size);
-  check_cadence(&t);
-  resolve_decay_epochs(&t.cfg);
-  char err[600];
-  if (config_snapshot(cfg, kResumeMayChange, t.run_config, sizeof t.run_config, err, sizeof err))
-    config_die(err);
+  resolve_decay_epochs(&t.run.cfg);
+  run_check(&t.run);
   model.dtype = amp_compute_dtype(t.amp.precision);
   int opt_kind = optim_kind_parse(config_string(cfg, "optimizer"));  // lars or sgd: config.c
   resnet_init(&t.net, &model, t.micro_batch, optim_state_count((OptKind)opt_kind), t.run.dev.kind,
               (uint64_t)config_int(cfg, "seed"));
-  dist_attach(&t.dist, &t.run.dev, &t.net.params, (size_t)25 << 20);
-  dist_broadcast_params(&t.dist);
+  dist_attach(&t.run.dist, &t.run.dev, &t.net.params, (size_t)25 << 20);
+  dist_broadcast_params(&t.run.dist);
   int64_t classes = model.num_classes;
   t.loss = TENSOR(device_alloc(t.run.dev.kind, sizeof(float)), DT_F32, t.run.dev.kind, 1);
   loss_mean_init(&t.epoch_loss, &t.run.dev);
@@ -531,24 +437,33 @@ int main(int argc, char **argv) {
   MLLOG_POINT(log, "train_samples", mlv_int(t.train_samples));
   MLLOG_POINT(log, "eval_samples", mlv_int(t.eval_samples));
   setup_optimizer(&t);
-  maybe_resume(&t);
-  const char *checkpoint = config_string(cfg, "checkpoint");
-  if (*checkpoint && t.dist.rank == 0) ckpt_check_writable(checkpoint);
-  if (t.dist.rank == 0)
-    fprintf(stderr, "resnet: %lld parameters, %s, %d rank(s), %lld images per rank per step in %lld micro-batch(es), %lld steps per epoch\n",
-            (long long)paramset_count_params(&t.net.params), amp_precision_name(t.amp.precision),
-            t.dist.size, (long long)t.local_batch, (long long)t.micro_batches,
-            (long long)t.steps_per_epoch);
+  run_resume(&t.run, &t.net.params, &t.net.buffers, &t.opt, &t.scaler);
+  if (dist->rank == 0)
+    printf("resnet: %lld parameters, %s, %d rank(s), %lld images per rank per step in %lld micro-batch(es), %lld steps per epoch\n",
+           (long long)paramset_count_params(&t.net.params), amp_precision_name(t.amp.precision),
+           dist->size, (long long)t.local_batch, (long long)t.micro_batches,
+           (long long)t.steps_per_epoch);
 
   if (synthetic) {
-    trainer_start_benchmark(&t.run, "synthetic data");
-    trainer_finish_benchmark(&t.run, synthetic_run(&t), "images/s");
+    run_start_benchmark(&t.run, "synthetic data");
+    run_stop_benchmark(&t.run, synthetic_run(&t), "images/s");
   } else if (bench_steps) {
-    trainer_start_benchmark(&t.run, "the real input pipeline");
-    trainer_finish_benchmark(&t.run, bench_run(&t, bench_steps), "images/s");
+    run_start_benchmark(&t.run, "the real input pipeline");
+    run_stop_benchmark(&t.run, bench_run(&t, bench_steps), "images/s");
   } else {
-    trainer_start(&t.run);
-    trainer_finish(&t.run, train_to_target(&t));
+    run_start(&t.run, t.steps_per_epoch * t.global_batch);
+    t.train = open_loader(&t, true, t.run.first_epoch);  // the data set is read from here on
+    progress_start(&t.progress, "train", t.run.max_epochs * t.steps_per_epoch);
+    while (run_next_epoch(&t.run)) {
+      double loss = train_epoch(&t, t.run.epoch);
+      if (run_epoch_stop(&t.run, loss)) run_eval_stop(&t.run, evaluate(&t), NULL);
+    }
+    LoaderStats st = loader_stats(t.train);
+    if (dist->rank == 0)
+      printf("loader: trainer waited %.1f s over %lld batches (%lld stalls)\n", st.wait_s,
+             (long long)st.batches, (long long)st.stalls);
+    loader_close(t.train);
+    run_stop(&t.run);
   }
 
   device_free(t.loss.device, t.loss.data);
@@ -558,10 +473,8 @@ int main(int argc, char **argv) {
   device_free(t.images.device, t.images.data);
   optim_free(&t.opt);
   amp_scaler_free(&t.scaler);
-  dist_detach(&t.dist);
+  dist_detach(&t.run.dist);
   resnet_free(&t.net);
-  trainer_close(&t.run);
-  config_free(&t.cfg);
-  dist_finalize(&t.dist);
+  run_close(&t.run);
   return 0;
 }

@@ -654,9 +654,9 @@ static inline void ml_data_validate(const MlData *d, const char *path) {
   ml_check_seed(d, path);
 }
 
-// Maps path (an ncf.bin) read-only into d and checks it.
-static inline void ml_data_map(const char *path, MlData *d) {
-  memset(d, 0, sizeof *d);
+// Opens path (an ncf.bin) and checks its header against the file's size:
+// the open descriptor, the header in *h and the size in *bytes.
+static inline int ml_data_open(const char *path, MlFileHeader *h, uint64_t *bytes) {
   int fd = open(path, O_RDONLY);
   if (fd < 0)
     die_input(path, "cannot open: %s (convert ratings.csv with movielens_convert)",
@@ -664,12 +664,29 @@ static inline void ml_data_map(const char *path, MlData *d) {
   struct stat st;
   CHECK_FILE(fstat(fd, &st) == 0, path);
   if (!S_ISREG(st.st_mode)) die_input(path, "not a file (a directory?)");
-  uint64_t bytes = (uint64_t)st.st_size;
-  MlFileHeader h;
-  if (bytes < sizeof h || pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h)
+  *bytes = (uint64_t)st.st_size;
+  if (*bytes < sizeof *h || pread(fd, h, sizeof *h, 0) != (ssize_t)sizeof *h)
     die_input(path, "%llu bytes, shorter than the %zu-byte header: not a complete ncf.bin",
-              (unsigned long long)bytes, sizeof h);
-  ml_check_header(&h, path, bytes);
+              (unsigned long long)*bytes, sizeof *h);
+  ml_check_header(h, path, *bytes);
+  return fd;
+}
+
+// The checked header of path: the file is there and complete, its contents
+// not yet read.
+static inline MlFileHeader ml_data_header(const char *path) {
+  MlFileHeader h;
+  uint64_t bytes;
+  close(ml_data_open(path, &h, &bytes));
+  return h;
+}
+
+// Maps path (an ncf.bin) read-only into d and checks it.
+static inline void ml_data_map(const char *path, MlData *d) {
+  memset(d, 0, sizeof *d);
+  MlFileHeader h;
+  uint64_t bytes;
+  int fd = ml_data_open(path, &h, &bytes);
   uint8_t *base = (uint8_t *)mmap(NULL, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
   CHECK_FILE(base != MAP_FAILED, path);
   close(fd);

@@ -11,6 +11,12 @@ static void *ncf_upload(NcfData *d, int slot, const void *src, size_t bytes) {
   return dst;
 }
 
+MlFileHeader ncf_data_check(const char *dir) {
+  char path[1024];
+  ml_data_path(dir, path, sizeof path);
+  return ml_data_header(path);
+}
+
 void ncf_data_open(NcfData *d, const char *dir, int64_t train_negatives, uint64_t seed,
                    DeviceKind device) {
   memset(d, 0, sizeof *d);

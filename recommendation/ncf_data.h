@@ -23,6 +23,10 @@ typedef struct NcfData {
   int32_t *owned[4];      // device (or host) allocations to free
 } NcfData;
 
+// The counts of dir/ncf.bin from its header, checked against the file's
+// size (a missing, truncated or edited file is an error), without reading
+// the data: what a trainer checks before run_start.
+MlFileHeader ncf_data_check(const char *dir);
 // Maps dir/ncf.bin, checks it, and puts what the batches read on `device`.
 void ncf_data_open(NcfData *d, const char *dir, int64_t train_negatives, uint64_t seed,
                    DeviceKind device);

@@ -6,10 +6,11 @@
 // logits; Adam at a constant learning rate. After each epoch, HR@10 over
 // every user's held-out positive and its test negatives (ncf_metric.h); the
 // run stops at target_accuracy (run_stop success) or after max_epochs
-// (aborted). On CUDA every part of a step - sampling, lookups, MLP, loss,
-// optimizer - runs on the GPU and the host only launches. With
-// --bench_steps=N it times N steps instead, a benchmark run (trainer.h:
-// benchmark_start / benchmark_stop, no eval and no target).
+// (aborted), on the lifecycle every trainer shares (train/run.h; its eval
+// cadence defaults to every epoch here). On CUDA every part of a step -
+// sampling, lookups, MLP, loss, optimizer - runs on the GPU and the host
+// only launches. With --bench_steps=N it times N steps instead, a benchmark
+// run (run.h: benchmark_start / benchmark_stop, no eval and no target).
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -42,9 +43,6 @@ static const ConfigKey NCF_KEYS[] = {
      "MLP widths; the first is the concatenated user+item embedding width", NULL},
     {"train_negatives", CFG_INT, "4", "negatives per training positive, resampled each epoch",
      "[1, 1000]"},
-    {"max_epochs", CFG_INT, "20", "give up (run_stop aborted) after this many epochs",
-     "[1, 1000000]"},
-    {"target_accuracy", CFG_FLOAT, "0.635", "HR@10 that ends the run (run_stop success)", "(0, 1]"},
     {"eval_users", CFG_INT, "1024", "users scored per eval forward pass (at most a rank's users)",
      "[1, inf)"},
     {"bench_steps", CFG_INT, "0",
@@ -53,11 +51,12 @@ static const ConfigKey NCF_KEYS[] = {
      "after a bench_steps run: this many more steps timed op by op, printed as a table", "[0, inf)"},
 };
 
-typedef struct NcfRun {
-  TrainerRun run;
-  Dist dist;
+typedef struct NcfTrainer {
+  Run run;
   const Device *dev;
-  NcfData data;
+  MlFileHeader head;  // ncf.bin's counts, checked before run_start
+  int64_t epoch_samples;  // n_train positives with train_negatives each
+  NcfData data;       // the data set on the device, read after run_start
   NcfModel model;
   AmpConfig amp;       // precision; fp16's loss scaling
   LossScaler scaler;
@@ -67,7 +66,15 @@ typedef struct NcfRun {
   float lr;
   double *eval_acc;  // (2) device scratch of the CUDA metric; NULL on CPU
   LossMean epoch_loss;
-} NcfRun;
+} NcfTrainer;
+
+// The benchmark for the lifecycle (run.h). A resumed run may change, besides
+// the common keys, the eval's step of users and what a benchmark run times.
+static const RunSpec NCF_SPEC = {
+    .benchmark = "ncf", .metric = "HR@10", .max_epochs = "20", .target = "0.635",
+    .eval_every = "1", .keys = NCF_KEYS, .n_keys = (int)(sizeof NCF_KEYS / sizeof NCF_KEYS[0]),
+    .resume_may_change = (const char *const[]){"eval_users", "bench_steps", "profile_steps", NULL},
+};
 
 // The optimizer from the config, logged under the checker's keys.
 static OptConfig ncf_optimizer_config(const Config *cfg, MLLog *log) {
@@ -85,65 +92,70 @@ static OptConfig ncf_optimizer_config(const Config *cfg, MLLog *log) {
 // Limits eval_users to this rank's share of the users (a larger pass would
 // only allocate more) and returns the rows of one eval pass: each user's
 // positive and test negatives. A GEMM takes them as an int.
-static int64_t ncf_plan_eval(NcfRun *r) {
-  int64_t users = (r->data.n_users + r->dist.size - 1) / r->dist.size;
+static int64_t ncf_plan_eval(NcfTrainer *r) {
+  int64_t users = (r->head.n_users + r->run.dist.size - 1) / r->run.dist.size;
   if (r->eval_users > users) r->eval_users = users;
-  int64_t rows = r->eval_users * (1 + r->data.n_test_neg);
+  int64_t rows = r->eval_users * (1 + r->head.n_neg);
   if (rows > INT32_MAX)
     die_input("--eval_users", "%lld users of %lld candidates each are %lld rows in one pass, "
-              "more than 2^31 - 1", (long long)r->eval_users, (long long)(1 + r->data.n_test_neg),
+              "more than 2^31 - 1", (long long)r->eval_users, (long long)(1 + r->head.n_neg),
               (long long)rows);
   return rows;
 }
 
-// Opens the data, builds the model and optimizer (after run_start: the data
-// set is first touched here).
-static void ncf_setup(NcfRun *r, const OptConfig *oc) {
-  Config *cfg = r->run.cfg;
+// Builds the model and optimizer from ncf.bin's counts (before run_start:
+// the data itself is read after it, by ncf_data_open).
+static void ncf_setup(NcfTrainer *r, const OptConfig *oc) {
+  const Config *cfg = &r->run.cfg;
   DeviceKind kind = r->dev->kind;
-  uint64_t seed = (uint64_t)config_int(cfg, "seed");
-  ncf_data_open(&r->data, trainer_data_dir(&r->run), config_int(cfg, "train_negatives"), seed,
-                kind);
-  MLLOG_POINT(&r->run.log, "train_samples", mlv_int(ncf_epoch_samples(&r->data.train)));
-  MLLOG_POINT(&r->run.log, "eval_samples", mlv_int(r->data.n_users * (1 + r->data.n_test_neg)));
+  const MlFileHeader *h = &r->head;
+  r->epoch_samples = ncf_epoch_samples(
+      &(NcfTrainView){.n_train = h->n_train, .n_neg = config_int(cfg, "train_negatives")});
+  MLLOG_POINT(&r->run.log, "train_samples", mlv_int(r->epoch_samples));
+  MLLOG_POINT(&r->run.log, "eval_samples", mlv_int(h->n_users * (1 + h->n_neg)));
 
-  NcfShape shape = {.n_users = r->data.n_users, .n_items = r->data.n_items,
+  NcfShape shape = {.n_users = h->n_users, .n_items = h->n_items,
                     .mf_dim = config_int(cfg, "mf_dim"),
                     .dtype = amp_compute_dtype(r->amp.precision)};
   ncf_parse_layers("--mlp_layers", config_string(cfg, "mlp_layers"), &shape);
   // A step has at most a batch of rows, and no more than the epoch has.
-  int64_t epoch = ncf_epoch_samples(&r->data.train), eval_rows = ncf_plan_eval(r);
-  int64_t rows = r->batch < epoch ? r->batch : epoch;
+  int64_t eval_rows = ncf_plan_eval(r);
+  int64_t rows = r->batch < r->epoch_samples ? r->batch : r->epoch_samples;
   ncf_model_init(&r->model, &shape, optim_state_count(OPT_ADAM),
-                 rows > eval_rows ? rows : eval_rows, seed, kind);
+                 rows > eval_rows ? rows : eval_rows, (uint64_t)config_int(cfg, "seed"), kind);
   optim_init(&r->opt, oc, &r->model.ps);
-  dist_attach(&r->dist, r->dev, &r->model.ps, NCF_BUCKET_BYTES);
-  dist_broadcast_params(&r->dist);
+  dist_attach(&r->run.dist, r->dev, &r->model.ps, NCF_BUCKET_BYTES);
+  dist_broadcast_params(&r->run.dist);
   r->eval_acc = kind == DEVICE_CUDA ? device_alloc(kind, 2 * sizeof(double)) : NULL;
   loss_mean_init(&r->epoch_loss, r->dev);
   if (r->run.rank == 0)
     printf("ncf: %lld users, %lld items, %lld training positives; %lld parameters; "
            "%lld samples per epoch in batches of %lld; %s\n",
-           (long long)r->data.n_users, (long long)r->data.n_items,
-           (long long)r->data.train.n_train, (long long)paramset_count_params(&r->model.ps),
-           (long long)ncf_epoch_samples(&r->data.train), (long long)r->batch,
-           amp_precision_name(r->amp.precision));
+           (long long)h->n_users, (long long)h->n_items, (long long)h->n_train,
+           (long long)paramset_count_params(&r->model.ps), (long long)r->epoch_samples,
+           (long long)r->batch, amp_precision_name(r->amp.precision));
+}
+
+// The data set onto the device (after run_start: this reads it).
+static void ncf_open_data(NcfTrainer *r) {
+  ncf_data_open(&r->data, run_data_dir(&r->run), config_int(&r->run.cfg, "train_negatives"),
+                (uint64_t)config_int(&r->run.cfg, "seed"), r->dev->kind);
 }
 
 // This rank's share [*first, *first + *rows) of global batch `step`: the
 // batch's samples split evenly over the ranks (the last, partial batch too,
 // to one sample).
-static void ncf_rank_slice(const NcfRun *r, int64_t n, int64_t step, int64_t *first,
+static void ncf_rank_slice(const NcfTrainer *r, int64_t n, int64_t step, int64_t *first,
                            int64_t *rows) {
   int64_t s0 = step * r->batch, global = n - s0 < r->batch ? n - s0 : r->batch;
-  int64_t lo = global * r->dist.rank / r->dist.size;
-  int64_t hi = global * (r->dist.rank + 1) / r->dist.size;
+  int64_t lo = global * r->run.dist.rank / r->run.dist.size;
+  int64_t hi = global * (r->run.dist.rank + 1) / r->run.dist.size;
   *first = s0 + lo;
   *rows = hi - lo;
 }
 
 // The loss of this rank's latest batch (on CUDA: waits for it).
-static double ncf_loss(const NcfRun *r) {
+static double ncf_loss(const NcfTrainer *r) {
   float loss;
   device_sync(r->dev);
   device_copy(DEVICE_CPU, &loss, r->dev->kind, r->model.a.loss.data, sizeof loss);
@@ -152,20 +164,20 @@ static double ncf_loss(const NcfRun *r) {
 
 // Global batch `step` of `epoch`: sampling, forward, backward, all-reduce,
 // Adam (skipped when fp16 gradients overflowed: amp.h).
-static void ncf_train_step(NcfRun *r, int64_t epoch, int64_t step) {
+static void ncf_train_step(NcfTrainer *r, int64_t epoch, int64_t step) {
   const NcfActs *a = &r->model.a;
   int64_t first, rows;
   ncf_rank_slice(r, ncf_epoch_samples(&r->data.train), step, &first, &rows);
   ncf_train_batch(r->dev, &r->data.train, epoch, first, rows, a->users.data, a->items.data,
                   a->labels.data);
   ncf_model_forward(&r->model, r->dev, rows);
-  ncf_model_backward(&r->model, r->dev, rows, amp_loss_scale(&r->scaler), dist_grad_hook(&r->dist));
+  ncf_model_backward(&r->model, r->dev, rows, amp_loss_scale(&r->scaler), dist_grad_hook(&r->run.dist));
   loss_mean_add(&r->epoch_loss, r->dev, &r->model.a.loss);
-  trainer_update(r->dev, &r->dist, &r->scaler, &r->opt, &r->model.ps, r->lr);
+  run_update(r->dev, &r->run.dist, &r->scaler, &r->opt, &r->model.ps, r->lr);
 }
 
 // One epoch of training; returns the mean loss of this rank's batches.
-static double ncf_train_epoch(NcfRun *r, int64_t epoch) {
+static double ncf_train_epoch(NcfTrainer *r, int64_t epoch) {
   int64_t n = ncf_epoch_samples(&r->data.train), steps = (n + r->batch - 1) / r->batch;
   loss_mean_reset(&r->epoch_loss, r->dev);
   Progress progress;
@@ -184,7 +196,7 @@ static double ncf_train_epoch(NcfRun *r, int64_t epoch) {
 // Step i of a bench run's profile: epoch 1's full batches from `first` on,
 // wrapping around.
 typedef struct NcfBenchStep {
-  NcfRun *r;
+  NcfTrainer *r;
   int64_t first, full;
 } NcfBenchStep;
 
@@ -196,7 +208,7 @@ static void ncf_bench_step(void *ctx, int64_t i) {
 // Throughput only: `steps` timed training steps of epoch 1's full batches
 // (wrapping around the epoch) after NCF_BENCH_WARMUP untimed ones; no eval.
 // Returns the samples per second.
-static double ncf_bench(NcfRun *r, int64_t steps) {
+static double ncf_bench(NcfTrainer *r, int64_t steps) {
   int64_t n = ncf_epoch_samples(&r->data.train), full = n / r->batch;
   if (full < 1)
     die_input("--batch_size", "%lld is larger than an epoch (%lld samples); a bench run times "
@@ -212,19 +224,19 @@ static double ncf_bench(NcfRun *r, int64_t steps) {
            (long long)steps, (long long)r->batch, 1e3 * seconds / (double)steps, samples_per_s,
            ncf_loss(r));
   NcfBenchStep more = {r, NCF_BENCH_WARMUP + steps, full};
-  profile_run(r->dev, config_int(r->run.cfg, "profile_steps"), ncf_bench_step, &more,
+  profile_run(r->dev, config_int(&r->run.cfg, "profile_steps"), ncf_bench_step, &more,
               r->run.rank == 0 ? stdout : NULL);
   return samples_per_s;
 }
 
-// HR@10 and NDCG@10 over all users: each rank scores its slice of them,
-// eval_users at a time, and the sums are added over the ranks.
-static NcfMetricSums ncf_evaluate(NcfRun *r) {
+// HR@10 over all users, and "NDCG@10 X" in more: each rank scores its slice
+// of them, eval_users at a time, and the sums are added over the ranks.
+static double ncf_evaluate(NcfTrainer *r, char *more, size_t more_bytes) {
   const NcfActs *a = &r->model.a;
   const NcfData *d = &r->data;
   NcfMetricSums sums = {0};
-  int64_t lo = d->n_users * r->dist.rank / r->dist.size;
-  int64_t hi = d->n_users * (r->dist.rank + 1) / r->dist.size;
+  int64_t lo = d->n_users * r->run.dist.rank / r->run.dist.size;
+  int64_t hi = d->n_users * (r->run.dist.rank + 1) / r->run.dist.size;
   for (int64_t u0 = lo; u0 < hi; u0 += r->eval_users) {
     int64_t n = hi - u0 < r->eval_users ? hi - u0 : r->eval_users;
     ncf_eval_batch(r->dev, d->test_items, d->test_negs, d->n_test_neg, u0, n, a->users.data,
@@ -233,81 +245,58 @@ static NcfMetricSums ncf_evaluate(NcfRun *r) {
     ncf_metric_add(r->dev, a->logits.data, d->test_negs + u0 * d->n_test_neg, n,
                    d->n_test_neg, NCF_TOPK, r->eval_acc, &sums);
   }
-  dist_sum_f64(&r->dist, &sums.hits, 3);
-  return sums;
-}
-
-// Epochs until the target or the limit; returns whether the target was met.
-static bool ncf_train(NcfRun *r) {
-  const Config *cfg = r->run.cfg;
-  int64_t max_epochs = config_int(cfg, "max_epochs");
-  double target = config_float(cfg, "target_accuracy");
-  MLLog *log = &r->run.log;
-  for (int64_t epoch = 1; epoch <= max_epochs; epoch++) {
-    double t0 = time_now_s();
-    MLLOG_START(log, "epoch_start", {"epoch_num", mlv_int(epoch)});
-    double loss = ncf_train_epoch(r, epoch);
-    MLLOG_END(log, "epoch_stop", {"epoch_num", mlv_int(epoch)});
-    double t1 = time_now_s();
-    MLLOG_START(log, "eval_start", {"epoch_num", mlv_int(epoch)});
-    NcfMetricSums sums = ncf_evaluate(r);
-    double hr = ncf_metric_hr(&sums);
-    MLLOG_POINT(log, "eval_accuracy", mlv_float(hr), {"epoch_num", mlv_int(epoch)});
-    MLLOG_END(log, "eval_stop", {"epoch_num", mlv_int(epoch)});
-    double t2 = time_now_s();
-    if (r->run.rank == 0) {
-      printf("ncf: epoch %lld: HR@10 %.4f NDCG@10 %.4f (target %.4f) mean train loss %.4f; train %.1f s "
-             "(%.0f samples/s), eval %.1f s\n",
-             (long long)epoch, hr, ncf_metric_ndcg(&sums), target, loss, t1 - t0,
-             (double)ncf_epoch_samples(&r->data.train) / (t1 - t0), t2 - t1);
-      fflush(stdout);
-    }
-    if (hr >= target) return true;
-  }
-  return false;
+  dist_sum_f64(&r->run.dist, &sums.hits, 3);
+  snprintf(more, more_bytes, "NDCG@%d %.4f", NCF_TOPK, ncf_metric_ndcg(&sums));
+  return ncf_metric_hr(&sums);
 }
 
 int main(int argc, char **argv) {
-  Config cfg;
-  config_init(&cfg);
-  config_add_keys(&cfg, NCF_KEYS, (int)(sizeof NCF_KEYS / sizeof NCF_KEYS[0]));
-  config_add_keys(&cfg, amp_config_keys, amp_config_key_count);
-  NcfRun r = {0};
-  dist_init(&r.dist, &argc, &argv);
-  trainer_begin(&r.run, "ncf", &cfg, argc, argv, r.dist.rank, dist_device_index(&r.dist));
+  NcfTrainer r = {0};
+  run_init(&r.run, &NCF_SPEC, &argc, &argv);
+  const Config *cfg = &r.run.cfg;
   r.dev = &r.run.dev;
-  amp_setup(&cfg, r.dev, &r.amp, &r.scaler);
-  r.batch = config_int(&cfg, "batch_size");
-  if (r.batch < r.dist.size)
-    die_input("--batch_size", "%lld is smaller than the %d ranks", (long long)r.batch, r.dist.size);
-  r.eval_users = config_int(&cfg, "eval_users");
-  int64_t bench_steps = config_int(&cfg, "bench_steps");
-  if (config_int(&cfg, "profile_steps") > 0 && bench_steps == 0)
+  amp_setup(cfg, r.dev, &r.amp, &r.scaler);
+  r.batch = config_int(cfg, "batch_size");
+  if (r.batch < r.run.dist.size)
+    die_input("--batch_size", "%lld is smaller than the %d ranks", (long long)r.batch,
+              r.run.dist.size);
+  r.eval_users = config_int(cfg, "eval_users");
+  int64_t bench_steps = config_int(cfg, "bench_steps");
+  if (config_int(cfg, "profile_steps") > 0 && bench_steps == 0)
     die_input("--profile_steps", "profiles the steps after a bench run: give --bench_steps=N too");
-  r.lr = (float)config_float(&cfg, "learning_rate");
+  r.lr = (float)config_float(cfg, "learning_rate");
+
+  // The data set, checked before run_start (run.h): ncf.bin's header.
+  r.head = ncf_data_check(run_data_dir(&r.run));
+  run_check(&r.run);
   MLLOG_POINT(&r.run.log, "global_batch_size", mlv_int(r.batch));
   MLLOG_POINT(&r.run.log, "gradient_accumulation_steps", mlv_int(1));
-  OptConfig oc = ncf_optimizer_config(&cfg, &r.run.log);
+  OptConfig oc = ncf_optimizer_config(cfg, &r.run.log);
+  ncf_setup(&r, &oc);
+  run_resume(&r.run, &r.model.ps, NULL, &r.opt, &r.scaler);
 
   if (bench_steps > 0) {
-    trainer_start_benchmark(&r.run, "training steps on the data set");
-    ncf_setup(&r, &oc);
-    trainer_finish_benchmark(&r.run, ncf_bench(&r, bench_steps), "samples/s");
+    run_start_benchmark(&r.run, "training steps on the data set");
+    ncf_open_data(&r);
+    run_stop_benchmark(&r.run, ncf_bench(&r, bench_steps), "samples/s");
   } else {
-    trainer_start(&r.run);
-    ncf_setup(&r, &oc);
-    trainer_finish(&r.run, ncf_train(&r));
+    run_start(&r.run, r.epoch_samples);
+    ncf_open_data(&r);
+    char more[64];
+    while (run_next_epoch(&r.run)) {
+      double loss = ncf_train_epoch(&r, r.run.epoch);
+      if (run_epoch_stop(&r.run, loss))
+        run_eval_stop(&r.run, ncf_evaluate(&r, more, sizeof more), more);
+    }
+    run_stop(&r.run);
   }
 
   if (r.eval_acc) device_free(r.dev->kind, r.eval_acc);
   loss_mean_free(&r.epoch_loss);
-  if (r.run.rank == 0) amp_report(&r.scaler, stdout, "ncf");
   amp_scaler_free(&r.scaler);
   optim_free(&r.opt);
   ncf_model_free(&r.model);
   ncf_data_close(&r.data);
-  trainer_close(&r.run);
-  dist_finalize(&r.dist);
-  config_free(&cfg);
+  run_close(&r.run);
   return 0;
 }

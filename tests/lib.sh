@@ -11,5 +11,30 @@ check() {
 # close A B TOL: both numbers given and |A - B| < TOL (an empty one fails).
 close() { [[ -n $1 && -n $2 ]] && python3 -c "import sys; sys.exit(not abs($1 - $2) < $3)"; }
 
+# epoch_field OUTPUT BENCHMARK EPOCH FIELD: a number of the epoch line every
+# trainer prints (common/train/run.h), "<benchmark>: epoch N: <metric> X
+# (target Y)[, <more>], mean train loss Z; train T s (R samples/s), eval E s";
+# FIELD is the text before it ("top-1", "HR@10", "loss").
+epoch_field() { grep -m1 "^$2: epoch $3:" "$1" | sed "s/.*$4 \([0-9.]*\).*/\1/"; }
+
 # ncf_hr OUTPUT EPOCH: the HR@10 the NCF trainer printed for an epoch.
-ncf_hr() { grep -m1 "^ncf: epoch $2:" "$1" | sed 's/.*HR@10 \([0-9.]*\).*/\1/'; }
+ncf_hr() { epoch_field "$1" ncf "$2" HR@10; }
+
+# resume_check NAME DIR TRAINER FLAGS...: the trainer (its target out of
+# reach) 2 epochs with a --checkpoint, then 1 epoch and a --resume for the
+# second: "PASS NAME" when the resumed run says it continued after epoch 1
+# and both runs end with the same checkpoint, bit for bit.
+resume_check() {
+  local name=$1 dir=$2
+  shift 2
+  "$@" --max_epochs=2 --checkpoint="$dir/whole.ckpt" --log_file="$dir/r1.log" >/dev/null 2>&1
+  "$@" --max_epochs=1 --checkpoint="$dir/split.ckpt" --log_file="$dir/r2.log" >/dev/null 2>&1
+  "$@" --max_epochs=2 --checkpoint="$dir/split.ckpt" --log_file="$dir/r3.log" --resume \
+    >"$dir/resume.out" 2>&1
+  if grep -q "resume: .*continuing after epoch 1" "$dir/resume.out" && [[ -f $dir/whole.ckpt ]] &&
+    cmp -s "$dir/whole.ckpt" "$dir/split.ckpt"; then
+    echo "PASS $name"
+  else
+    echo "FAIL $name: $(grep -E 'resume|^error' "$dir/resume.out" | head -n 2 | tr '\n' ' ')"
+  fi
+}

@@ -52,7 +52,7 @@ resnet_seed() {
   PROGRESS_INTERVAL_S=1000 "$build/bin/resnet" --config=image_classification/configs/small.conf \
     --data_dir="$logs/data" --device=cpu --seed="$seed" --log_file="$logs/seed.log" >"$out" 2>&1
   local epochs="-"
-  grep -q "resnet: target reached" "$out" && epochs=$(grep -c '^epoch' "$out")
+  grep -q "resnet: target reached" "$out" && epochs=$(grep -c '^resnet: epoch' "$out")
   echo "$epochs $(( $(date +%s) - start ))"
 }
 if ((seeds > 0)); then

@@ -1,4 +1,4 @@
-// trainer.c: the run lifecycle shared by the trainers.
+// run.c: the run lifecycle shared by the trainers (run.h).
 #include "train/run.h"
 
 #include <math.h>
@@ -14,7 +14,7 @@
 #include "device/profile.h"
 #include "ops/elementwise.h"
 
-const ConfigKey trainer_keys[] = {
+const ConfigKey run_keys[] = {
     {"device", CFG_STRING, "auto", "cpu, cuda, or auto (cuda when a GPU is present)", "auto|cpu|cuda"},
     {"seed", CFG_INT, "1", "seed of every random stream in the run", "[0, inf)"},
     {"data_dir", CFG_STRING, "", "the converted data set (required)", NULL},
@@ -24,45 +24,78 @@ const ConfigKey trainer_keys[] = {
     {"submission_status", CFG_STRING, "research", "onprem, cloud, research or preview", "onprem|cloud|research|preview"},
     {"submission_platform", CFG_STRING, "", "default: 1x<device name>", NULL},
 };
-const int trainer_key_count = (int)(sizeof trainer_keys / sizeof trainer_keys[0]);
+const int run_key_count = (int)(sizeof run_keys / sizeof run_keys[0]);
 
-static void default_log_path(TrainerRun *run, char *buf, size_t buf_bytes) {
+// The common keys a resumed run may change: where things are, the log and
+// its labels, and the epoch limit (a schedule's length is its own key).
+static const char *const kResumeMayChange[] = {
+    "data_dir", "log_file", "checkpoint", "resume", "device", "max_epochs", "submission_org",
+    "submission_division", "submission_status", "submission_platform", NULL};
+
+// The lifecycle's keys, their defaults the spec's.
+static void declare_run_keys(Run *run) {
+  const RunSpec *s = &run->spec;
+  snprintf(run->target_help, sizeof run->target_help, "%s that ends the run (run_stop success)",
+           s->metric);
+  const ConfigKey keys[RUN_OWN_KEYS] = {
+      {"max_epochs", CFG_INT, s->max_epochs, "epoch limit: run_stop aborted there", "[1, 1000000]"},
+      {"target_accuracy", CFG_FLOAT, s->target, run->target_help, "(0, 1]"},
+      {"eval_every", CFG_INT, s->eval_every, "epochs between evals", "[1, inf)"},
+      {"eval_offset", CFG_INT, "0", "the first eval comes after epoch eval_every - eval_offset", "[0, inf)"},
+      {"checkpoint", CFG_STRING, "", "write the training state here after every eval (rank 0)", NULL},
+      {"resume", CFG_BOOL, "false", "continue from --checkpoint when it exists (every rank reads it)", NULL},
+  };
+  memcpy(run->keys, keys, sizeof keys);
+  config_add_keys(&run->cfg, run->keys, RUN_OWN_KEYS);
+}
+
+static void default_log_path(Run *run, char *buf, size_t buf_bytes) {
   char stamp[32];
   time_t now = time(NULL);
   strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime(&now));
-  snprintf(buf, buf_bytes, "logs/%s/%s-seed%lld.log", run->benchmark, stamp,
-           (long long)config_int(run->cfg, "seed"));
+  snprintf(buf, buf_bytes, "logs/%s/%s-seed%lld.log", run->spec.benchmark, stamp,
+           (long long)config_int(&run->cfg, "seed"));
 }
 
-void trainer_begin(TrainerRun *run, const char *benchmark, Config *cfg, int argc, char **argv,
-                   int rank, int device_index) {
+void run_init(Run *run, const RunSpec *spec, int *argc, char ***argv) {
   memset(run, 0, sizeof *run);
-  run->benchmark = benchmark;
-  run->cfg = cfg;
-  run->rank = rank;
-  config_add_keys(cfg, trainer_keys, trainer_key_count);
-  config_from_args(cfg, argc, argv, argv[0]);
+  run->spec = *spec;
+  Config *cfg = &run->cfg;
+  dist_init(&run->dist, argc, argv);
+  run->rank = run->dist.rank;
+  config_init(cfg);
+  config_add_keys(cfg, run_keys, run_key_count);
+  declare_run_keys(run);
+  config_add_keys(cfg, amp_config_keys, amp_config_key_count);
+  config_add_keys(cfg, spec->keys, spec->n_keys);
+  config_from_args(cfg, *argc, *argv, (*argv)[0]);
+  run->max_epochs = config_int(cfg, "max_epochs");
+  run->target = config_float(cfg, "target_accuracy");
+  run->eval_every = config_int(cfg, "eval_every");
+  run->eval_offset = config_int(cfg, "eval_offset");
+  run->checkpoint = config_string(cfg, "checkpoint");
+  run->first_epoch = 1;
   const char *division = config_string(cfg, "submission_division");  // closed|open: config.c
 
   DeviceKind kind = device_kind_parse("device", config_string(cfg, "device"));
-  device_open(&run->dev, kind, kind == DEVICE_CUDA ? device_index : 0);
+  device_open(&run->dev, kind, kind == DEVICE_CUDA ? dist_device_index(&run->dist) : 0);
 
   const char *path = config_string(cfg, "log_file");
   if (*path)
     snprintf(run->log_path, sizeof run->log_path, "%s", path);
   else
     default_log_path(run, run->log_path, sizeof run->log_path);
-  mllog_open(&run->log, run->log_path, rank, true);
+  mllog_open(&run->log, run->log_path, run->rank, true);
 
   MLLOG_START(&run->log, "init_start");
-  if (rank == 0) config_print(cfg, stderr);
+  if (run->rank == 0) config_print(cfg, stderr);
   char platform[300];
   const char *configured = config_string(cfg, "submission_platform");
   if (*configured)
     snprintf(platform, sizeof platform, "%s", configured);
   else
     device_describe(&run->dev, platform, sizeof platform);
-  MLLOG_POINT(&run->log, "submission_benchmark", mlv_str(benchmark));
+  MLLOG_POINT(&run->log, "submission_benchmark", mlv_str(spec->benchmark));
   MLLOG_POINT(&run->log, "submission_org", mlv_str(config_string(cfg, "submission_org")));
   MLLOG_POINT(&run->log, "submission_division", mlv_str(division));
   MLLOG_POINT(&run->log, "submission_status", mlv_str(config_string(cfg, "submission_status")));
@@ -71,10 +104,54 @@ void trainer_begin(TrainerRun *run, const char *benchmark, Config *cfg, int argc
   MLLOG_POINT(&run->log, "seed", mlv_int(config_int(cfg, "seed")));
 }
 
-const char *trainer_data_dir(const TrainerRun *run) {
-  const char *dir = config_string(run->cfg, "data_dir");
+const char *run_data_dir(const Run *run) {
+  const char *dir = config_string(&run->cfg, "data_dir");
   if (!*dir) die_input("--data_dir", "no data set given (--data_dir=DIR)");
   return dir;
+}
+
+void run_check(Run *run) {
+  int64_t every = run->eval_every, offset = run->eval_offset;
+  if (offset >= every)
+    die_input("--eval_offset", "%lld is not below --eval_every=%lld", (long long)offset, (long long)every);
+  if (every - offset > run->max_epochs)
+    die_input("--max_epochs", "%lld ends the run before the first eval (after epoch %lld)",
+              (long long)run->max_epochs, (long long)(every - offset));
+  if (config_bool(&run->cfg, "resume") && !*run->checkpoint)
+    die_input("--resume", "needs --checkpoint=PATH to resume from");
+  if (*run->checkpoint && run->rank == 0) ckpt_check_writable(run->checkpoint);
+
+  int n = 0;
+  for (const char *const *k = kResumeMayChange; *k; k++) run->ignored[n++] = *k;
+  for (const char *const *k = run->spec.resume_may_change; k && *k; k++) {
+    if (n == RUN_MAX_IGNORED - 1) DIE("run: more than %d keys a resume may change", RUN_MAX_IGNORED - 1);
+    run->ignored[n++] = *k;
+  }
+  run->ignored[n] = NULL;
+  char err[600];
+  if (config_snapshot(&run->cfg, run->ignored, run->run_config, sizeof run->run_config, err,
+                      sizeof err))
+    config_die(err);
+}
+
+void run_resume(Run *run, ParamSet *params, ParamSet *buffers, Optimizer *opt, LossScaler *scaler) {
+  run->params = params;
+  run->buffers = buffers;
+  run->opt = opt;
+  run->scaler = scaler;
+  if (!config_bool(&run->cfg, "resume")) return;
+  CkptMeta meta;
+  if (!ckpt_resume(run->checkpoint, &run->dev, params, buffers, opt, scaler, &meta)) {
+    if (run->rank == 0) printf("resume: no checkpoint at %s yet; starting afresh\n", run->checkpoint);
+    return;
+  }
+  char err[600];
+  if (config_check_snapshot(&run->cfg, meta.run_config, run->ignored, run->checkpoint, err, sizeof err))
+    die_input("--resume", "%s; resume with the same settings, or start afresh", err);
+  run->first_epoch = meta.epoch + 1;
+  if (run->rank == 0)
+    printf("resume: %s: continuing after epoch %lld (step %lld)\n", run->checkpoint,
+           (long long)meta.epoch, (long long)meta.step);
 }
 
 // A fatal error after run_start (or benchmark_start) still ends the log as
@@ -83,7 +160,7 @@ const char *trainer_data_dir(const TrainerRun *run) {
 static void release_stop_signals(void);
 
 static void abort_on_error(void *ctx) {
-  TrainerRun *run = ctx;
+  Run *run = ctx;
   release_stop_signals();
   MLLOG_END(&run->log, run->benchmark_what ? "benchmark_stop" : "run_stop",
             {"status", mlv_str("aborted")}, {"reason", mlv_str("error")});
@@ -127,14 +204,14 @@ static void stop_on_signal(int sig) {
   raise(sig);
 }
 
-static void catch_stop_signals(TrainerRun *run) {
+static void catch_stop_signals(Run *run) {
   if (!run->log.enabled) return;
   MLMeta meta[] = {{"status", mlv_str("aborted")}, {"reason", mlv_str("signal")}};
   char line[600];
   mllog_format(line, sizeof line, 0, __FILE__, __LINE__, MLLOG_INTERVAL_END, "run_stop", mlv_null(),
                meta, 2);
   const char *time = strstr(line, "\"time_ms\": 0");
-  if (!time) DIE("trainer: no time_ms in a formatted MLLOG line");
+  if (!time) DIE("run: no time_ms in a formatted MLLOG line");
   size_t head = (size_t)(time - line) + strlen("\"time_ms\": ");
   snprintf(g_signal_stop.head, sizeof g_signal_stop.head, ":::MLLOG %.*s", (int)head, line);
   snprintf(g_signal_stop.tail, sizeof g_signal_stop.tail, "%s\n", time + strlen("\"time_ms\": 0"));
@@ -152,52 +229,121 @@ static void release_stop_signals(void) {
     if (signal(kStopSignals[i], SIG_DFL) == SIG_IGN) signal(kStopSignals[i], SIG_IGN);
 }
 
-void trainer_start(TrainerRun *run) {
+void run_start(Run *run, int64_t epoch_samples) {
+  if (*run->checkpoint && !run->params)
+    DIE("run: --checkpoint without the training state (run_resume before run_start)");
   MLLOG_END(&run->log, "init_stop");
   MLLOG_START(&run->log, "run_start");
   run->run_start_ms = time_unix_ms();
+  run->epoch_samples = epoch_samples;
+  run->epoch = run->first_epoch - 1;
+  run->block_first = run->first_epoch;
   check_set_exit_hook(abort_on_error, run);
   catch_stop_signals(run);
 }
 
-void trainer_finish(TrainerRun *run, bool reached_target) {
+static bool is_eval_epoch(const Run *run, int64_t epoch) {
+  return (epoch + run->eval_offset) % run->eval_every == 0;
+}
+
+bool run_next_epoch(Run *run) {
+  if (run->reached || run->epoch >= run->max_epochs) return false;
+  run->epoch++;
+  if (run->epoch == run->block_first) {
+    int64_t count = 1;
+    while (!is_eval_epoch(run, run->block_first + count - 1) &&
+           run->block_first + count - 1 < run->max_epochs)
+      count++;
+    MLLOG_START(&run->log, "block_start", {"first_epoch_num", mlv_int(run->block_first)},
+                {"epoch_count", mlv_int(count)});
+  }
+  MLLOG_START(&run->log, "epoch_start", {"epoch_num", mlv_int(run->epoch)});
+  run->epoch_start_s = time_now_s();
+  return true;
+}
+
+bool run_epoch_stop(Run *run, double train_loss) {
+  MLLog *log = &run->log;
+  MLLOG_END(log, "epoch_stop", {"epoch_num", mlv_int(run->epoch)});
+  run->eval_start_s = time_now_s();
+  run->train_s += run->eval_start_s - run->epoch_start_s;
+  run->trained_epochs++;
+  run->train_loss = train_loss;
+  if (!is_eval_epoch(run, run->epoch)) {
+    if (run->epoch == run->max_epochs)
+      MLLOG_END(log, "block_stop", {"first_epoch_num", mlv_int(run->block_first)});
+    return false;
+  }
+  MLLOG_END(log, "block_stop", {"first_epoch_num", mlv_int(run->block_first)});
+  MLLOG_START(log, "eval_start", {"epoch_num", mlv_int(run->epoch)});
+  return true;
+}
+
+void run_eval_stop(Run *run, double metric, const char *more) {
+  MLLog *log = &run->log;
+  int64_t epoch = run->epoch;
+  MLLOG_POINT(log, "eval_accuracy", mlv_float(metric), {"epoch_num", mlv_int(epoch)});
+  MLLOG_END(log, "eval_stop", {"epoch_num", mlv_int(epoch)});
+  if (run->rank == 0) {
+    double samples = (double)(run->trained_epochs * run->epoch_samples);
+    printf("%s: epoch %lld: %s %.4f (target %.4f)%s%s, mean train loss %.4f; train %.1f s "
+           "(%.0f samples/s), eval %.1f s\n",
+           run->spec.benchmark, (long long)epoch, run->spec.metric, metric, run->target,
+           more ? ", " : "", more ? more : "", run->train_loss, run->train_s,
+           samples / run->train_s, time_now_s() - run->eval_start_s);
+    fflush(stdout);
+  }
+  run->reached = dist_all_agree(&run->dist, metric >= run->target);
+  run->block_first = epoch + 1;
+  run->train_s = 0;
+  run->trained_epochs = 0;
+  if (*run->checkpoint && run->rank == 0)
+    ckpt_save(run->checkpoint, &run->dev, run->params, run->buffers, run->opt, run->scaler, epoch,
+              0, rng_make((uint64_t)config_int(&run->cfg, "seed"), 0), run->run_config);
+}
+
+void run_stop(Run *run) {
   check_set_exit_hook(NULL, NULL);
   release_stop_signals();
-  MLLOG_END(&run->log, "run_stop", {"status", mlv_str(reached_target ? "success" : "aborted")});
+  MLLOG_END(&run->log, "run_stop", {"status", mlv_str(run->reached ? "success" : "aborted")});
   run->run_stop_ms = time_unix_ms();
   if (run->rank == 0) {
+    if (run->scaler) amp_report(run->scaler, stdout, run->spec.benchmark);
     double seconds = (double)(run->run_stop_ms - run->run_start_ms) / 1000.0;
-    printf("%s: %s, time to train %.1f s (%.2f min); log %s\n", run->benchmark,
-           reached_target ? "target reached" : "target NOT reached (aborted)", seconds,
+    printf("%s: %s, time to train %.1f s (%.2f min); log %s\n", run->spec.benchmark,
+           run->reached ? "target reached" : "target NOT reached (aborted)", seconds,
            seconds / 60.0, run->log_path);
     fflush(stdout);
   }
 }
 
-void trainer_start_benchmark(TrainerRun *run, const char *what) {
+void run_start_benchmark(Run *run, const char *what) {
   MLLOG_END(&run->log, "init_stop");
   MLLOG_START(&run->log, "benchmark_start", {"what", mlv_str(what)});
   run->benchmark_what = what;
   check_set_exit_hook(abort_on_error, run);
 }
 
-void trainer_finish_benchmark(TrainerRun *run, double throughput, const char *unit) {
+void run_stop_benchmark(Run *run, double throughput, const char *unit) {
   check_set_exit_hook(NULL, NULL);
   MLLOG_END(&run->log, "benchmark_stop", {"throughput", mlv_float(throughput)},
             {"unit", mlv_str(unit)});
   if (run->rank == 0) {
-    printf("%s: benchmark of %s: %.1f %s (not a training run: no target); log %s\n", run->benchmark,
-           run->benchmark_what, throughput, unit, run->log_path);
+    if (run->scaler) amp_report(run->scaler, stdout, run->spec.benchmark);
+    printf("%s: benchmark of %s: %.1f %s (not a training run: no target); log %s\n",
+           run->spec.benchmark, run->benchmark_what, throughput, unit, run->log_path);
     fflush(stdout);
   }
 }
 
-void trainer_close(TrainerRun *run) {
+void run_close(Run *run) {
   mllog_close(&run->log);
   device_close(&run->dev);
+  config_free(&run->cfg);
+  dist_finalize(&run->dist);
 }
 
-bool trainer_update(const Device *dev, Dist *dist, LossScaler *s, Optimizer *opt, ParamSet *ps,
+bool run_update(const Device *dev, Dist *dist, LossScaler *s, Optimizer *opt, ParamSet *ps,
                     float lr) {
   PROFILE_REGION(dev, "gradient all-reduce wait", dist_grad_wait(dist));
   PROFILE_REGION(dev, "amp unscale and check", amp_unscale(s, dev, ps->grads, ps->total_numel, 1.0f));

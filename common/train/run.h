@@ -1,15 +1,54 @@
-// trainer.h: the run lifecycle every trainer shares, so that each trainer's
-// main reads as its training procedure:
+// run.h: the run lifecycle every trainer shares. Each trainer's main calls
+// the same functions in the same order and still reads top to bottom as its
+// training procedure (llm.c style): the lifecycle is functions main calls,
+// not a framework that calls main's code back. The loop stays in main, four
+// lines alike in every trainer, so that main shows what an epoch is:
 //
-//   Config cfg; config_init(&cfg); config_add_keys(&cfg, my_keys, n);
-//   TrainerRun run;
-//   trainer_begin(&run, "resnet", &cfg, argc, argv, rank, gpu);  // init_start, submission_*
-//   ... build model, log hyperparameters (MLLOG_POINT(&run.log, ...)) ...
-//   trainer_start(&run);                          // init_stop, run_start
-//   ... epochs, evals ...
-//   trainer_finish(&run, reached_target);         // run_stop, time to train
+//   Run run;
+//   run_init(&run, &kSpec, &argc, &argv);   // flags, ranks, device, log, seed
+//   ... the trainer's own flag checks ...
+//   ... the data set checked, not read: its counts ...     (before run_start)
+//   run_check(&run);                        // cadence, checkpoint path, resume
+//   ... build model and optimizer, log hyperparameters ...
+//   run_resume(&run, &params, &buffers, &opt, &scaler);
+//   run_start(&run, samples_per_epoch);     // init_stop, run_start: the clock
+//   ... open the data set (loader, tables on the device) ...
+//   while (run_next_epoch(&run)) {          // block_start, epoch_start
+//     double loss = train_epoch(&t, run.epoch);
+//     if (run_epoch_stop(&run, loss))       // epoch_stop; an eval is due
+//       run_eval_stop(&run, evaluate(&t), NULL);  // the epoch line, the stop, the checkpoint
+//   }
+//   run_stop(&run);                         // run_stop success or aborted
 //   ... free the model ...
-//   trainer_close(&run);                          // log and device
+//   run_close(&run);
+//
+// What may come before run_start: MLPerf's clock starts at run_start, and
+// reading the data set is timed work (MLPERF.md: run_start comes "before the
+// data set is touched for training"). Before it a trainer only checks that
+// the data is there and complete, from what describes it (an LMDB's record
+// counts, a file's header against its size), so that a missing, truncated
+// or unfinished data set fails at once without a run_start in the log; the
+// records themselves (the loader, the tables a trainer copies to the
+// device) are read after run_start. Building the model, the optimizer and
+// reading a checkpoint to resume from are initialisation (init_start to
+// init_stop) and come before it too; so do all the checks of run_check, so
+// that a bad cadence or an unwritable checkpoint path is not found after
+// the first epochs.
+//
+// The eval cadence: an eval after epoch e when (e + eval_offset) is a
+// multiple of eval_every; the epochs between two evals are a block
+// (block_start / block_stop). The run stops after the first eval whose
+// metric reaches target_accuracy on every rank (run_stop success) or after
+// max_epochs (aborted). Evals come on the cadence only, never off it at
+// max_epochs: a target first reached there would be a success the rules do
+// not allow.
+//
+// Every trainer prints its lines on stdout, one format (an eval's line):
+//   <benchmark>: epoch N: <metric> X (target Y)[, <more>], mean train loss Z; train T s (R samples/s), eval E s
+//   resnet: epoch 5: top-1 0.9123 (target 0.9100), mean train loss 0.4321; train 41.2 s (1456 samples/s), eval 3.1 s
+// (train: the epochs since the last eval; more: a trainer's further results,
+// e.g. a second metric). Errors and warnings go to stderr,
+// and so do the effective config and the live progress line.
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
@@ -18,6 +57,7 @@
 #include "core/mllog.h"
 #include "device/device.h"
 #include "train/amp.h"
+#include "train/ckpt.h"
 #include "train/dist.h"
 #include "train/optim.h"
 
@@ -25,53 +65,119 @@
 extern "C" {
 #endif
 
-// Keys every trainer has; trainer_begin declares them.
-//   device, seed, data_dir (checked by trainer_data_dir), log_file, submission_org, submission_division,
-//   submission_status, submission_platform
-extern const ConfigKey trainer_keys[];
-extern const int trainer_key_count;
+// Keys every trainer has, at fixed defaults; run_init declares them:
+//   device, seed, data_dir (checked by run_data_dir), log_file, submission_org,
+//   submission_division, submission_status, submission_platform
+extern const ConfigKey run_keys[];
+extern const int run_key_count;
 
-typedef struct TrainerRun {
-  const char *benchmark;  // MLPerf's submission_benchmark value
-  Config *cfg;
+// What a trainer tells the lifecycle about its benchmark. The lifecycle's
+// own keys (max_epochs, target_accuracy, eval_every, eval_offset,
+// checkpoint, resume) are declared by run_init with these defaults.
+typedef struct RunSpec {
+  const char *benchmark;   // MLPerf's submission_benchmark: "resnet"
+  const char *metric;      // the eval's metric in the epoch line: "top-1"
+  const char *max_epochs;  // default epoch limit
+  const char *target;      // default target_accuracy (MLPerf's target)
+  const char *eval_every;  // default eval cadence in epochs
+  const ConfigKey *keys;   // the trainer's own keys
+  int n_keys;
+  // The trainer's keys a resumed run may change (how fast the input is read,
+  // what a benchmark run times), NULL-terminated; the common keys that do not
+  // shape the training (where things are, the log's labels, the epoch limit)
+  // are added by the lifecycle. Every other key shapes the run: a resume with
+  // another value is refused by name.
+  const char *const *resume_may_change;
+} RunSpec;
+
+#define RUN_OWN_KEYS 6
+#define RUN_MAX_IGNORED 64
+
+typedef struct Run {
+  RunSpec spec;
+  Config cfg;
+  Dist dist;
   Device dev;
   MLLog log;
   int rank;
-  int64_t run_start_ms;
-  int64_t run_stop_ms;
+  // The cadence and the stop, from the config (run_init).
+  int64_t max_epochs, eval_every, eval_offset;
+  double target;
+  const char *checkpoint;  // "" without --checkpoint
+  // The loop: the current epoch, the first of its block, whether the target
+  // was reached.
+  int64_t first_epoch;  // 1, or the epoch after a resumed checkpoint's
+  int64_t epoch, block_first;
+  bool reached;
+  int64_t epoch_samples;         // run_start's, for the epoch line's rate
+  double epoch_start_s, eval_start_s, train_s, train_loss;
+  int64_t trained_epochs;        // since the last eval
+  // The training state a checkpoint holds (run_resume).
+  ParamSet *params, *buffers;
+  Optimizer *opt;
+  LossScaler *scaler;
+  char run_config[CKPT_RUN_CONFIG_BYTES];
+  int64_t run_start_ms, run_stop_ms;
   char log_path[1024];
-  const char *benchmark_what;  // trainer_start_benchmark's; NULL in a training run
-} TrainerRun;
+  const char *benchmark_what;  // run_start_benchmark's; NULL in a training run
+  ConfigKey keys[RUN_OWN_KEYS];  // the lifecycle's keys with the spec's defaults
+  char target_help[96];
+  const char *ignored[RUN_MAX_IGNORED];  // resume_may_change with the common keys
+} Run;
 
-// Parses flags (dies on bad ones), opens the device (GPU device_index when
-// it is CUDA), opens the log (rank 0), writes init_start and the submission
-// keys, prints the effective config.
-void trainer_begin(TrainerRun *run, const char *benchmark, Config *cfg, int argc, char **argv,
-                   int rank, int device_index);
+// dist_init (MPI), the keys (run_keys, the lifecycle's, the precision's,
+// the spec's), the flags (dies on bad ones), the device (the rank's GPU
+// when it is CUDA), the log (rank 0); writes init_start, the submission
+// keys and the seed, prints the effective config.
+void run_init(Run *run, const RunSpec *spec, int *argc, char ***argv);
 // The data_dir flag; a one-line error when it was not given.
-const char *trainer_data_dir(const TrainerRun *run);
-// init_stop, then run_start: the clock of time-to-train starts here.
-void trainer_start(TrainerRun *run);
-// run_stop with status success or aborted and the time-to-train line on
-// stdout.
-void trainer_finish(TrainerRun *run, bool reached_target);
+const char *run_data_dir(const Run *run);
+// The checks of the lifecycle's keys, before run_start: the eval cadence
+// against max_epochs, --resume with a --checkpoint, the checkpoint path
+// writable (rank 0); and the snapshot of the config a checkpoint keeps
+// (after the trainer's own changes to the config).
+void run_check(Run *run);
+// The training state checkpoints hold (buffers may be NULL: a model without
+// untrained state); with --resume and an existing --checkpoint, read into
+// it, the run continuing after the checkpoint's epoch (first_epoch). A
+// checkpoint of a run with other settings is refused by name.
+void run_resume(Run *run, ParamSet *params, ParamSet *buffers, Optimizer *opt, LossScaler *scaler);
+// init_stop, then run_start: the clock of time-to-train starts here. From
+// here a fatal error or a stop signal ends the log with run_stop aborted.
+// epoch_samples: the samples of an epoch, over all ranks.
+void run_start(Run *run, int64_t epoch_samples);
+// The next epoch (run->epoch): false once the target was reached or after
+// max_epochs; else logs block_start (when a block begins) and epoch_start.
+bool run_next_epoch(Run *run);
+// The end of the epoch's training (train_loss: its mean training loss):
+// epoch_stop; whether an eval is due, and then block_stop and eval_start.
+// An epoch limit off the cadence ends its block without an eval.
+bool run_epoch_stop(Run *run, double train_loss);
+// The end of the eval (metric: over every rank's share, the same on each):
+// eval_accuracy and eval_stop, the epoch line (more: further results for
+// it, such as "NDCG@10 0.3712", or NULL), the stop decision (the target
+// reached on every rank), and the checkpoint (rank 0, with --checkpoint).
+void run_eval_stop(Run *run, double metric, const char *more);
+// run_stop with status success (the target reached) or aborted, the loss
+// scaler's report, and the time-to-train line on stdout.
+void run_stop(Run *run);
 // A throughput benchmark (synthetic data, or --bench_steps with the real
 // loader) is not a training run and must not look like a failed one: its log
 // has init_stop, then benchmark_start (value: what is timed, e.g. "synthetic
 // data") where a training run has run_start, and benchmark_stop with the
-// throughput where it has run_stop. trainer_finish_benchmark prints
+// throughput where it has run_stop. run_stop_benchmark prints
 //   resnet: benchmark of synthetic data: 1234.5 images/s (not a training run: no target); log PATH
-void trainer_start_benchmark(TrainerRun *run, const char *what);
-void trainer_finish_benchmark(TrainerRun *run, double throughput, const char *unit);
-// Closes the log and the device.
-void trainer_close(TrainerRun *run);
+void run_start_benchmark(Run *run, const char *what);
+void run_stop_benchmark(Run *run, double throughput, const char *unit);
+// Closes the log and the device, frees the config, then dist_finalize.
+void run_close(Run *run);
 
 // The end of a training step, after the backward: waits for the gradient
 // all-reduce, unscales and checks the gradients (fp16: amp.h), and steps the
 // optimizer with lr unless they overflowed; each part is a profile region.
 // Returns whether the optimizer stepped.
-bool trainer_update(const Device *dev, Dist *dist, LossScaler *s, Optimizer *opt, ParamSet *ps,
-                    float lr);
+bool run_update(const Device *dev, Dist *dist, LossScaler *s, Optimizer *opt, ParamSet *ps,
+                float lr);
 
 // The mean training loss over an epoch, summed on the device as the steps
 // go, so that a step never waits for the host: reset at the epoch's start,

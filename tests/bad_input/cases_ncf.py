@@ -197,6 +197,11 @@ def out_of_range(name, flag, allowed, doc):
                 error=f"error: {key}: {value} is outside {allowed}", status=2)
 
 
+def train_one_epoch(t):
+    t.run(NCF.format(build=t.build, root=t.root, tmp=t.path) +
+          f" --data_dir={t.fixture('ncf_data')} --max_epochs=1 --checkpoint={t.path}/c.ckpt")
+
+
 BIN = "{tmp}/data/ncf.bin"
 ON_COPY = NCF + " --data_dir={tmp}/data"
 
@@ -334,6 +339,14 @@ CASES = [
          cmd=NCF + " --data_dir={ncf_data} --profile_steps=5",
          error="error: --profile_steps: profiles the steps after a bench run: give "
                "--bench_steps=N too", status=2),
+
+    # Checkpoints (the lifecycle's, as ResNet's: cases_resnet.py).
+    Case("ncf_resume_other_batch_size", doc="a resume with another batch size than the "
+                                            "checkpoint's run",
+         setup=train_one_epoch,
+         cmd=NCF + " --data_dir={ncf_data} --checkpoint={tmp}/c.ckpt --resume --batch_size=2048",
+         error="error: --resume: --batch_size: 2048 here, 4096 in the run of {tmp}/c.ckpt; resume "
+               "with the same settings, or start afresh", status=2),
 
     # Flags and config lines outside their allowed values.
     out_of_range("ncf_batch_size_zero", "--batch_size=0", "[1, 1073741824]", "an empty batch"),

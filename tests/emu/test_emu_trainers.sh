@@ -35,16 +35,14 @@ if ! grep -q "CUDA emulation" <("$build/bin/resnet" --device=cuda --synthetic --
 fi
 
 seed=${SEED:-1}
-# Field of an epoch line: "epoch N: top-1 A (target T), mean train loss L".
-resnet_field() { grep -m1 "^epoch $2:" "$1" | sed "s/.*$3 \([0-9.]*\).*/\1/"; }
-summary() { grep -E '^epoch|^error' "$1" | tr '\n' ' '; }
+summary() { grep -E '^resnet: epoch|^error' "$1" | tr '\n' ' '; }
 # NAME REF RUN LABEL TOP1_TOL LOSS_TOL: a PASS line when both epochs of the
 # ResNet run RUN are within the tolerances of REF's, else a FAIL line.
 compare_epochs() {
   local name=$1 ref=$tmp/$2.out run=$tmp/$3.out label=$4 ok=1
   for e in 1 2; do
-    close "$(resnet_field "$ref" $e top-1)" "$(resnet_field "$run" $e top-1)" "$5" &&
-      close "$(resnet_field "$ref" $e loss)" "$(resnet_field "$run" $e loss)" "$6" || ok=0
+    close "$(epoch_field "$ref" resnet $e top-1)" "$(epoch_field "$run" resnet $e top-1)" "$5" &&
+      close "$(epoch_field "$ref" resnet $e loss)" "$(epoch_field "$run" resnet $e loss)" "$6" || ok=0
   done
   if ((ok)); then
     echo "PASS $name ($(summary "$run"))"

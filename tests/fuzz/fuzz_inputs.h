@@ -22,12 +22,12 @@ static const ParamSpec kFuzzCkptBuffers[] = {
 #define FUZZ_CKPT_N_BUFFERS ((int)(sizeof kFuzzCkptBuffers / sizeof kFuzzCkptBuffers[0]))
 #define FUZZ_CKPT_N_STATE 2
 
-// The keys every trainer has (trainer.h, amp.h), at their defaults: what
+// The keys every trainer has (run.h, amp.h), at their defaults: what
 // fuzz_ckpt checks a checkpoint's run config against (the seed's is their
 // snapshot), and the start of fuzz_config's table.
 static inline void fuzz_trainer_config(Config *c) {
   config_init(c);
-  config_add_keys(c, trainer_keys, trainer_key_count);
+  config_add_keys(c, run_keys, run_key_count);
   config_add_keys(c, amp_config_keys, amp_config_key_count);
 }
 

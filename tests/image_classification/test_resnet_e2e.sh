@@ -8,6 +8,7 @@
 set -uo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/../.."
+source tests/lib.sh
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 conf=image_classification/configs/small.conf
@@ -38,9 +39,9 @@ log=$tmp/run.log
   >"$tmp/train.out" 2>&1
 rc=$?
 if [[ $rc == 0 ]] && grep -q "resnet: target reached" "$tmp/train.out"; then
-  echo "PASS resnet_small_reaches_target ($(grep -o 'time to train [0-9.]* s' "$tmp/train.out"), $(grep '^epoch' "$tmp/train.out" | tail -n 1 | cut -d, -f1))"
+  echo "PASS resnet_small_reaches_target ($(grep -o 'time to train [0-9.]* s' "$tmp/train.out"), $(grep '^resnet: epoch' "$tmp/train.out" | tail -n 1 | cut -d, -f1))"
 else
-  echo "FAIL resnet_small_reaches_target: exit $rc; $(grep -E '^epoch|^error|time to train' "$tmp/train.out" | tail -n 3 | tr '\n' ' ')"
+  echo "FAIL resnet_small_reaches_target: exit $rc; $(grep -E '^resnet: epoch|^error|time to train' "$tmp/train.out" | tail -n 3 | tr '\n' ' ')"
 fi
 if python3 logs/result.py --target "$target" --require-success "$log" >"$tmp/check.out" 2>&1; then
   echo "PASS resnet_log_complies"
@@ -60,28 +61,15 @@ fi
 if grep -q 'resnet: target reached' "$tmp/lars.out" &&
   grep -q '"opt_name", "value": "lars"' "$tmp/lars.log" &&
   python3 logs/result.py --target 0.5 --require-success "$tmp/lars.log" >"$tmp/lars_check.out" 2>&1; then
-  echo "PASS resnet_lars_log_complies ($(grep '^epoch' "$tmp/lars.out" | cut -d, -f1))"
+  echo "PASS resnet_lars_log_complies ($(grep '^resnet: epoch' "$tmp/lars.out" | cut -d, -f1))"
 else
-  echo "FAIL resnet_lars_log_complies: $(grep -E '^error|^epoch' "$tmp/lars.out" | tr '\n' ' ') $(tail -c 300 "$tmp/lars_check.out")"
+  echo "FAIL resnet_lars_log_complies: $(grep -E '^error|^resnet: epoch' "$tmp/lars.out" | tr '\n' ' ') $(tail -c 300 "$tmp/lars_check.out")"
 fi
 
 # Resume: 1 epoch, then --resume for the second, gives the same final
 # checkpoint, bit for bit, as 2 epochs uninterrupted.
-mini_run() {  # LOG_NAME FLAGS...: two epochs on the mini set, target out of reach
-  local name=$1
-  shift
-  "$build/bin/resnet" --config=$conf --data_dir="$tmp/mini" --device=cpu --log_file="$tmp/$name.log" \
-    --max_epochs=2 --target_accuracy=0.99 "$@"
-}
-mini_run r1 --checkpoint="$tmp/whole.ckpt" >/dev/null 2>&1
-mini_run r2 --checkpoint="$tmp/split.ckpt" --max_epochs=1 >/dev/null 2>&1
-mini_run r3 --checkpoint="$tmp/split.ckpt" --resume >"$tmp/resume.out" 2>&1
-if grep -q "resume: .*continuing after epoch 1" "$tmp/resume.out" && [[ -f $tmp/whole.ckpt ]] &&
-  cmp -s "$tmp/whole.ckpt" "$tmp/split.ckpt"; then
-  echo "PASS resnet_resume_matches_uninterrupted"
-else
-  echo "FAIL resnet_resume_matches_uninterrupted: $(grep -E 'resume|^error' "$tmp/resume.out" | head -n 2 | tr '\n' ' ')"
-fi
+resume_check resnet_resume_matches_uninterrupted "$tmp" "$build/bin/resnet" --config=$conf \
+  --data_dir="$tmp/mini" --device=cpu --target_accuracy=0.99
 
 # 3. Bad input: one line naming the flag or the directory.
 expect_error() {  # name, expected text, args...
@@ -122,9 +110,9 @@ if [[ $rc == 0 ]] && grep -q 'resnet: target reached' "$tmp/accum.out" &&
   grep -q '"gradient_accumulation_steps", "value": 2' "$tmp/accum.log" &&
   grep -q '"model_bn_span", "value": 64' "$tmp/accum.log" &&
   python3 logs/result.py --target 0.5 --require-success "$tmp/accum.log" >/dev/null 2>&1; then
-  echo "PASS resnet_grad_accumulation ($(grep '^epoch' "$tmp/accum.out" | cut -d, -f1))"
+  echo "PASS resnet_grad_accumulation ($(grep '^resnet: epoch' "$tmp/accum.out" | cut -d, -f1))"
 else
-  echo "FAIL resnet_grad_accumulation: exit $rc; $(grep -E '^error|^epoch' "$tmp/accum.out" | head -n 2 | tr '\n' ' ')"
+  echo "FAIL resnet_grad_accumulation: exit $rc; $(grep -E '^error|^resnet: epoch' "$tmp/accum.out" | head -n 2 | tr '\n' ' ')"
 fi
 
 # The op profile after a synthetic run: the small net's 15 convolutions a
@@ -153,9 +141,9 @@ else
   if [[ $rc == 0 ]] && grep -q '"model_bn_span", "value": 64' "$tmp/two.log" &&
     grep -q 'resnet: target reached' "$tmp/two.out" &&
     python3 logs/result.py --target 0.5 --require-success "$tmp/two.log" >/dev/null 2>&1; then
-    echo "PASS resnet_two_ranks ($(grep '^epoch' "$tmp/two.out" | cut -d, -f1))"
+    echo "PASS resnet_two_ranks ($(grep '^resnet: epoch' "$tmp/two.out" | cut -d, -f1))"
   else
-    echo "FAIL resnet_two_ranks: exit $rc; $(grep -E '^error|^epoch|time to train' "$tmp/two.out" | head -n 3 | tr '\n' ' ')"
+    echo "FAIL resnet_two_ranks: exit $rc; $(grep -E '^error|^resnet: epoch|time to train' "$tmp/two.out" | head -n 3 | tr '\n' ' ')"
   fi
 fi
 
@@ -171,9 +159,9 @@ else
     rc=$?
     if [[ $rc == 0 ]] && grep -q "resnet: target reached" "$tmp/cuda_$p.out" &&
       python3 logs/result.py --target "$target" --require-success "$tmp/cuda_$p.log" >/dev/null 2>&1; then
-      echo "PASS resnet_cuda_${p}_reaches_target ($(grep -o 'time to train [0-9.]* s' "$tmp/cuda_$p.out"), $(grep '^epoch' "$tmp/cuda_$p.out" | tail -n 1 | cut -d, -f1))"
+      echo "PASS resnet_cuda_${p}_reaches_target ($(grep -o 'time to train [0-9.]* s' "$tmp/cuda_$p.out"), $(grep '^resnet: epoch' "$tmp/cuda_$p.out" | tail -n 1 | cut -d, -f1))"
     else
-      echo "FAIL resnet_cuda_${p}_reaches_target: exit $rc; $(grep -E '^error|^epoch|time to train|amp:' "$tmp/cuda_$p.out" | tail -n 4 | tr '\n' ' ')"
+      echo "FAIL resnet_cuda_${p}_reaches_target: exit $rc; $(grep -E '^error|^resnet: epoch|time to train|amp:' "$tmp/cuda_$p.out" | tail -n 4 | tr '\n' ' ')"
     fi
   done
 fi

@@ -351,7 +351,7 @@ static void gpu_fp16_matches_cpu_fp32(void) { gpu_matches_cpu_in(DT_F16, 5e-3, 0
 
 // A training step on the GPU, as image_classification/train.c takes it:
 // input bytes to the compute dtype, forward, loss, backward, then unscaling
-// with the overflow check and the fused LARS step (trainer_update). After a
+// with the overflow check and the fused LARS step (run_update). After a
 // first step (cuDNN's algorithm search, which waits for the device), a step
 // queues all its work on the compute stream, allocates nothing and never
 // makes the host wait, so that the host runs ahead of the GPU: no wait in
@@ -400,7 +400,7 @@ static void gpu_step_waits_in(DType dt, long waits) {
     const Tensor *logits = resnet_forward(&net, &gpu, &tx, true);
     op_softmax_xent(&gpu, logits, &ty, 0.1f, -1, amp_loss_scale(&scaler), &tl, NULL, &td);
     resnet_backward(&net, &gpu, &td, (GradHook){0});
-    trainer_update(&gpu, &one, &scaler, &opt, &net.params, 0.1f);
+    run_update(&gpu, &one, &scaler, &opt, &net.params, 0.1f);
     if (counting) counts = test_device_watch_end();
   }
   device_sync(&gpu);

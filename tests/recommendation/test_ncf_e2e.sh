@@ -130,6 +130,13 @@ fi
 
 one=$(ncf_hr "$tmp/train.out" 1)
 
+# Resume: 1 epoch, then --resume for the second, gives the same final
+# checkpoint, bit for bit, as 2 epochs uninterrupted (each epoch's batches
+# are a function of the seed and the epoch).
+mkdir -p "$tmp/resume"
+resume_check ncf_resume_matches_uninterrupted "$tmp/resume" "$build/bin/ncf" --config=$conf \
+  --device=cpu --data_dir="$tmp/data" --target_accuracy=0.99
+
 # 5. Two MPI ranks on CPU (each a half of every global batch and of the eval
 # users): epoch 1 scores what one rank scored, to rounding of the gradient
 # averaging (a different summation order, not different data).

@@ -339,7 +339,7 @@ static void gpu_batches_and_metric_match_cpu(void) {
 
 // A training step on the GPU, as recommendation/train.c takes it: the batch
 // with its sampled negatives built on the device, forward, loss, backward,
-// then unscaling with the overflow check and Adam (trainer_update). It
+// then unscaling with the overflow check and Adam (run_update). It
 // queues all its work on the compute stream, allocates nothing and never
 // makes the host wait (bf16), or once in fp16, where the loss scaler reads
 // its overflow flag (amp.h): the whole step stays on the GPU. Only the CUDA
@@ -372,7 +372,7 @@ static void gpu_step_waits_in(DType dt, long waits) {
                     m.a.labels.data);
     ncf_model_forward(&m, &gpu, 8);
     ncf_model_backward(&m, &gpu, 8, amp_loss_scale(&scaler), (GradHook){0});
-    trainer_update(&gpu, &one, &scaler, &opt, &m.ps, 1e-3f);
+    run_update(&gpu, &one, &scaler, &opt, &m.ps, 1e-3f);
     if (counting) counts = test_device_watch_end();
   }
   device_sync(&gpu);
