@@ -8,6 +8,12 @@ check() {
   if "$@"; then echo "PASS $name"; else echo "FAIL $name: $*"; fi
 }
 
+# scratch_dir: $tmp, a fresh directory removed when the script exits.
+scratch_dir() {
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+}
+
 # close A B TOL: both numbers given and |A - B| < TOL (an empty one fails).
 close() { [[ -n $1 && -n $2 ]] && python3 -c "import sys; sys.exit(not abs($1 - $2) < $3)"; }
 

@@ -8,8 +8,7 @@ build=${1:-build}
 cd "$(dirname "$0")/../.."
 source tests/lib.sh
 script=datasets/prepare_fmnist_classification.sh
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+scratch_dir
 
 if [[ ! -d /usr/share/datasets/fashion-mnist ]]; then
   echo "SKIP prepare_subset: /usr/share/datasets/fashion-mnist missing (dataset-fashion-mnist)"

@@ -18,8 +18,7 @@ set -uo pipefail
 build=${1:-build-emu}
 cd "$(dirname "$0")/../.."
 source tests/lib.sh
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+scratch_dir
 export PROGRESS_INTERVAL_S=1000
 
 for bin in resnet ncf fmnist_to_imagenet imagenet_to_lmdb movielens_generate movielens_convert; do

@@ -9,8 +9,7 @@ set -uo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/../.."
 source tests/lib.sh
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+scratch_dir
 conf=image_classification/configs/small.conf
 target=$(sed -n 's/^[[:space:]]*target_accuracy[[:space:]]*=[[:space:]]*\([0-9.]*\).*/\1/p' $conf)
 export PROGRESS_INTERVAL_S=1000

@@ -8,8 +8,7 @@ set -uo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/../.."
 source tests/lib.sh
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+scratch_dir
 
 TEST_ERROR_TABLE=$tmp/rows.tsv "$build/tests/test_ops_conv" >"$tmp/conv.out" 2>&1
 python3 tests/ops/error_table.py "$tmp/rows.tsv" --out "$tmp/table.md" >"$tmp/print.out" 2>&1

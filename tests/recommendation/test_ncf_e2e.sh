@@ -11,8 +11,7 @@ build=${1:-build}
 cd "$(dirname "$0")/../.."
 source tests/lib.sh
 root=$PWD
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+scratch_dir
 conf=recommendation/configs/small.conf
 target=$(sed -n 's/^[[:space:]]*target_accuracy[[:space:]]*=[[:space:]]*\([0-9.]*\).*/\1/p' $conf)
 
