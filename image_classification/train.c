@@ -92,7 +92,6 @@ typedef struct Trainer {
   Tensor images;       // (local_batch, S, S, 3) normalised input on the device, compute dtype
   ChannelAffine affine;
   Loader *train;  // the training split, from the first epoch on
-  Progress progress;
 } Trainer;
 
 static ResnetConfig model_config(const Config *cfg) {
@@ -281,8 +280,8 @@ static double train_epoch(Trainer *t, int64_t epoch) {
     Tensor x = batch_images(t, batch);
     Tensor y = TENSOR(batch->device[1], DT_I32, dev->kind, batch->count);
     train_step(t, &x, &y, step);
-    if (progress_due(&t->progress))
-      progress_update(&t->progress, step + 1, (step + 1) * t->global_batch, read_loss(t));
+    if (run_progress_due(&t->run))
+      run_progress(&t->run, s + 1, (s + 1) * t->global_batch, read_loss(t));
   }
   return loss_mean_read(&t->epoch_loss, dev);
 }
@@ -451,9 +450,8 @@ int main(int argc, char **argv) {
     run_start_benchmark(&t.run, "the real input pipeline");
     run_stop_benchmark(&t.run, bench_run(&t, bench_steps), "images/s");
   } else {
-    run_start(&t.run, t.steps_per_epoch * t.global_batch);
+    run_start(&t.run, t.steps_per_epoch * t.global_batch, t.steps_per_epoch);
     t.train = open_loader(&t, true, t.run.first_epoch);  // the data set is read from here on
-    progress_start(&t.progress, "train", t.run.max_epochs * t.steps_per_epoch);
     while (run_next_epoch(&t.run)) {
       double loss = train_epoch(&t, t.run.epoch);
       if (run_epoch_stop(&t.run, loss)) run_eval_stop(&t.run, evaluate(&t), NULL);

@@ -180,15 +180,11 @@ static void ncf_train_step(NcfTrainer *r, int64_t epoch, int64_t step) {
 static double ncf_train_epoch(NcfTrainer *r, int64_t epoch) {
   int64_t n = ncf_epoch_samples(&r->data.train), steps = (n + r->batch - 1) / r->batch;
   loss_mean_reset(&r->epoch_loss, r->dev);
-  Progress progress;
-  progress_start(&progress, "train", steps);
   for (int64_t step = 0; step < steps; step++) {
     ncf_train_step(r, epoch, step);
-    if (r->run.rank == 0) {
-      int64_t done = (step + 1) * r->batch < n ? (step + 1) * r->batch : n;
-      bool show = progress_due(&progress) || step + 1 == steps;
-      progress_update(&progress, step + 1, done, show ? ncf_loss(r) : -1);
-    }
+    if (run_progress_due(&r->run))
+      run_progress(&r->run, step + 1, (step + 1) * r->batch < n ? (step + 1) * r->batch : n,
+                   ncf_loss(r));
   }
   return loss_mean_read(&r->epoch_loss, r->dev);
 }
@@ -280,7 +276,7 @@ int main(int argc, char **argv) {
     ncf_open_data(&r);
     run_stop_benchmark(&r.run, ncf_bench(&r, bench_steps), "samples/s");
   } else {
-    run_start(&r.run, r.epoch_samples);
+    run_start(&r.run, r.epoch_samples, (r.epoch_samples + r.batch - 1) / r.batch);
     ncf_open_data(&r);
     char more[64];
     while (run_next_epoch(&r.run)) {

@@ -229,17 +229,30 @@ static void release_stop_signals(void) {
     if (signal(kStopSignals[i], SIG_DFL) == SIG_IGN) signal(kStopSignals[i], SIG_IGN);
 }
 
-void run_start(Run *run, int64_t epoch_samples) {
+void run_start(Run *run, int64_t epoch_samples, int64_t epoch_steps) {
   if (*run->checkpoint && !run->params)
     DIE("run: --checkpoint without the training state (run_resume before run_start)");
   MLLOG_END(&run->log, "init_stop");
   MLLOG_START(&run->log, "run_start");
   run->run_start_ms = time_unix_ms();
   run->epoch_samples = epoch_samples;
+  run->epoch_steps = epoch_steps;
+  progress_start(&run->progress, "train", run->max_epochs * epoch_steps);
+  run->progress.out = stdout;
   run->epoch = run->first_epoch - 1;
   run->block_first = run->first_epoch;
   check_set_exit_hook(abort_on_error, run);
   catch_stop_signals(run);
+}
+
+bool run_progress_due(const Run *run) {
+  return run->rank == 0 && progress_due(&run->progress);
+}
+
+void run_progress(Run *run, int64_t step, int64_t samples, double loss) {
+  int64_t before = run->epoch - 1;
+  progress_update(&run->progress, before * run->epoch_steps + step,
+                  before * run->epoch_samples + samples, loss);
 }
 
 static bool is_eval_epoch(const Run *run, int64_t epoch) {

@@ -11,10 +11,10 @@
 //   run_check(&run);                        // cadence, checkpoint path, resume
 //   ... build model and optimizer, log hyperparameters ...
 //   run_resume(&run, &params, &buffers, &opt, &scaler);
-//   run_start(&run, samples_per_epoch);     // init_stop, run_start: the clock
+//   run_start(&run, samples, steps);        // init_stop, run_start: the clock
 //   ... open the data set (loader, tables on the device) ...
 //   while (run_next_epoch(&run)) {          // block_start, epoch_start
-//     double loss = train_epoch(&t, run.epoch);
+//     double loss = train_epoch(&t, run.epoch);  // run_progress after each step
 //     if (run_epoch_stop(&run, loss))       // epoch_stop; an eval is due
 //       run_eval_stop(&run, evaluate(&t), NULL);  // the epoch line, the stop, the checkpoint
 //   }
@@ -47,14 +47,17 @@
 //   <benchmark>: epoch N: <metric> X (target Y)[, <more>], mean train loss Z; train T s (R samples/s), eval E s
 //   resnet: epoch 5: top-1 0.9123 (target 0.9100), mean train loss 0.4321; train 41.2 s (1456 samples/s), eval 3.1 s
 // (train: the epochs since the last eval; more: a trainer's further results,
-// e.g. a second metric). Errors and warnings go to stderr,
-// and so do the effective config and the live progress line.
+// e.g. a second metric), and so does the live progress line of the steps,
+// in progress.h's format over the whole run's steps:
+//   train: step 1170/2340 (50%)  952.3 samples/s  loss 0.6812  eta 2m41s
+// Errors and warnings go to stderr, and so does the effective config.
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "core/config.h"
 #include "core/mllog.h"
+#include "core/progress.h"
 #include "device/device.h"
 #include "train/amp.h"
 #include "train/ckpt.h"
@@ -109,7 +112,8 @@ typedef struct Run {
   int64_t first_epoch;  // 1, or the epoch after a resumed checkpoint's
   int64_t epoch, block_first;
   bool reached;
-  int64_t epoch_samples;         // run_start's, for the epoch line's rate
+  int64_t epoch_samples, epoch_steps;  // run_start's: the epoch line's rate, the progress
+  Progress progress;             // the steps of the whole run (run_progress)
   double epoch_start_s, eval_start_s, train_s, train_loss;
   int64_t trained_epochs;        // since the last eval
   // The training state a checkpoint holds (run_resume).
@@ -144,11 +148,19 @@ void run_check(Run *run);
 void run_resume(Run *run, ParamSet *params, ParamSet *buffers, Optimizer *opt, LossScaler *scaler);
 // init_stop, then run_start: the clock of time-to-train starts here. From
 // here a fatal error or a stop signal ends the log with run_stop aborted.
-// epoch_samples: the samples of an epoch, over all ranks.
-void run_start(Run *run, int64_t epoch_samples);
+// epoch_samples, epoch_steps: the samples (over all ranks) and the steps of
+// an epoch.
+void run_start(Run *run, int64_t epoch_samples, int64_t epoch_steps);
 // The next epoch (run->epoch): false once the target was reached or after
 // max_epochs; else logs block_start (when a block begins) and epoch_start.
 bool run_next_epoch(Run *run);
+// The progress line after a training step: run_progress_due says whether
+// rank 0 prints one now (every PROGRESS_INTERVAL_S, 10 s by default), so
+// that a trainer reads its loss from the device (a wait) only then;
+// run_progress prints it, given step (1-based) and the samples done in the
+// current epoch.
+bool run_progress_due(const Run *run);
+void run_progress(Run *run, int64_t step, int64_t samples, double loss);
 // The end of the epoch's training (train_loss: its mean training loss):
 // epoch_stop; whether an eval is due, and then block_stop and eval_start.
 // An epoch limit off the cadence ends its block without an eval.

@@ -62,7 +62,7 @@ static void lifecycle_writes_required_events(void) {
   init_with(&run, "x.log", flags);
   CHECK(run.dev.kind == DEVICE_CPU);
   run_check(&run);
-  run_start(&run, 100);
+  run_start(&run, 100, 10);
   CHECK(run.run_start_ms > 0);
   while (run_next_epoch(&run))
     if (run_epoch_stop(&run, 1.0)) run_eval_stop(&run, 0.9, NULL);
@@ -89,7 +89,7 @@ static void run_scoring(const char *name, char **flags, const double *metric, ch
                         size_t text_bytes, Run *run) {
   init_with(run, name, flags);
   run_check(run);
-  run_start(run, 100);
+  run_start(run, 100, 10);
   while (run_next_epoch(run))
     if (run_epoch_stop(run, 1.0)) run_eval_stop(run, metric[run->epoch], NULL);
   run_stop(run);
@@ -156,7 +156,7 @@ static void resume_continues_after_checkpoint(void) {
   Optimizer opt;
   run_with_params(first, &ps, &opt, &run, "c1.log");
   CHECK_EQ_INT(run.first_epoch, 1);
-  run_start(&run, 10);
+  run_start(&run, 10, 1);
   while (run_next_epoch(&run)) {
     ps.params[0] = (float)run.epoch;
     if (run_epoch_stop(&run, 1.0)) run_eval_stop(&run, 0.1, NULL);
@@ -170,7 +170,7 @@ static void resume_continues_after_checkpoint(void) {
   run_with_params(again, &ps, &opt, &run, "c2.log");
   CHECK_EQ_INT(run.first_epoch, 3);
   CHECK(ps.params[0] == 2.0f);
-  run_start(&run, 10);
+  run_start(&run, 10, 1);
   CHECK(run_next_epoch(&run));
   CHECK_EQ_INT(run.epoch, 3);
   optim_free(&opt);
