@@ -183,7 +183,8 @@ $(LIBCOMMON): $(COMMON_OBJ)
 # and the tests link it instead of copying its code. The linker takes from an
 # archive only what a program calls, so a program links them all.
 task_lib_src = $(filter-out $(1)/train.c,$(call task_src,$(1)))
-TASK_DIRS := $(foreach b,$(BUILT_BENCHES),$(BENCH_DIR_$(b)))
+# Every task folder with C code has its library, a trainer or not yet.
+TASK_DIRS := $(foreach b,$(BENCHES),$(if $(wildcard $(BENCH_DIR_$(b))/*.c),$(BENCH_DIR_$(b))))
 TASK_LIBS := $(TASK_DIRS:%=$(BUILD)/lib%.a)
 define task_lib_rule
 $(BUILD)/lib$(1).a: $(patsubst %,$(BUILD)/obj/%.o,$(call task_lib_src,$(1)))
