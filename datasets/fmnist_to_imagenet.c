@@ -19,17 +19,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <zlib.h>
 
 #include "core/check.h"
 #include "core/config.h"
 #include "core/file.h"
 #include "core/progress.h"
-#include "data/augment.h"
 #include "data/image.h"
+#include "datasets/fmnist_idx.h"
 
 static const ConfigKey KEYS[] = {
-    {"src", CFG_STRING, "/usr/share/datasets/fashion-mnist",
+    {"src", CFG_STRING, FMNIST_DIR,
      "folder of {train,t10k}-{images-idx3,labels-idx1}-ubyte.gz", NULL},
     {"out", CFG_STRING, "", "output root (created; must not hold train/ yet)", NULL},
     {"side", CFG_INT, "32", "output side length in pixels", "[8, 1024]"},
@@ -38,64 +37,6 @@ static const ConfigKey KEYS[] = {
     {"quality", CFG_INT, "90", "JPEG quality", "[1, 100]"},
     {"rgb", CFG_BOOL, "false", "write RGB JPEGs (default: grey JPEGs)", NULL},
 };
-
-static const char *kClassNames[10] = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
-                                      "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"};
-
-typedef struct Idx {
-  int64_t count;       // items in the file
-  int32_t rows, cols;  // images only
-  uint8_t *data;       // the first ones read: (n, rows, cols) or (n,)
-} Idx;
-
-static uint32_t be32(const uint8_t *p) {
-  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-// Reads up to n bytes of f; fewer only at the end of the file.
-static size_t gz_read_up_to(gzFile f, const char *path, uint8_t *buf, size_t n) {
-  size_t done = 0;
-  while (done < n) {
-    unsigned chunk = n - done < (1u << 30) ? (unsigned)(n - done) : 1u << 30;
-    int got = gzread(f, buf + done, chunk);
-    int zerr = Z_OK;
-    const char *why = gzerror(f, &zerr);  // "<path>: <what>"
-    size_t path_len = strlen(path);
-    if (strncmp(why, path, path_len) == 0 && strncmp(why + path_len, ": ", 2) == 0) why += path_len + 2;
-    if (got < 0 || (zerr != Z_OK && zerr != Z_BUF_ERROR)) die_input(path, "cannot read: %s", why);
-    if (got == 0) break;
-    done += (size_t)got;
-  }
-  return done;
-}
-
-// The first `want` items of an IDX file of unsigned bytes with 1 (labels) or
-// 3 (images) dimensions, gzip'ed as Debian ships them (or not). flag is the
-// option that asked for them.
-static Idx idx_read(const char *path, int dims, int64_t want, const char *flag) {
-  gzFile f = gzopen(path, "rb");
-  if (!f) die_input(path, "cannot open: %s", strerror(errno));
-  uint8_t head[16];
-  size_t head_bytes = 4 + 4 * (size_t)dims;
-  if (gz_read_up_to(f, path, head, head_bytes) != head_bytes) die_input(path, "too short for an IDX header");
-  if (be32(head) != (0x0800u | (uint32_t)dims))
-    die_input(path, "not an IDX file of %d-dimensional unsigned bytes (magic %08x)", dims, be32(head));
-  Idx idx = {.count = be32(head + 4), .rows = 1, .cols = 1};
-  if (dims == 3) {
-    uint32_t rows = be32(head + 8), cols = be32(head + 12);
-    if (rows < 1 || rows > 1024 || cols < 1 || cols > 1024)
-      die_input(path, "images of %ux%u pixels: want 1..1024 a side", rows, cols);
-    idx.rows = (int32_t)rows;
-    idx.cols = (int32_t)cols;
-  }
-  if (want > idx.count) die_input(flag, "%lld asked for, %s holds %lld", (long long)want, path, (long long)idx.count);
-  size_t bytes = (size_t)want * idx.rows * idx.cols;
-  idx.data = xmalloc(bytes);
-  size_t got = gz_read_up_to(f, path, idx.data, bytes);
-  if (got != bytes) die_input(path, "truncated: %zu of the %zu bytes of its first %lld items", got, bytes, (long long)want);
-  gzclose(f);
-  return idx;
-}
 
 typedef struct Writer {
   int32_t side;
@@ -106,33 +47,13 @@ typedef struct Writer {
 
 // The 28x28 grey image resized to side x side, encoded and written.
 static void write_image(Writer *w, const Idx *images, int64_t i, const char *path) {
-  const uint8_t *src = images->data + (size_t)i * images->rows * images->cols;
-  int32_t n_px = images->rows * images->cols;
-  uint8_t *src_rgb = xmalloc((size_t)n_px * 3);  // (28, 28, 3)
-  for (int32_t p = 0; p < n_px; p++) src_rgb[3 * p] = src_rgb[3 * p + 1] = src_rgb[3 * p + 2] = src[p];
-  augment_crop_resize(src_rgb, images->cols, images->rows, 0, 0, (float)images->cols,
-                      (float)images->rows, false, w->rgb_pixels, w->side, w->side);
+  fmnist_resize(images, i, w->rgb_pixels, w->side, w->side);
   for (int32_t p = 0; p < w->side * w->side; p++) w->grey[p] = w->rgb_pixels[3 * p];
   size_t n;
   uint8_t *jpeg = image_encode_jpeg(w->rgb ? w->rgb_pixels : w->grey, w->side, w->side,
                                     w->rgb ? 3 : 1, w->quality, &n);
   file_write(path, jpeg, n);
   free(jpeg);
-  free(src_rgb);
-}
-
-// The first `want` images and labels of split prefix ("train", "t10k").
-static void read_split(const char *src, const char *prefix, int64_t want, const char *flag, Idx *images,
-                       Idx *labels) {
-  char path[1200];
-  snprintf(path, sizeof path, "%s/%s-images-idx3-ubyte.gz", src, prefix);
-  *images = idx_read(path, 3, want, flag);
-  snprintf(path, sizeof path, "%s/%s-labels-idx1-ubyte.gz", src, prefix);
-  *labels = idx_read(path, 1, want, flag);
-  if (labels->count != images->count)
-    die_input(path, "%lld labels for %lld images", (long long)labels->count, (long long)images->count);
-  for (int64_t i = 0; i < want; i++)
-    if (labels->data[i] > 9) die_input(path, "label %d of image %lld is not 0..9", labels->data[i], (long long)i);
 }
 
 // A class with no training image would leave its folder empty.
@@ -142,7 +63,7 @@ static void check_every_class(const Idx *labels, int64_t count) {
   for (int c = 0; c < 10; c++)
     if (!seen[c])
       die_input("--train_count", "the first %lld training images hold no %s (label %d); every class needs one",
-                (long long)count, kClassNames[c], c);
+                (long long)count, fmnist_class_name(c), c);
 }
 
 static void write_train(Writer *w, const Idx *images, const Idx *labels, const char *out, int64_t count) {
@@ -207,9 +128,9 @@ int main(int argc, char **argv) {
   check_out_free(out);
   double start = time_now_s();
   Idx train_images, train_labels, val_images, val_labels;
-  read_split(src, "train", train_count, "--train_count", &train_images, &train_labels);
+  fmnist_read_split(src, "train", train_count, "--train_count", &train_images, &train_labels);
   check_every_class(&train_labels, train_count);
-  read_split(src, "t10k", val_count, "--val_count", &val_images, &val_labels);
+  fmnist_read_split(src, "t10k", val_count, "--val_count", &val_images, &val_labels);
   w.grey = xmalloc((size_t)w.side * w.side);
   w.rgb_pixels = xmalloc((size_t)w.side * w.side * 3);
   write_train(&w, &train_images, &train_labels, out, train_count);
@@ -218,7 +139,7 @@ int main(int argc, char **argv) {
   snprintf(path, sizeof path, "%s/classes.txt", out);
   FILE *f = fopen(path, "w");
   CHECK_FILE(f, path);
-  for (int c = 0; c < 10; c++) fprintf(f, "n%08d %s\n", c, kClassNames[c]);
+  for (int c = 0; c < 10; c++) fprintf(f, "n%08d %s\n", c, fmnist_class_name(c));
   CHECK_FILE(fclose(f) == 0, path);
   printf("fmnist_to_imagenet: %lld train + %lld val %s JPEGs of %dx%d (quality %d) in %s, %.1f s\n",
          (long long)train_count, (long long)val_count, w.rgb ? "RGB" : "grey", w.side, w.side,

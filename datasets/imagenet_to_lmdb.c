@@ -33,6 +33,7 @@
 #include "data/image.h"
 #include "data/lmdb_store.h"
 #include "data/record.h"
+#include "datasets/convert_util.h"
 
 static const ConfigKey KEYS[] = {
     {"root", CFG_STRING, "", "ImageNet root holding train/ and val/", NULL},
@@ -41,16 +42,6 @@ static const ConfigKey KEYS[] = {
     {"val_csv", CFG_STRING, "", "labels of a flat val/ (default <root>/LOC_val_solution.csv)", NULL},
     {"accept_warnings", CFG_BOOL, "false", "keep JPEGs libjpeg decodes with a warning", NULL},
 };
-
-// Room for one more element in an array of count elements of elem_bytes each.
-static void *grow(void *array, int64_t count, int64_t *capacity, size_t elem_bytes) {
-  if (count < *capacity) return array;
-  *capacity = *capacity ? 2 * *capacity : 64;
-  void *grown = xmalloc((size_t)*capacity * elem_bytes);
-  if (count) memcpy(grown, array, (size_t)count * elem_bytes);
-  free(array);
-  return grown;
-}
 
 typedef struct Names {
   char **items;  // sorted
@@ -293,53 +284,29 @@ static void read_val(const char *root, const char *csv_path, bool csv_given, con
   names_free(&folders);
 }
 
-typedef struct Converter {
-  ImageDecoder *decoder;
-  Image scratch;
-  bool accept_warnings;
-  uint8_t *value;  // one encoded record
-  size_t value_bytes;
-} Converter;
-
-// Checks that the file decodes and returns its format.
-static ImageFormat validate_image(Converter *c, const char *path, const uint8_t *bytes, size_t n) {
-  char msg[512];
-  ImageStatus st = image_decode(c->decoder, bytes, n, 1, 1, &c->scratch, msg, sizeof msg);
-  if (st == IMAGE_ERROR) die_input(path, "%s", msg);
-  if (st == IMAGE_WARNING) {
-    if (!c->accept_warnings)
-      die_input(path, "%s (corrupt or truncated; --accept_warnings keeps such files)", msg);
-    fprintf(stderr, "warning: %s: %s (kept)\n", path, msg);
-  }
-  return image_sniff(bytes, n);
-}
-
-static void convert_split(Converter *c, const char *split, const Items *items, const char *out) {
+static void convert_split(ImageCheck *c, const char *split, const Items *items, const char *out) {
   char dir[4096];
   snprintf(dir, sizeof dir, "%s/%s", out, split);
   LmdbWriter *w = lmdb_writer_open(dir);
   Progress p;
   progress_start(&p, split, items->count);
   int64_t png = 0, total_bytes = 0;
+  uint8_t *value = NULL;  // one encoded record
+  size_t value_bytes = 0;
   for (int64_t i = 0; i < items->count; i++) {
     size_t n;
     uint8_t *bytes = file_read(items->items[i].path, &n);
     Record r = {.kind = RECORD_IMAGE_LABEL, .image = bytes, .image_bytes = n,
                 .label = items->items[i].label,
-                .image_format = validate_image(c, items->items[i].path, bytes, n)};
+                .image_format = image_check(c, items->items[i].path, bytes, n)};
     png += r.image_format == IMAGE_FORMAT_PNG;
-    size_t need = record_encoded_bytes(&r);
-    if (need > c->value_bytes) {
-      free(c->value);
-      c->value = xmalloc(need);
-      c->value_bytes = need;
-    }
-    lmdb_writer_put(w, c->value, record_encode(&r, c->value, c->value_bytes));
+    put_record(w, &r, &value, &value_bytes);
     total_bytes += (int64_t)n;
     free(bytes);
     progress_update(&p, i + 1, i + 1, -1);
   }
   lmdb_writer_close(w);
+  free(value);
   printf("imagenet_to_lmdb: %s: %lld images (%lld JPEG, %lld PNG), %.1f MB -> %s\n", split,
          (long long)items->count, (long long)(items->count - png), (long long)png,
          total_bytes / 1e6, dir);
@@ -375,28 +342,6 @@ static void parse_splits(const char *splits, bool *do_train, bool *do_val) {
   }
 }
 
-// Dies unless path is a folder; flag names it in the message.
-static void require_folder(const char *flag, const char *path) {
-  struct stat st;
-  if (stat(path, &st) != 0) die_input(flag, "'%s': %s", path, strerror(errno));
-  if (!S_ISDIR(st.st_mode)) die_input(flag, "'%s' is not a folder", path);
-}
-
-// A split already in out would stop the run only once the splits before it
-// are converted (hours of ImageNet): refuse it before converting any.
-static void check_out_free(const char *out, bool do_train, bool do_val) {
-  struct stat st;
-  if (stat(out, &st) == 0 && !S_ISDIR(st.st_mode)) die_input("--out", "'%s' is not a folder", out);
-  const char *splits[2] = {do_train ? "train" : NULL, do_val ? "val" : NULL};
-  char dir[4096];
-  for (int i = 0; i < 2; i++) {
-    if (!splits[i]) continue;
-    snprintf(dir, sizeof dir, "%s/%s", out, splits[i]);
-    if (stat(dir, &st) == 0)
-      die_input(dir, "already exists; remove it first (or leave %s out of --splits)", splits[i]);
-  }
-}
-
 int main(int argc, char **argv) {
   Config cfg;
   config_init(&cfg);
@@ -419,18 +364,17 @@ int main(int argc, char **argv) {
   Items train = {0}, val = {0};
   read_classes(root, &classes, &train);
   if (do_val) read_val(root, csv, *val_csv != 0, &classes, &val);
-  check_out_free(out, do_train, do_val);
+  check_splits_free(out, do_train, do_val, "--splits");
   printf("imagenet_to_lmdb: %lld classes; %lld train and %lld val images listed\n",
          (long long)classes.count, (long long)train.count, (long long)val.count);
   file_make_dirs(out);
-  Converter c = {.decoder = image_decoder_create(), .accept_warnings = config_bool(&cfg, "accept_warnings")};
+  ImageCheck c = {.decoder = image_decoder_create(), .accept_warnings = config_bool(&cfg, "accept_warnings")};
   if (do_train) convert_split(&c, "train", &train, out);
   if (do_val) convert_split(&c, "val", &val, out);
   write_classes(out, &classes);
   printf("imagenet_to_lmdb: done in %.1f s\n", time_now_s() - start);
   image_free(&c.scratch);
   image_decoder_free(c.decoder);
-  free(c.value);
   items_free(&train);
   items_free(&val);
   names_free(&classes);
