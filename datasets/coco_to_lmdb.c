@@ -112,6 +112,24 @@ static int64_t find_id(const IdMap *map, int64_t count, int64_t id) {
   return hit ? hit->value : -1;
 }
 
+// Whether text stops inside a string, object or array: a file cut short.
+static bool ends_open(const char *text, size_t n) {
+  int64_t depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < n; i++) {
+    char c = text[i];
+    if (in_string) {
+      if (c == '\\') i++;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else {
+      depth += (c == '{' || c == '[') - (c == '}' || c == ']');
+    }
+  }
+  return in_string || depth > 0;
+}
+
 // The JSON of path, whole; a file that is not JSON is an error naming the
 // line and byte where parsing stopped.
 static cJSON *parse_json(const char *path) {
@@ -122,10 +140,13 @@ static cJSON *parse_json(const char *path) {
   cJSON *root = cJSON_ParseWithLengthOpts(text, n, &end, false);
   if (!root) {
     size_t at = end ? (size_t)(end - text) : 0;
-    if (at + 1 >= n) die_input(path, "the JSON ends early, at byte %zu (truncated?)", n);
+    if (ends_open(text, n)) die_input(path, "the JSON ends inside a value after %zu bytes (truncated?)", n);
     int64_t line = 1;
-    for (size_t i = 0; i < at; i++) line += text[i] == '\n';
-    die_input(path, "not valid JSON: line %lld, byte %zu", (long long)line, at + 1);
+    size_t line_start = 0;
+    for (size_t i = 0; i < at; i++)
+      if (text[i] == '\n') line++, line_start = i + 1;
+    die_input(path, "not valid JSON at line %lld, column %zu (byte %zu)", (long long)line, at - line_start + 1,
+              at + 1);
   }
   for (const char *p = end; p < text + n; p++)
     if (*p != ' ' && *p != '\n' && *p != '\r' && *p != '\t')
