@@ -42,6 +42,7 @@
 #include "core/rng.h"
 #include "data/augment.h"
 #include "data/image.h"
+#include "datasets/convert_util.h"
 #include "datasets/fmnist_idx.h"
 
 static const ConfigKey KEYS[] = {
@@ -423,18 +424,6 @@ static SplitStats write_split(Gen *g, const char *out, const char *split, int sp
   return s;
 }
 
-// Output left by an earlier run would mix with this one's.
-static void check_out_free(const char *out) {
-  static const char *const kOutputs[] = {"train2017", "val2017", "annotations"};
-  char path[1200];
-  struct stat st;
-  if (stat(out, &st) == 0 && !S_ISDIR(st.st_mode)) die_input("--out", "'%s' is not a folder", out);
-  for (size_t i = 0; i < sizeof kOutputs / sizeof *kOutputs; i++) {
-    snprintf(path, sizeof path, "%s/%s", out, kOutputs[i]);
-    if (stat(path, &st) == 0) die_input(path, "already exists; remove it first");
-  }
-}
-
 int main(int argc, char **argv) {
   Config cfg;
   config_init(&cfg);
@@ -445,7 +434,8 @@ int main(int argc, char **argv) {
   Gen g = {.side = (int32_t)config_int(&cfg, "side"), .quality = (int)config_int(&cfg, "quality"),
            .seed = (uint64_t)config_int(&cfg, "seed")};
   if (!*out) die_input("--out", "missing: the output root");
-  check_out_free(out);
+  static const char *const kOutputs[] = {"train2017", "val2017", "annotations", NULL};
+  check_outputs_free(out, kOutputs);
   double start = time_now_s();
   Idx images[2], labels[2];
   fmnist_read_split(fmnist, "train", 60000, "--fmnist", &images[0], &labels[0]);

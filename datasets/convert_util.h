@@ -81,3 +81,15 @@ static inline void check_splits_free(const char *out, bool do_train, bool do_val
       die_input(dir, "already exists; remove it first (or leave %s out of %s)", splits[i], flag);
   }
 }
+
+// Output left by an earlier run would mix with this one's: dies when out is
+// not a folder or holds any of outputs (a NULL-terminated list of names).
+static inline void check_outputs_free(const char *out, const char *const *outputs) {
+  char path[4200];
+  struct stat st;
+  if (stat(out, &st) == 0 && !S_ISDIR(st.st_mode)) die_input("--out", "'%s' is not a folder", out);
+  for (; *outputs; outputs++) {
+    snprintf(path, sizeof path, "%s/%s", out, *outputs);
+    if (stat(path, &st) == 0) die_input(path, "already exists; remove it first");
+  }
+}

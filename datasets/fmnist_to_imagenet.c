@@ -25,6 +25,7 @@
 #include "core/file.h"
 #include "core/progress.h"
 #include "data/image.h"
+#include "datasets/convert_util.h"
 #include "datasets/fmnist_idx.h"
 
 static const ConfigKey KEYS[] = {
@@ -103,18 +104,6 @@ static void write_val(Writer *w, const Idx *images, const Idx *labels, const cha
   CHECK_FILE(fclose(csv) == 0, "LOC_val_solution.csv");
 }
 
-// Output left by an earlier run would mix with this one's.
-static void check_out_free(const char *out) {
-  static const char *const kOutputs[] = {"train", "val", "LOC_val_solution.csv", "classes.txt"};
-  char path[1200];
-  struct stat st;
-  if (stat(out, &st) == 0 && !S_ISDIR(st.st_mode)) die_input("--out", "'%s' is not a folder", out);
-  for (size_t i = 0; i < sizeof kOutputs / sizeof *kOutputs; i++) {
-    snprintf(path, sizeof path, "%s/%s", out, kOutputs[i]);
-    if (stat(path, &st) == 0) die_input(path, "already exists; remove it first");
-  }
-}
-
 int main(int argc, char **argv) {
   Config cfg;
   config_init(&cfg);
@@ -125,7 +114,8 @@ int main(int argc, char **argv) {
               .rgb = config_bool(&cfg, "rgb")};
   int64_t train_count = config_int(&cfg, "train_count"), val_count = config_int(&cfg, "val_count");
   if (!*out) die_input("--out", "missing: the output root");
-  check_out_free(out);
+  static const char *const kOutputs[] = {"train", "val", "LOC_val_solution.csv", "classes.txt", NULL};
+  check_outputs_free(out, kOutputs);
   double start = time_now_s();
   Idx train_images, train_labels, val_images, val_labels;
   fmnist_read_split(src, "train", train_count, "--train_count", &train_images, &train_labels);

@@ -8,7 +8,9 @@
 //   kind IMAGE_BOXES:  i64 image_id | u32 box_count
 //                      | f32 boxes[box_count][4]   (x_min, y_min, x_max, y_max),
 //                                                   fractions of width/height
-//                      | i32 box_labels[box_count]
+//                      | i32 box_labels[box_count]   (a negative label: a box
+//                                                   training ignores and evaluation
+//                                                   counts, a crowd region)
 //                      | u32 image_bytes | image bytes
 //   kind TOKENS:       u32 seq_count (<= RECORD_MAX_SEQS) | u32 seq_len[seq_count]
 //                      | i32 tokens of sequence 0, then 1, ...
