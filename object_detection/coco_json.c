@@ -1,5 +1,5 @@
 // coco_json.c: COCO's annotation and results files (coco_json.h), read and
-// written with cJSON.
+// read with cJSON; results written with printf (coco_json_format says why).
 #include "object_detection/coco_json.h"
 
 #include <cJSON.h>
@@ -155,31 +155,31 @@ void coco_dets_load_json(CocoDetections *dets, const CocoGt *gt, const char *pat
   cJSON_Delete(root);
 }
 
-// One result as one line of JSON (malloc'd), cJSON's numbers: the shortest
-// of %.15g and %.17g that reads back as the same double.
-static char *coco_det_json(const CocoDetection *d) {
-  cJSON *obj = cJSON_CreateObject();
-  const double bbox[4] = {d->bbox[0], d->bbox[1], d->bbox[2], d->bbox[3]};
-  CHECK_TRUE(obj && cJSON_AddNumberToObject(obj, "image_id", (double)d->image_id) &&
-                 cJSON_AddNumberToObject(obj, "category_id", (double)d->category_id) &&
-                 cJSON_AddItemToObject(obj, "bbox", cJSON_CreateDoubleArray(bbox, 4)) &&
-                 cJSON_AddNumberToObject(obj, "score", d->score),
-             "out of memory");
-  char *text = cJSON_PrintUnformatted(obj);
-  CHECK_TRUE(text != NULL, "out of memory");
-  cJSON_Delete(obj);
-  return text;
+// x as the shortest of %.15g, %.16g, %.17g that reads back as x exactly
+// (cJSON's printer settles for a double within an epsilon of it).
+static void coco_json_format(char *out, size_t n_out, double x) {
+  for (int digits = 15; digits <= 17; digits++) {
+    snprintf(out, n_out, "%.*g", digits, x);
+    if (strtod(out, NULL) == x) return;
+  }
+}
+
+// One result as one line of JSON: only numbers, so nothing to escape.
+static void coco_det_write(FILE *f, const CocoDetection *d) {
+  char v[5][32];
+  for (int i = 0; i < 4; i++) coco_json_format(v[i], sizeof v[i], d->bbox[i]);
+  coco_json_format(v[4], sizeof v[4], d->score);
+  fprintf(f, "{\"image_id\":%lld,\"category_id\":%lld,\"bbox\":[%s,%s,%s,%s],\"score\":%s}",
+          (long long)d->image_id, (long long)d->category_id, v[0], v[1], v[2], v[3], v[4]);
 }
 
 void coco_dets_write_json(const CocoDetections *dets, const char *path) {
   AtomicFile f;
   atomic_file_begin(&f, path);
   fputs("[", f.f);
-  // One result at a time: a tree of a million results would take gigabytes.
   for (int64_t i = 0; i < dets->n; i++) {
-    char *text = coco_det_json(&dets->dets[i]);
-    fprintf(f.f, "%s%s", i > 0 ? ",\n" : "\n", text);
-    cJSON_free(text);
+    fputs(i > 0 ? ",\n" : "\n", f.f);
+    coco_det_write(f.f, &dets->dets[i]);
   }
   fputs("\n]\n", f.f);
   atomic_file_commit(&f);

@@ -23,7 +23,8 @@ void coco_gt_load_json(CocoGt *gt, const char *path);
 void coco_dets_load_json(CocoDetections *dets, const CocoGt *gt, const char *path);
 
 // Writes dets to path as a results file, whole or not at all, one result a
-// line; numbers are written so that they read back as the same doubles.
+// line; numbers are written so that they read back as the same doubles
+// (strtod, Python's float).
 void coco_dets_write_json(const CocoDetections *dets, const char *path);
 
 #ifdef __cplusplus

@@ -133,7 +133,7 @@ def check_seed(build, seed, dir_):
         return f"{len(got)} stats, not 12"
     worst = max(range(12), key=lambda i: abs(got[i] - want[i]))
     if abs(got[worst] - want[worst]) > 1e-6:
-        return f"stat {worst}: coco_eval {got[worst]!r}, pycocotools {want[worst]!r}"
+        return f"stat {worst}: coco_eval {got[worst]!r}, pycocotools {float(want[worst])!r}"
     lines = coco_eval(build, gt_path, res_path)
     if lines != want_lines:
         diff = next((g, w) for g, w in zip(lines + [""] * 12, want_lines) if g != w)
