@@ -16,6 +16,9 @@ GT = {"images": [{"id": 1, "width": 640, "height": 480}, {"id": 5, "width": 320,
       "annotations": [
           {"id": 1, "image_id": 1, "category_id": 3, "bbox": [10, 10, 50, 40], "area": 2000, "iscrowd": 0},
           {"id": 2, "image_id": 5, "category_id": 9, "bbox": [0, 0, 100, 120], "area": 12000, "iscrowd": 1}]}
+NOT_ANNOTATIONS = ('not a COCO annotations file (want an object with "images", "categories" and '
+                   '"annotations")')
+NOT_RESULTS = 'not a results file (want an array of {{"image_id", "category_id", "bbox", "score"}})'
 RESULTS = [{"image_id": 1, "category_id": 3, "bbox": [11, 10, 50, 40], "score": 0.9},
            {"image_id": 5, "category_id": 9, "bbox": [5, 5, 20, 20], "score": 0.4}]
 
@@ -100,10 +103,8 @@ CASES = [
     Case("coco_eval_results_trailing_text", EVAL, "error: {tmp}/res.json: not valid JSON (at byte 3)", 2,
          "a results file with more after its list (two files pasted together)",
          setup=raw("res.json", "[]\n[]\n")),
-    Case("coco_eval_annotations_not_object", EVAL,
-         "error: {tmp}/gt.json: not a COCO annotations file (want an object with \"images\", "
-         "\"categories\" and \"annotations\")", 2, "the files given the other way round",
-         setup=raw("gt.json", json.dumps(RESULTS))),
+    Case("coco_eval_annotations_not_object", EVAL, "error: {tmp}/gt.json: " + NOT_ANNOTATIONS, 2,
+         "the files given the other way round", setup=raw("gt.json", json.dumps(RESULTS))),
     Case("coco_eval_no_images", EVAL, "error: {tmp}/gt.json: no \"images\" array", 2,
          "an annotations file without its images (image_info files have no annotations, and the reverse)",
          setup=gt(setter(["images"], DELETE))),
@@ -124,10 +125,8 @@ CASES = [
          "iscrowd neither 0 nor 1", setup=gt(setter(["annotations", 0, "iscrowd"], 2))),
     Case("coco_eval_category_not_object", EVAL, "error: {tmp}/gt.json: categories[1]: not an object", 2,
          "a category given as a bare id", setup=gt(setter(["categories", 1], 9))),
-    Case("coco_eval_results_not_list", EVAL,
-         "error: {tmp}/res.json: not a results file (want an array of {{\"image_id\", \"category_id\", "
-         "\"bbox\", \"score\"}})", 2, "an annotations file given as the results",
-         setup=raw("res.json", json.dumps(GT))),
+    Case("coco_eval_results_not_list", EVAL, "error: {tmp}/res.json: " + NOT_RESULTS, 2,
+         "an annotations file given as the results", setup=raw("res.json", json.dumps(GT))),
     Case("coco_eval_result_unknown_image", EVAL, "error: {tmp}/res.json: results[1]: unknown image_id 4", 2,
          "a result on an image the annotations do not list (pycocotools: an assertion)",
          setup=results(setter([1, "image_id"], 4))),

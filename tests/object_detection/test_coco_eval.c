@@ -15,14 +15,11 @@
 
 enum { AP, AP50, AP75, APS, APM, APL, AR1, AR10, AR100, ARS, ARM, ARL };
 
-// A ground truth of two images (1 and 2, 640x480) and categories 3 and 9.
-static void gt_begin(CocoGt *gt) {
-  coco_gt_init(gt);
-  coco_gt_add_image(gt, 2, 640, 480);
-  coco_gt_add_image(gt, 1, 640, 480);
-  coco_gt_add_category(gt, 9, "b");
-  coco_gt_add_category(gt, 3, "a");
-}
+// A hand-made case: ground truth and detections.
+typedef struct Scene {
+  CocoGt gt;
+  CocoDetections d;
+} Scene;
 
 // A box annotation; area < 0 takes the box's.
 static void gt_box(CocoGt *gt, int64_t image, int64_t cat, const double b[4], double area, bool crowd) {
@@ -40,125 +37,109 @@ static void det(CocoDetections *d, int64_t image, int64_t cat, const double b[4]
 static const double MEDIUM[4] = {100, 100, 50, 50};  // area 2500
 static const double ELSEWHERE[4] = {400, 300, 50, 50};
 
+// Two images (ids 1 and 2, 640x480), categories 3 and 9, no detections;
+// with_box: a medium box of category 3 on image 1.
+static Scene scene_begin(bool with_box) {
+  Scene s;
+  coco_gt_init(&s.gt);
+  coco_dets_init(&s.d);
+  coco_gt_add_image(&s.gt, 2, 640, 480);
+  coco_gt_add_image(&s.gt, 1, 640, 480);
+  coco_gt_add_category(&s.gt, 9, "b");
+  coco_gt_add_category(&s.gt, 3, "a");
+  if (with_box) gt_box(&s.gt, 1, 3, MEDIUM, -1, false);
+  return s;
+}
+
 // Evaluates every image; checks stats against want. pycocotools divides by
 // fp + tp + 2^-52, so a perfect precision is 1 - 2^-53: 1e-12 covers that
 // and the mean's rounding; a broken rule moves a stat here by 0.25 or more.
-static void check_stats(CocoGt *gt, CocoDetections *d, const double want[COCO_N_STATS]) {
-  coco_gt_index(gt, "test");
+static void check_stats(Scene *s, const double want[COCO_N_STATS]) {
+  coco_gt_index(&s->gt, "test");
   CocoEvalResult r;
-  coco_eval_all(gt, d, &r);
+  coco_eval_all(&s->gt, &s->d, &r);
   for (int i = 0; i < COCO_N_STATS; i++) CHECK_MSG(fabs(r.stats[i] - want[i]) <= 1e-12, "stat %d: %.17g, want %.17g", i, r.stats[i], want[i]);
   coco_eval_result_free(&r);
-  coco_gt_free(gt);
-  coco_dets_free(d);
+  coco_gt_free(&s->gt);
+  coco_dets_free(&s->d);
 }
 
 static void perfect_detection_scores_one(void) {
-  CocoGt gt;
-  CocoDetections d;
-  gt_begin(&gt);
-  coco_dets_init(&d);
-  gt_box(&gt, 1, 3, MEDIUM, -1, false);
-  det(&d, 1, 3, MEDIUM, 0.9);
+  Scene s = scene_begin(true);
+  det(&s.d, 1, 3, MEDIUM, 0.9);
   // Medium only: small and large have no ground truth, so -1.
-  check_stats(&gt, &d, (double[]){1, 1, 1, -1, 1, -1, 1, 1, 1, -1, 1, -1});
+  check_stats(&s, (double[]){1, 1, 1, -1, 1, -1, 1, 1, 1, -1, 1, -1});
 }
 
 static void crowd_only_image_is_undefined(void) {
-  CocoGt gt;
-  CocoDetections d;
-  gt_begin(&gt);
-  coco_dets_init(&d);
-  gt_box(&gt, 1, 3, (double[]){0, 0, 300, 300}, -1, true);
-  det(&d, 1, 3, MEDIUM, 0.9);
+  Scene s = scene_begin(false);
+  gt_box(&s.gt, 1, 3, (double[]){0, 0, 300, 300}, -1, true);
+  det(&s.d, 1, 3, MEDIUM, 0.9);
   // Nothing countable: every stat is undefined, not 0.
-  check_stats(&gt, &d, (double[]){-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1});
+  check_stats(&s, (double[]){-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1});
 }
 
 static void crowd_absorbs_several_detections(void) {
-  CocoGt gt;
-  CocoDetections d;
-  gt_begin(&gt);
-  coco_dets_init(&d);
-  gt_box(&gt, 1, 3, MEDIUM, -1, false);
-  det(&d, 1, 3, MEDIUM, 0.5);
+  Scene s = scene_begin(true);
+  det(&s.d, 1, 3, MEDIUM, 0.5);
   // Three better-scored detections inside a crowd on image 2: its IoU
   // divides by the detection's area (IoU 1 for each), all three match it
   // and are ignored, so the real one is still ranked first.
-  gt_box(&gt, 2, 3, (double[]){0, 0, 600, 400}, -1, true);
-  for (int i = 0; i < 3; i++) det(&d, 2, 3, (double[]){10.0 + 50 * i, 10, 40, 40}, 0.9);
-  check_stats(&gt, &d, (double[]){1, 1, 1, -1, 1, -1, 1, 1, 1, -1, 1, -1});
+  gt_box(&s.gt, 2, 3, (double[]){0, 0, 600, 400}, -1, true);
+  for (int i = 0; i < 3; i++) det(&s.d, 2, 3, (double[]){10.0 + 50 * i, 10, 40, 40}, 0.9);
+  check_stats(&s, (double[]){1, 1, 1, -1, 1, -1, 1, 1, 1, -1, 1, -1});
 }
 
 static void detection_without_ground_truth_is_false_positive(void) {
-  CocoGt gt;
-  CocoDetections d;
-  gt_begin(&gt);
-  coco_dets_init(&d);
-  gt_box(&gt, 1, 3, MEDIUM, -1, false);
-  det(&d, 1, 3, MEDIUM, 0.5);
-  det(&d, 2, 3, MEDIUM, 0.9);  // image 2 has no ground truth
+  Scene s = scene_begin(true);
+  det(&s.d, 1, 3, MEDIUM, 0.5);
+  det(&s.d, 2, 3, MEDIUM, 0.9);  // image 2 has no ground truth
   // Ranked FP then TP: precision 1/2 at recall 1, so 0.5 at every point.
   // AR1 is per image: each image's best detection, so the TP is kept.
-  check_stats(&gt, &d, (double[]){0.5, 0.5, 0.5, -1, 0.5, -1, 1, 1, 1, -1, 1, -1});
+  check_stats(&s, (double[]){0.5, 0.5, 0.5, -1, 0.5, -1, 1, 1, 1, -1, 1, -1});
 }
 
 static void no_detections_score_zero(void) {
-  CocoGt gt;
-  CocoDetections d;
-  gt_begin(&gt);
-  coco_dets_init(&d);
-  gt_box(&gt, 1, 3, MEDIUM, -1, false);
-  check_stats(&gt, &d, (double[]){0, 0, 0, -1, 0, -1, 0, 0, 0, -1, 0, -1});
+  Scene s = scene_begin(true);
+  check_stats(&s, (double[]){0, 0, 0, -1, 0, -1, 0, 0, 0, -1, 0, -1});
 }
 
 static void area_range_is_the_annotation_area(void) {
-  CocoGt gt;
-  CocoDetections d;
-  gt_begin(&gt);
-  coco_dets_init(&d);
+  Scene s = scene_begin(false);
   // A 10x10 box whose "area" field says medium: it counts as medium only.
   // The detection on it matches it in "all" and "medium"; in "small" the
   // ground truth is out of range, so the match is ignored there.
   const double tiny[4] = {5, 5, 10, 10}, big[4] = {0, 0, 200, 200};
-  gt_box(&gt, 1, 3, tiny, 5000, false);
-  det(&d, 1, 3, tiny, 0.9);
-  gt_box(&gt, 2, 9, big, -1, false);  // large
-  det(&d, 2, 9, big, 0.8);
+  gt_box(&s.gt, 1, 3, tiny, 5000, false);
+  det(&s.d, 1, 3, tiny, 0.9);
+  gt_box(&s.gt, 2, 9, big, -1, false);  // large
+  det(&s.d, 2, 9, big, 0.8);
   // A missed small one of category 9 on image 1: small AP/AR 0, and it
   // halves AP and AR of category 9 in "all".
-  gt_box(&gt, 1, 9, (double[]){300, 300, 8, 8}, -1, false);
+  gt_box(&s.gt, 1, 9, (double[]){300, 300, 8, 8}, -1, false);
   // AP: (category 3: 1 + category 9: precision 1 up to recall 0.5 -> 51 of
   // 101 points) / 2.
   double ap9 = 51.0 / 101, ap = (1 + ap9) / 2;
-  check_stats(&gt, &d, (double[]){ap, ap, ap, 0, 1, 1, 0.75, 0.75, 0.75, 0, 1, 1});
+  check_stats(&s, (double[]){ap, ap, ap, 0, 1, 1, 0.75, 0.75, 0.75, 0, 1, 1});
 }
 
 static void max_dets_cut(void) {
-  CocoGt gt;
-  CocoDetections d;
-  gt_begin(&gt);
-  coco_dets_init(&d);
-  gt_box(&gt, 1, 3, MEDIUM, -1, false);
-  det(&d, 1, 3, ELSEWHERE, 0.9);  // the best score misses
-  det(&d, 1, 3, MEDIUM, 0.8);
+  Scene s = scene_begin(true);
+  det(&s.d, 1, 3, ELSEWHERE, 0.9);  // the best score misses
+  det(&s.d, 1, 3, MEDIUM, 0.8);
   // AR1 sees the miss only; AR10 both. AP (100 detections): FP, TP.
-  check_stats(&gt, &d, (double[]){0.5, 0.5, 0.5, -1, 0.5, -1, 0, 1, 1, -1, 1, -1});
+  check_stats(&s, (double[]){0.5, 0.5, 0.5, -1, 0.5, -1, 0, 1, 1, -1, 1, -1});
 }
 
 static void ties_keep_the_order_given(void) {
   // Equal scores rank in the order added (numpy's stable argsort): the
   // miss first gives 0.5, the hit first 1.
   for (int hit_first = 0; hit_first < 2; hit_first++) {
-    CocoGt gt;
-    CocoDetections d;
-    gt_begin(&gt);
-    coco_dets_init(&d);
-    gt_box(&gt, 1, 3, MEDIUM, -1, false);
-    det(&d, 1, 3, hit_first ? MEDIUM : ELSEWHERE, 0.7);
-    det(&d, 1, 3, hit_first ? ELSEWHERE : MEDIUM, 0.7);
+    Scene s = scene_begin(true);
+    det(&s.d, 1, 3, hit_first ? MEDIUM : ELSEWHERE, 0.7);
+    det(&s.d, 1, 3, hit_first ? ELSEWHERE : MEDIUM, 0.7);
     double ap = hit_first ? 1 : 0.5;
-    check_stats(&gt, &d, (double[]){ap, ap, ap, -1, ap, -1, hit_first, 1, 1, -1, 1, -1});
+    check_stats(&s, (double[]){ap, ap, ap, -1, ap, -1, hit_first, 1, 1, -1, 1, -1});
   }
 }
 
