@@ -7,7 +7,7 @@ debs=(build-essential pkg-config libopenmpi-dev openmpi-bin liblmdb-dev lmdb-uti
       libturbojpeg0-dev libpng-dev libopenblas-dev libcjson-dev zlib1g-dev
       dataset-fashion-mnist opencv-doc clang libclang-rt-14-dev)
 # Python module name -> PyPI package name.
-pymods=(numpy:numpy yaml:PyYAML mlperf_logging:mlperf-logging PIL:Pillow)
+pymods=(numpy:numpy yaml:PyYAML mlperf_logging:mlperf-logging PIL:Pillow pycocotools:pycocotools)
 python=${PYTHON:-python3}
 
 missing_debs=()
