@@ -143,8 +143,9 @@ size_t ssd_loss_scratch_bytes(int64_t batch, int64_t n_boxes);
 //          negatives ranked by con (positives counted as 0; ties to the lower
 //          index), and every box of rank < min(3P, n) is mined
 //   image = (loc + sum of con weighted 1 per positive + 1 per mined box) / P
-// - a positive can be mined too, and then counts twice (only when fewer
-//   than 3P boxes have a positive loss, which the reference also allows);
+// - a positive can be mined too, and then counts twice: positives rank
+//   below every negative of positive loss, so only when 3P reaches past the
+//   negatives (4P > n, in practice), as in the reference;
 // images without positives give 0; loss = the mean over the batch (of all B).
 // The mining is constant in the gradient (a sort). dloc and dlogits get
 // grad_scale times the gradient of loss (AMP's loss scale, or 1).
