@@ -61,13 +61,6 @@ ClassifyAugment classify_augment_imagenet(bool train, uint64_t seed) {
       .seed = seed};
 }
 
-// The decoded size that keeps a crop of crop_len source pixels at least
-// out_len pixels long.
-static int32_t min_decoded(int32_t full, int32_t crop_len, int32_t out_len) {
-  int64_t need = ((int64_t)full * out_len + crop_len - 1) / crop_len;
-  return need < full ? (int32_t)need : full;
-}
-
 void classify_scratch_free(ClassifyScratch *s) {
   image_free(&s->rgb);
   image_planes_free(&s->planes);
@@ -85,27 +78,9 @@ void classify_augment_image(ImageDecoder *d, ClassifyScratch *scratch, const Cla
                                                            a->ratio_min, a->ratio_max, &rng)
                          : classify_center_crop_box(width, height, a->resize_side, a->out_side);
   bool flip = a->train && rng_next_uniform(&rng) < 0.5f;
-  int32_t min_w = min_decoded(width, box.width, a->out_side);
-  int32_t min_h = min_decoded(height, box.height, a->out_side);
-  // A warning (corrupt data that libjpeg decoded anyway) keeps the image: the
-  // converter already refused such files unless told to accept them.
-  ImageStatus st;
-  int32_t got_w, got_h;
-  if (info.planar) {
-    st = image_decode_planes(d, bytes, n_bytes, min_w, min_h, &scratch->planes, msg, sizeof msg);
-    got_w = scratch->planes.width, got_h = scratch->planes.height;
-  } else {
-    st = image_decode(d, bytes, n_bytes, min_w, min_h, &scratch->rgb, msg, sizeof msg);
-    got_w = scratch->rgb.width, got_h = scratch->rgb.height;
-  }
-  if (st == IMAGE_ERROR) die_input(name, "%s", msg);
-  float sx = (float)got_w / (float)width, sy = (float)got_h / (float)height;
-  float x = (float)box.x * sx, y = (float)box.y * sy, w = (float)box.width * sx, h = (float)box.height * sy;
-  if (info.planar)
-    augment_crop_resize_planes(&scratch->planes, x, y, w, h, flip, out, a->out_side, a->out_side);
-  else
-    augment_crop_resize(scratch->rgb.pixels, got_w, got_h, x, y, w, h, flip, out, a->out_side,
-                        a->out_side);
+  augment_decode_crop_resize(d, &scratch->rgb, &scratch->planes, bytes, n_bytes, &info, name,
+                             (float)box.x, (float)box.y, (float)box.width, (float)box.height, flip,
+                             out, a->out_side, a->out_side);
 }
 
 typedef struct ClassifySource {
