@@ -232,7 +232,9 @@ static void backward_matches_finite_differences(void) {
   // Measured worst, eps 3e-3 / 1e-3 / 3e-4: extras and heads 0.03 / 0.016
   // / 0.017, the backbone 0.22 / 0.064 / 0.055 (its BN + ReLU sit below
   // the extras' ReLUs, so a perturbation there moves many kinks; the error
-  // shrinks with eps, as a kink's does). A wrong backward is off by O(1).
+  // shrinks with eps, as a kink's does). At eps 1e-3 under the four
+  // OpenBLAS kernel sets, 1 and 2 threads: backbone 0.061 to 0.070, extras
+  // and heads 0.003 to 0.016. A wrong backward is off by O(1).
   double worst[2] = {0, 0};
   int worst_i[2] = {0, 0};
   for (int i = 0; i < ps->count; i++) {
@@ -242,6 +244,8 @@ static void backward_matches_finite_differences(void) {
     if (!(e <= worst[part])) worst_i[part] = i;  // NaN included
     worst[part] = test_worst(worst[part], e);
   }
+  printf("ssd model: worst relative gradient error %.3g (backbone), %.3g (extras and heads)\n",
+         worst[0], worst[1]);
   const double tol[2] = {0.15, 0.04};
   for (int part = 0; part < 2; part++)
     CHECK_MSG(worst[part] < tol[part], "worst relative gradient error %.3g in %s", worst[part],
@@ -293,29 +297,37 @@ static void free_run(Run *r) {
   free(r->grads);
 }
 
-// fp32 on both sides: each op matches the CPU to ~1e-5 (the op tests); the
-// dozen layers here compound that to ~1e-4, as in test_resnet's fp32 case.
-static void cuda_matches_cpu(void) {
+// The GPU network in compute dtype dt against the fp32 CPU network from the
+// same seed on the same input (rounded to dt): outputs and gradients as
+// relative L2 errors, and each tensor's gradient on its own.
+static void cuda_matches_cpu_in(DType dt, double out_tol, double grads_tol, double tensor_tol) {
   if (!test_have_gpu()) test_skip("no GPU");
   SsdModelConfig cfg = small_config();
   SsdModel probe;
   ssd_model_init(&probe, &cfg, kBatch, 0, DEVICE_CPU, 7);
   int64_t nl = kBatch * probe.n_boxes * 4, nc = kBatch * probe.n_boxes * 3;
   ssd_model_free(&probe);
-  float *x = random_array(kBatch * 12 * 12 * 3, 1, -1, 1, DT_F32);
+  float *x = random_array(kBatch * 12 * 12 * 3, 1, -1, 1, dt);
   float *wl = random_array(nl, 2, -1, 1, DT_F32), *wc = random_array(nc, 3, -1, 1, DT_F32);
   SsdModel cm, gm;
   Run c = run_small(DEVICE_CPU, DT_F32, x, wl, wc, &cm);
-  Run g = run_small(DEVICE_CUDA, DT_F32, x, wl, wc, &gm);
-  test_check_error("ssd loc vs CPU", "f32", test_rel_error(g.loc, c.loc, nl), 1e-3);
-  test_check_error("ssd logits vs CPU", "f32", test_rel_error(g.logits, c.logits, nc), 1e-3);
-  test_check_error("ssd gradients vs CPU", "f32",
-                   test_rel_error(g.grads, c.grads, cm.params.total_numel), 1e-3);
+  Run g = run_small(DEVICE_CUDA, dt, x, wl, wc, &gm);
+  const char *name = dtype_name(dt);
+  test_check_error("ssd loc vs fp32 CPU", name, test_rel_error(g.loc, c.loc, nl), out_tol);
+  test_check_error("ssd logits vs fp32 CPU", name, test_rel_error(g.logits, c.logits, nc), out_tol);
+  test_check_error("ssd gradients vs fp32 CPU", name,
+                   test_rel_error(g.grads, c.grads, cm.params.total_numel), grads_tol);
   const ParamSet *ps = &cm.params;
+  double worst = 0;
+  int worst_i = 0;
   for (int i = 0; i < ps->count; i++) {
     double err = test_rel_error(g.grads + ps->offsets[i], c.grads + ps->offsets[i], ps->numels[i]);
-    CHECK_MSG(err <= 1e-2, "%s gradient: relative error %.3g", ps->specs[i].name, err);
+    if (!(err <= worst)) worst_i = i;
+    worst = test_worst(worst, err);
   }
+  printf("ssd %s: worst tensor gradient error %.3g (%s)\n", name, worst, ps->specs[worst_i].name);
+  CHECK_MSG(worst <= tensor_tol, "%s gradient (%s): relative error %.3g > %.3g",
+            ps->specs[worst_i].name, name, worst, tensor_tol);
   free_run(&c);
   free_run(&g);
   free(x);
@@ -325,11 +337,24 @@ static void cuda_matches_cpu(void) {
   ssd_model_free(&gm);
 }
 
+// fp32 on both sides: each op matches the CPU to ~1e-5 (the op tests); the
+// dozen layers here compound that to ~1e-4, as in test_resnet's fp32 case.
+static void cuda_matches_cpu(void) { cuda_matches_cpu_in(DT_F32, 1e-3, 1e-3, 1e-2); }
+
+// bf16 (8 significant bits, 2^-9 per rounding) through a dozen layers;
+// BN renormalises the backbone but not the extras. Measured on the CUDA
+// emulation: outputs 0.0079 (loc) and 0.0069 (logits), all gradients
+// 0.0165, the worst tensor 0.054 (a BN bias of the backbone); the bounds
+// are 3 to 4 times those. A missing, doubled or wrong-signed gradient
+// scores 1 or more.
+static void cuda_bf16_matches_cpu_fp32(void) { cuda_matches_cpu_in(DT_BF16, 3e-2, 0.05, 0.2); }
+
 int main(void) {
   TEST_RUN(ssd300_shapes_and_parameters);
   TEST_RUN(box_config_mismatch_dies);
   TEST_RUN(head_outputs_land_in_box_order);
   TEST_RUN(backward_matches_finite_differences);
   TEST_RUN(cuda_matches_cpu);
+  TEST_RUN(cuda_bf16_matches_cpu_fp32);
   return test_finish();
 }
