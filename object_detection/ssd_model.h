@@ -38,7 +38,10 @@
 // Parameters: one ParamSet, the backbone's tensors first (resnet's names),
 // then per extra block e "extra<e>.{a,b}.{weight,bias}", then per map k
 // "head<k>.{loc,conf}.{weight,bias}". Biases and BN are PARAM_NO_DECAY,
-// as resnet marks BN. Buffers (BN running statistics): the backbone's.
+// as resnet marks BN; note that the reference's SGD (train.py:
+// torch.optim.SGD(ssd300.parameters(), weight_decay=5e-4)) decays every
+// tensor, BN and biases included, so a trainer that follows it must not
+// skip the flagged ones. Buffers (BN running statistics): the backbone's.
 //
 // Precision (cfg.dtype) as resnet.h: fp32 on CPU or CUDA; fp16/bf16 on
 // CUDA with fp32 parameters, gradients and BN, activations in the compute

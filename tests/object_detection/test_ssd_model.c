@@ -257,6 +257,35 @@ static void backward_matches_finite_differences(void) {
   ssd_model_free(&m);
 }
 
+// Eval (running statistics) of a smaller batch gives each image what the
+// eval of the whole batch gives it; a training forward moves the running
+// statistics.
+static void smaller_eval_batch_matches(void) {
+  SsdModelConfig cfg = small_config();
+  SsdModel m;
+  ssd_model_init(&m, &cfg, kBatch, 0, DEVICE_CPU, 9);
+  float x[2 * 12 * 12 * 3];
+  test_fill_uniform(x, 2 * 12 * 12 * 3, 4, 1, 3);
+  Tensor tx = TENSOR(x, DT_F32, DEVICE_CPU, kBatch, 12, 12, 3);
+  const Tensor *loc, *logits;
+  const float *rm = m.backbone.stem.bn.running_mean.data;
+  CHECK(rm[0] == 0);
+  ssd_model_forward(&m, &CPU, &tx, true, &loc, &logits);
+  CHECK(rm[0] != 0);
+  ssd_model_forward(&m, &CPU, &tx, false, &loc, &logits);
+  int64_t nl = m.n_boxes * 4, nc = m.n_boxes * 3;
+  float *full = malloc((size_t)(nl + nc) * sizeof(float));
+  memcpy(full, loc->data, (size_t)nl * sizeof(float));  // image 0 of each
+  memcpy(full + nl, logits->data, (size_t)nc * sizeof(float));
+  Tensor one = TENSOR(x, DT_F32, DEVICE_CPU, 1, 12, 12, 3);
+  ssd_model_forward(&m, &CPU, &one, false, &loc, &logits);
+  CHECK_EQ_INT(loc->shape[0], 1);
+  CHECK(test_rel_error(loc->data, full, nl) < 1e-6);
+  CHECK(test_rel_error(logits->data, full + nl, nc) < 1e-6);
+  free(full);
+  ssd_model_free(&m);
+}
+
 // ---------------------------------------------------------------- CUDA
 typedef struct Run {
   float *loc, *logits, *grads;  // malloc'd host copies
@@ -354,6 +383,7 @@ int main(void) {
   TEST_RUN(box_config_mismatch_dies);
   TEST_RUN(head_outputs_land_in_box_order);
   TEST_RUN(backward_matches_finite_differences);
+  TEST_RUN(smaller_eval_batch_matches);
   TEST_RUN(cuda_matches_cpu);
   TEST_RUN(cuda_bf16_matches_cpu_fp32);
   return test_finish();
