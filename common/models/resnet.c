@@ -184,7 +184,8 @@ static void build(Builder *b) {
     for (int i = 0; i < cfg->blocks[s]; i++, k++) {
       char prefix[64];
       snprintf(prefix, sizeof prefix, "layer%d.%d", s + 1, i);
-      int stride = (s > 0 && i == 0) ? 2 : 1;
+      int first = cfg->stage_stride[s] > 0 ? cfg->stage_stride[s] : (s > 0 ? 2 : 1);
+      int stride = i == 0 ? first : 1;
       c = add_block(b, &net->blocks[k], prefix, &h, &w, c, (int64_t)cfg->width << s, stride);
     }
   }
@@ -304,6 +305,28 @@ void resnet_init(Resnet *net, const ResnetConfig *cfg, int64_t max_batch, int n_
   }
 }
 
+void resnet_share_params(Resnet *net, const ParamSet *outer) {
+  ParamSet *ps = &net->params;
+  if (ps->n_state != 0) DIE("resnet_share_params: the network has its own optimizer state");
+  if (outer->device != net->device || outer->count < ps->count)
+    DIE("resnet_share_params: the table does not hold the network's %d tensors", ps->count);
+  for (int i = 0; i < ps->count; i++)
+    if (strcmp(outer->specs[i].name, ps->specs[i].name) != 0 || outer->offsets[i] != ps->offsets[i] ||
+        outer->numels[i] != ps->numels[i])
+      DIE("resnet_share_params: tensor %d of the table is %s, not %s", i, outer->specs[i].name,
+          ps->specs[i].name);
+  size_t bytes = (size_t)ps->total_numel * sizeof(float);
+  device_copy(net->device, outer->params, net->device, ps->params, bytes);
+  device_copy(net->device, outer->grads, net->device, ps->grads, bytes);
+  if (!net->params_shared) {
+    device_free(net->device, ps->params);
+    device_free(net->device, ps->grads);
+  }
+  ps->params = outer->params;
+  ps->grads = outer->grads;
+  net->params_shared = true;
+}
+
 static void free_unit(ResnetConvBn *u, DeviceKind device) {
   device_free(device, u->conv_out.data);
   device_free(device, u->y.data);
@@ -323,6 +346,7 @@ void resnet_free(Resnet *net) {
   device_free(net->device, net->lowp_weights);
   device_free(net->device, net->lowp_grads);
   device_free(net->device, net->bn_saved);
+  if (net->params_shared) net->params.params = net->params.grads = NULL;
   paramset_free(&net->params);
   paramset_free(&net->buffers);
   free(net->scratch);

@@ -36,6 +36,9 @@ typedef struct ResnetConfig {
   ResnetBlockKind block;
   int stages;                        // 1..4
   int blocks[RESNET_MAX_STAGES];     // residual blocks per stage: 3,4,6,3 for ResNet-50
+  int stage_stride[RESNET_MAX_STAGES];  // stride of each stage's first block; 0: the
+                                     // default, 1 for the first stage and 2 after it
+                                     // (a detector's backbone keeps a stage at 1)
   int width;                         // channels of the first stage's 3x3 convs: 64
   int in_channels;                   // 3
   int image_size;                    // input side: 224
@@ -107,6 +110,7 @@ typedef struct Resnet {
                          // added into params.grads as it is made
   Tensor dlogits_lowp;   // (N, num_classes) the logits' gradient in cfg.dtype
   GradHook hook;         // the current backward's (resnet_backward)
+  bool params_shared;    // params/grads belong to a larger table (resnet_share_params)
 } Resnet;
 
 // Builds the layer list and parameter table (with n_state optimizer state
@@ -116,6 +120,13 @@ typedef struct Resnet {
 void resnet_init(Resnet *net, const ResnetConfig *cfg, int64_t max_batch, int n_state,
                  DeviceKind device, uint64_t seed);
 void resnet_free(Resnet *net);
+// Moves the network's parameters (their current values) and gradients into
+// the buffers of `outer`, a larger table whose first tensors are this
+// network's specs in order (so their offsets agree), and frees its own: a
+// model that holds a ResNet as a part keeps all its parameters in one
+// ParamSet. net->params keeps its table and sizes; its params and grads then
+// point into outer's buffers, which outer owns (resnet_free leaves them).
+void resnet_share_params(Resnet *net, const ParamSet *outer);
 
 // Forward of a batch x (n, S, S, in_channels) in cfg.dtype; returns the
 // logits (n, num_classes) fp32, or with num_classes == 0 the last block's
