@@ -277,8 +277,10 @@ int ssd_detect_cpu(const Device *dev, const SsdDefaultBoxes *db, const float *lo
 
 // ---------------------------------------------------------------- loss
 size_t ssd_loss_scratch_bytes(int64_t batch, int64_t n_boxes) {
+  // CPU: con, weight, mean_con, rank; CUDA: con and a double per image.
   return (size_t)(batch * n_boxes + n_boxes + 1) * sizeof(float) +
-         (size_t)n_boxes * sizeof(Ranked) + 4 * ARENA_ALIGN_BYTES;
+         (size_t)n_boxes * sizeof(Ranked) + (size_t)batch * sizeof(double) +
+         4 * ARENA_ALIGN_BYTES;
 }
 
 // The weight of each box's cross-entropy in one image with P > 0 positives:

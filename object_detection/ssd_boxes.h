@@ -21,6 +21,7 @@
 
 #include "device/device.h"
 #include "device/tensor.h"
+#include "ops/ops.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -134,7 +135,8 @@ int ssd_detect_cpu(const Device *dev, const SsdDefaultBoxes *db, const float *lo
                    Arena *scratch, SsdDetection *out);
 
 // ---------------------------------------------------------------- loss
-// Scratch ssd_loss_cpu takes from its arena (with alignment slack).
+// Scratch ssd_loss_cpu and ssd_loss_cuda take from their arena (with
+// alignment slack).
 size_t ssd_loss_scratch_bytes(int64_t batch, int64_t n_boxes);
 // The SSD loss of a batch, as the reference's Loss, with its gradient.
 // Per image with P > 0 positives (glabel > 0):
@@ -155,6 +157,27 @@ void ssd_loss_cpu(const Device *dev, int64_t batch, int64_t n_boxes, int64_t n_c
                   const float *ploc, const float *logits, const float *gloc,
                   const int32_t *glabel, float grad_scale, Arena *scratch, float *loss,
                   float *dloc, float *dlogits);
+// The same on the GPU (ssd_boxes_cuda.cu), on dev->stream without waiting:
+// every pointer is device memory, loss (1) included, and scratch an arena of
+// DEVICE_CUDA memory of ssd_loss_scratch_bytes. batch and n_boxes positive;
+// labels in [0, n_classes) (not checked on the device). The cross-entropies
+// are computed as the CPU's (in double, each row's terms in the same order,
+// rounded once), so the mined sets agree and the gradients agree to an ulp;
+// the loss's double sums run in another order.
+#if HAVE_CUDA
+void ssd_loss_cuda(const Device *dev, int64_t batch, int64_t n_boxes, int64_t n_classes,
+                   const float *ploc, const float *logits, const float *gloc,
+                   const int32_t *glabel, float grad_scale, Arena *scratch, float *loss,
+                   float *dloc, float *dlogits);
+#endif
+// Picks the CPU or CUDA function by dev->kind (inline, as ncf_metric_add).
+static inline void ssd_loss(const Device *dev, int64_t batch, int64_t n_boxes,
+                            int64_t n_classes, const float *ploc, const float *logits,
+                            const float *gloc, const int32_t *glabel, float grad_scale,
+                            Arena *scratch, float *loss, float *dloc, float *dlogits) {
+  OP_DISPATCH(dev, ssd_loss, batch, n_boxes, n_classes, ploc, logits, gloc, glabel, grad_scale,
+              scratch, loss, dloc, dlogits);
+}
 
 #ifdef __cplusplus
 }
