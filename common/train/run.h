@@ -23,7 +23,7 @@
 //   run_close(&run);
 //
 // What may come before run_start: MLPerf's clock starts at run_start, and
-// reading the data set is timed work (MLPERF.md: run_start comes "before the
+// reading the data set is timed work (the MLPerf training rules: run_start comes "before the
 // data set is touched for training"). Before it a trainer only checks that
 // the data is there and complete, from what describes it (an LMDB's record
 // counts, a file's header against its size), so that a missing, truncated
