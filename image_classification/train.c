@@ -197,14 +197,6 @@ static void setup_optimizer(Trainer *t) {
   schedule_log(&t->sched, (OptKind)kind, &t->run.log);
 }
 
-// Rows [first, first + count) of a batch tensor (the leading axis).
-static Tensor batch_rows(const Tensor *t, int64_t first, int64_t count) {
-  Tensor v = *t;
-  v.data = (uint8_t *)t->data + (size_t)first * (tensor_bytes(t) / (size_t)t->shape[0]);
-  v.shape[0] = count;
-  return v;
-}
-
 // One step on a batch already on the device: forward, loss, backward (per
 // micro-batch, the gradients summing), all-reduce, update. Returns nothing;
 // the loss (of the last micro-batch) stays on the device. Each micro-batch's
@@ -219,7 +211,7 @@ static void train_step(Trainer *t, const Tensor *images, const Tensor *labels, i
   if (n % k) DIE("train_step: a batch of %lld does not split into %lld micro-batches", (long long)n, (long long)k);
   optim_grads_zero(dev, ps);
   for (int64_t m = 0; m < k; m++) {
-    Tensor x = batch_rows(images, m * (n / k), n / k), y = batch_rows(labels, m * (n / k), n / k);
+    Tensor x = tensor_rows(images, m * (n / k), n / k), y = tensor_rows(labels, m * (n / k), n / k);
     const Tensor *logits = resnet_forward(&t->net, dev, &x, true);
     Tensor dlogits = t->dlogits;
     dlogits.shape[0] = n / k;

@@ -274,12 +274,6 @@ void ssd_model_free(SsdModel *m) {
 
 // ------------------------------------------------------------ forward
 
-static Tensor batch_view(const Tensor *t, int64_t n) {
-  Tensor v = *t;
-  v.shape[0] = n;
-  return v;
-}
-
 // Weight or bias i as the convolutions read it: fp32, or the low-precision copy.
 static Tensor weight(const SsdModel *m, int i) {
   if (m->cfg.dtype != DT_F32) return amp_weight_view(&m->params, m->lowp_weights, m->cfg.dtype, m->first_own, i);
@@ -288,7 +282,7 @@ static Tensor weight(const SsdModel *m, int i) {
 
 static const Tensor *conv_fwd(SsdModel *m, const Device *dev, SsdConv *c, const Tensor *x) {
   c->x = *x;
-  c->y = batch_view(&c->y, x->shape[0]);
+  c->y = tensor_rows(&c->y, 0, x->shape[0]);
   Tensor w = weight(m, c->w), b = weight(m, c->b);
   op_conv2d_fwd(dev, x, &w, &b, &c->y, &c->conv, m->scratch, m->scratch_bytes);
   if (c->relu) op_relu_fwd(dev, &c->y, &c->y);
@@ -311,8 +305,8 @@ static const int kFromBoxes[5] = {0, 2, 3, 4, 1};  // the inverse
 // The maps' parts of both outputs, for op_concat / op_split along the box axis.
 static void parts(SsdModel *m, int64_t n, Tensor *loc, Tensor *conf) {
   for (int k = 0; k < m->cfg.n_maps; k++) {
-    loc[k] = batch_view(&m->map[k].loc_part, n);
-    conf[k] = batch_view(&m->map[k].conf_part, n);
+    loc[k] = tensor_rows(&m->map[k].loc_part, 0, n);
+    conf[k] = tensor_rows(&m->map[k].conf_part, 0, n);
   }
 }
 
@@ -342,13 +336,13 @@ void ssd_model_forward(SsdModel *m, const Device *dev, const Tensor *x, bool tra
   }
   Tensor lparts[SSD_MAX_MAPS], cparts[SSD_MAX_MAPS];
   parts(m, n, lparts, cparts);
-  m->loc = batch_view(&m->loc, n);
-  m->logits = batch_view(&m->logits, n);
+  m->loc = tensor_rows(&m->loc, 0, n);
+  m->logits = tensor_rows(&m->logits, 0, n);
   if (dt == DT_F32) {
     op_concat(dev, lparts, m->cfg.n_maps, 1, &m->loc);
     op_concat(dev, cparts, m->cfg.n_maps, 1, &m->logits);
   } else {
-    Tensor l = batch_view(&m->loc_lowp, n), c = batch_view(&m->logits_lowp, n);
+    Tensor l = tensor_rows(&m->loc_lowp, 0, n), c = tensor_rows(&m->logits_lowp, 0, n);
     op_concat(dev, lparts, m->cfg.n_maps, 1, &l);
     op_concat(dev, cparts, m->cfg.n_maps, 1, &c);
     op_cast(dev, &l, &m->loc);
@@ -403,7 +397,7 @@ static void head_bwd(SsdModel *m, const Device *dev, SsdMap *mp, SsdConv *c, con
   Tensor dy = grad_as(&m->grad_y, &c->y), dyv = head_view(mp, &dy, n, d);
   Tensor pv = part_view(mp, part, n, d);
   op_permute(dev, &pv, kFromBoxes, &dyv);
-  Tensor dx = batch_view(&mp->dx, n);
+  Tensor dx = tensor_rows(&mp->dx, 0, n);
   conv_bwd(m, dev, c, &dy, &dx, add);
 }
 
@@ -421,7 +415,7 @@ void ssd_model_backward(SsdModel *m, const Device *dev, const Tensor *dloc,
   Tensor lparts[SSD_MAX_MAPS], cparts[SSD_MAX_MAPS];
   parts(m, n, lparts, cparts);
   const Tensor *gl = dloc, *gc = dlogits;
-  Tensor l = batch_view(&m->loc_lowp, n), c = batch_view(&m->logits_lowp, n);
+  Tensor l = tensor_rows(&m->loc_lowp, 0, n), c = tensor_rows(&m->logits_lowp, 0, n);
   if (m->cfg.dtype != DT_F32) {
     op_cast(dev, dloc, &l);
     op_cast(dev, dlogits, &c);
@@ -437,12 +431,12 @@ void ssd_model_backward(SsdModel *m, const Device *dev, const Tensor *dloc,
     if (k == m->cfg.n_maps - 1) continue;
     // Extra block k (map k -> k + 1): map k + 1's gradient is complete.
     SsdConv *a = &m->extra[k][0], *b = &m->extra[k][1];
-    Tensor dnext = batch_view(&m->map[k + 1].dx, n), dmid = grad_as(&m->grad_y, &a->y);
+    Tensor dnext = tensor_rows(&m->map[k + 1].dx, 0, n), dmid = grad_as(&m->grad_y, &a->y);
     conv_bwd(m, dev, b, &dnext, &dmid, false);
-    Tensor dx = batch_view(&mp->dx, n);
+    Tensor dx = tensor_rows(&mp->dx, 0, n);
     conv_bwd(m, dev, a, &dmid, &dx, true);
   }
-  Tensor d0 = batch_view(&m->map[0].dx, n);
+  Tensor d0 = tensor_rows(&m->map[0].dx, 0, n);
   resnet_backward(&m->backbone, dev, &d0, hook);
   m->hook = (GradHook){0};
 }

@@ -115,6 +115,15 @@ int64_t tensor_numel(const Tensor *t) {
 
 size_t tensor_bytes(const Tensor *t) { return (size_t)tensor_numel(t) * dtype_size(t->dtype); }
 
+Tensor tensor_rows(const Tensor *t, int64_t first, int64_t count) {
+  size_t row_bytes = dtype_size(t->dtype);
+  for (int d = 1; d < t->ndim; d++) row_bytes *= (size_t)t->shape[d];
+  Tensor v = *t;
+  v.data = (uint8_t *)t->data + (size_t)first * row_bytes;
+  v.shape[0] = count;
+  return v;
+}
+
 bool tensor_same_shape(const Tensor *a, const Tensor *b) {
   if (a->ndim != b->ndim) return false;
   for (int i = 0; i < a->ndim; i++)

@@ -48,6 +48,9 @@ Tensor tensor_make(void *data, DType dtype, DeviceKind device, int ndim,
               (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)),        \
               (int64_t[]){__VA_ARGS__})
 int64_t tensor_numel(const Tensor *t);
+// Rows [first, first + count) of t's leading axis, as a view of the same
+// memory (a batch's first n images, one micro-batch of a batch).
+Tensor tensor_rows(const Tensor *t, int64_t first, int64_t count);
 size_t tensor_bytes(const Tensor *t);
 bool tensor_same_shape(const Tensor *a, const Tensor *b);
 // "(2, 3, 4)" into buf; returns buf.

@@ -359,13 +359,6 @@ void resnet_free(Resnet *net) {
 
 // ------------------------------------------------------------ forward
 
-// t's leading extent set to n (the buffers are allocated for max_batch).
-static Tensor batch_view(const Tensor *t, int64_t n) {
-  Tensor v = *t;
-  v.shape[0] = n;
-  return v;
-}
-
 // Backward buffer g viewed with the shape of activation `like`.
 static Tensor grad_view(const Resnet *net, int g, const Tensor *like) {
   return tensor_make(net->grad[g].data, net->cfg.dtype, net->device, like->ndim, like->shape);
@@ -390,8 +383,8 @@ static const Tensor *conv_bn_fwd(Resnet *net, const Device *dev, ResnetConvBn *u
                                  const Tensor *z, bool train) {
   int64_t n = x->shape[0];
   u->x = *x;
-  u->conv_out = batch_view(&u->conv_out, n);
-  u->y = batch_view(&u->y, n);
+  u->conv_out = tensor_rows(&u->conv_out, 0, n);
+  u->y = tensor_rows(&u->y, 0, n);
   Tensor w = weight(net, u->w);
   op_conv2d_fwd(dev, x, &w, NULL, &u->conv_out, &u->conv, net->scratch, net->scratch_bytes);
   bind_bn(net, u);
@@ -424,15 +417,15 @@ const Tensor *resnet_forward(Resnet *net, const Device *dev, const Tensor *x, bo
     });
   const Tensor *h = conv_bn_fwd(net, dev, &net->stem, x, NULL, train);
   if (net->cfg.stem_7x7) {
-    net->stem_pooled = batch_view(&net->stem_pooled, n);
+    net->stem_pooled = tensor_rows(&net->stem_pooled, 0, n);
     op_maxpool_fwd(dev, h, &net->stem_pooled, &net->stem_pool);
     h = &net->stem_pooled;
   }
   for (int k = 0; k < net->n_blocks; k++) h = block_fwd(net, dev, &net->blocks[k], h, train);
   net->out = h;
   if (net->cfg.num_classes == 0) return h;
-  net->features = batch_view(&net->features, n);
-  net->logits = batch_view(&net->logits, n);
+  net->features = tensor_rows(&net->features, 0, n);
+  net->logits = tensor_rows(&net->logits, 0, n);
   op_global_avgpool_fwd(dev, h, &net->features);
   Tensor fw = weight(net, net->fc_w), fb = paramset_param(&net->params, net->fc_b);
   op_linear_fwd(dev, &net->features, &fw, &fb, &net->logits);
@@ -515,9 +508,9 @@ void resnet_backward(Resnet *net, const Device *dev, const Tensor *dlogits, Grad
   if (net->cfg.num_classes > 0) {
     int64_t n = dlogits->shape[0];
     if (dlogits->dtype != DT_F32) DIE("resnet_backward: dlogits are %s, not fp32", dtype_name(dlogits->dtype));
-    net->dfeatures = batch_view(&net->dfeatures, n);
+    net->dfeatures = tensor_rows(&net->dfeatures, 0, n);
     const Tensor *dy = dlogits;
-    Tensor dy_lowp = batch_view(&net->dlogits_lowp, n);
+    Tensor dy_lowp = tensor_rows(&net->dlogits_lowp, 0, n);
     if (low_precision(net)) {
       op_cast(dev, dlogits, &dy_lowp);
       dy = &dy_lowp;

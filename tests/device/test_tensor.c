@@ -72,6 +72,19 @@ static void tensor_basics(void) {
   CHECK_STR(dtype_name(DT_I64), "int64");
 }
 
+// A row view shares the memory: rows 2..4 of a (6, 5, 3) bf16 tensor start
+// 2 * 15 elements in, keep the other extents, and the view of 0 rows is valid.
+static void rows_view_the_leading_axis(void) {
+  uint16_t data[6 * 5 * 3];
+  Tensor t = TENSOR(data, DT_BF16, DEVICE_CPU, 6, 5, 3);
+  Tensor v = tensor_rows(&t, 2, 3);
+  CHECK(v.data == (void *)&data[30]);
+  CHECK(v.ndim == 3 && v.shape[0] == 3 && v.shape[1] == 5 && v.shape[2] == 3);
+  CHECK(v.dtype == DT_BF16 && tensor_numel(&v) == 45);
+  Tensor none = tensor_rows(&t, 6, 0);
+  CHECK(none.data == (void *)&data[90] && tensor_numel(&none) == 0);
+}
+
 static void arena_alignment_and_reuse(void) {
   Arena a;
   arena_init(&a, "test", DEVICE_CPU, 4096);
@@ -146,6 +159,7 @@ int main(void) {
   TEST_RUN(f16_round_trips_every_value);
   TEST_RUN(bf16_conversions);
   TEST_RUN(tensor_basics);
+  TEST_RUN(rows_view_the_leading_axis);
   TEST_RUN(arena_alignment_and_reuse);
   TEST_RUN(arena_out_of_space_names_it);
   TEST_RUN(paramset_layout);
