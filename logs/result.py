@@ -76,8 +76,15 @@ def scaled_rules(ruleset, benchmark, division, target, out_dir):
             text = f.read()
         text = text.replace("'" + prefix, "'" + out_dir + "/")
         if name.startswith("%s_%s" % (division, benchmark)):
-            text, n = re.subn(r"(v\['value'\]\s*>=\s*)[0-9.]+", r"\g<1>%r" % target, text)
-            text = re.sub(r"(v\['value'\]\s*<\s*)[0-9.]+", r"\g<1>%r" % max(1.0, target + 1e-9), text)
+            # Only the eval_accuracy rule's bounds: other keys' checks
+            # (warmup_factor >= 0, bn_span >= 1) stay as they are.
+            blocks = re.split(r"(?m)^(?=- KEY:)", text)
+            for i, block in enumerate(blocks):
+                if re.search(r"NAME:\s*eval_accuracy\b", block):
+                    block = re.sub(r"(v\['value'\]\s*>=\s*)[0-9.]+", r"\g<1>%r" % target, block)
+                    blocks[i] = re.sub(r"(v\['value'\]\s*<\s*)[0-9.]+",
+                                       r"\g<1>%r" % max(1.0, target + 1e-9), block)
+            text = "".join(blocks)
         with open(os.path.join(out_dir, name), "w") as f:
             f.write(text)
     return os.path.join(out_dir, "common.yaml")

@@ -16,8 +16,14 @@ cd "$(dirname "$0")/.."
 case $scale in
   small) train=4000 val=500 side=128 ;;
   medium) train=20000 val=2000 side=256 ;;
-  full)
+  full*)
     src=${COCO_DIR:-$data/raw}
+    # The trainer reads the val annotations from DATA_DIR/raw: a link to
+    # COCO_DIR when the data set lives elsewhere.
+    if [[ ! -e $data/raw && -d $src ]]; then
+      mkdir -p "$data"
+      ln -s "$(realpath "$src")" "$data/raw"
+    fi
     if [[ -f $data/lmdb/.complete ]]; then
       echo "prepare_data: COCO LMDB found in $data/lmdb"
       exit 0

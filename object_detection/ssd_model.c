@@ -61,7 +61,7 @@ int ssd_model_map_sizes(const SsdModelConfig *cfg, int sizes[SSD_MAX_MAPS]) {
   }
   for (int k = 0; k < cfg->n_maps; k++) {
     if (k > 0) h = conv_out_extent(h, 3, cfg->extra_stride[k - 1], cfg->extra_pad[k - 1], 1);
-    if (h < 1) DIE("ssd model: feature map %d is empty for a %d-pixel input", k, b->image_size);
+    if (h < 1) return k;
     sizes[k] = (int)h;
   }
   return cfg->n_maps;
@@ -69,7 +69,9 @@ int ssd_model_map_sizes(const SsdModelConfig *cfg, int sizes[SSD_MAX_MAPS]) {
 
 void ssd_model_check_boxes(const SsdModelConfig *cfg, const SsdBoxConfig *boxes) {
   int sizes[SSD_MAX_MAPS];
-  ssd_model_map_sizes(cfg, sizes);
+  int maps = ssd_model_map_sizes(cfg, sizes);
+  if (maps < cfg->n_maps)
+    DIE("ssd model: feature map %d is empty for a %d-pixel input", maps, cfg->backbone.image_size);
   if (cfg->backbone.image_size != boxes->image_size)
     DIE("ssd model: input %d pixels, the default boxes are for %d", cfg->backbone.image_size,
         boxes->image_size);
@@ -167,7 +169,9 @@ void ssd_model_init(SsdModel *m, const SsdModelConfig *cfg, int64_t max_batch, i
                     DeviceKind device, uint64_t seed) {
   memset(m, 0, sizeof *m);
   int sizes[SSD_MAX_MAPS];
-  ssd_model_map_sizes(cfg, sizes);
+  int maps = ssd_model_map_sizes(cfg, sizes);
+  if (maps < cfg->n_maps)
+    DIE("ssd model: feature map %d is empty for a %d-pixel input", maps, cfg->backbone.image_size);
   m->cfg = *cfg;
   m->device = device;
   m->max_batch = max_batch;

@@ -78,8 +78,9 @@ typedef struct SsdModelConfig {
 // SSD300 as above with n_classes classes (81 for MLPerf).
 SsdModelConfig ssd_model_config_300(int n_classes);
 // The side of each feature map for cfg's input (backbone.image_size),
-// computed from the config alone; returns n_maps. Dies when a map would be
-// empty.
+// computed from the config alone; returns n_maps, or the index of the first
+// map that would be empty (the sides before it filled in). ssd_model_init
+// and ssd_model_check_boxes die on such a config.
 int ssd_model_map_sizes(const SsdModelConfig *cfg, int sizes[SSD_MAX_MAPS]);
 // Dies naming the first difference when cfg does not fit the default boxes
 // (input size, map count, each map's side and boxes per location).

@@ -44,3 +44,21 @@ resume_check() {
     echo "FAIL $name: $(grep -E 'resume|^error' "$dir/resume.out" | head -n 2 | tr '\n' ' ')"
   fi
 }
+
+# expect_error NAME TEXT ARGS...: $trainer (set by the script) run with ARGS
+# fails with a status below 128 (not a crash) and its first "error" line
+# holds TEXT: "PASS NAME", else "FAIL NAME" with what it printed. Its log
+# goes to $tmp/bad.log.
+expect_error() {
+  local name=$1 want=$2
+  shift 2
+  "$trainer" --device=cpu --log_file="$tmp/bad.log" "$@" >"$tmp/bad.out" 2>&1
+  local rc=$?
+  local err
+  err=$(grep '^error' "$tmp/bad.out" | head -n 1)
+  if [[ $rc != 0 && $rc -lt 128 && $err == *"$want"* ]]; then
+    echo "PASS $name"
+  else
+    echo "FAIL $name: exit $rc, '$err' lacks '$want'"
+  fi
+}

@@ -305,6 +305,35 @@ bool config_bool(const Config *c, const char *key) {
   return v;
 }
 
+int config_parse_numbers(const char *text, char sep, double *out, int max) {
+  int n = 0;
+  const char *p = text;
+  while (*p == ' ') p++;
+  if (*p == '\0') return 0;
+  for (;;) {
+    char *end;
+    errno = 0;
+    double v = strtod(p, &end);
+    if (end == p || errno == ERANGE || !isfinite(v) || n == max) return -1;
+    out[n++] = v;
+    p = end;
+    while (*p == ' ') p++;
+    if (*p == '\0') return n;
+    if (*p != sep) return -1;
+    p++;
+  }
+}
+
+int config_numbers(const Config *c, const char *key, double *out, int min_count, int max) {
+  const char *text = config_string(c, key);
+  int n = config_parse_numbers(text, ',', out, max);
+  char name[96];
+  snprintf(name, sizeof name, "--%s", key);
+  if (n < min_count)
+    die_input(name, "'%s' is not a list of %d to %d comma-separated numbers", text, min_count, max);
+  return n;
+}
+
 static int by_name(const void *a, const void *b) {
   return strcmp((*(const ConfigKey *const *)a)->name, (*(const ConfigKey *const *)b)->name);
 }

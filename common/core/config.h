@@ -63,6 +63,13 @@ int64_t config_int(const Config *c, const char *key);
 double config_float(const Config *c, const char *key);
 const char *config_string(const Config *c, const char *key);
 bool config_bool(const Config *c, const char *key);
+// A list of numbers in `text`, separated by `sep` ("8,16,32"): their count,
+// or -1 when an item is not a finite number or there are more than max.
+// Spaces around items are allowed; an empty text is an empty list.
+int config_parse_numbers(const char *text, char sep, double *out, int max);
+// The numbers of a string key, as above; a malformed list or one outside
+// [min_count, max] items is a one-line error naming the key.
+int config_numbers(const Config *c, const char *key, double *out, int min_count, int max);
 
 // What shapes a run, for a checkpoint to keep: every key but those named in
 // ignore (a NULL-terminated list), one "key = value" line each, sorted,

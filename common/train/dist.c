@@ -241,6 +241,35 @@ void dist_sum_i64(Dist *d, int64_t *values, int count) {
 #endif
 }
 
+void *dist_allgather_bytes(Dist *d, const void *bytes, size_t n_bytes, size_t *total_bytes) {
+  int world = d->mpi ? d->size : 1;
+  int *counts = xcalloc((size_t)world, sizeof(int)), *offsets = xcalloc((size_t)world, sizeof(int));
+  int64_t *sizes = xcalloc((size_t)world, sizeof(int64_t));
+  sizes[d->mpi ? d->rank : 0] = (int64_t)n_bytes;
+  dist_sum_i64(d, sizes, world);
+  int64_t total = 0;
+  for (int r = 0; r < world; r++) {
+    if (total + sizes[r] > INT_MAX)
+      DIE("dist_allgather_bytes: more than %d bytes over %d ranks", INT_MAX, world);
+    offsets[r] = (int)total;
+    counts[r] = (int)sizes[r];
+    total += sizes[r];
+  }
+  char *out = xmalloc(total > 0 ? (size_t)total : 1);
+#if HAVE_MPI
+  if (d->mpi)
+    CHECK_MPI(MPI_Allgatherv(bytes, (int)n_bytes, MPI_BYTE, out, counts, offsets, MPI_BYTE,
+                             MPI_COMM_WORLD));
+  else
+#endif
+    if (n_bytes) memcpy(out, bytes, n_bytes);
+  free(counts);
+  free(offsets);
+  free(sizes);
+  *total_bytes = (size_t)total;
+  return out;
+}
+
 void dist_barrier(Dist *d) {
 #if HAVE_MPI
   if (d->mpi) CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));

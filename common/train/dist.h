@@ -82,6 +82,10 @@ void dist_grad_wait(Dist *d);
 void dist_sum_f64(Dist *d, double *values, int count);
 void dist_sum_i64(Dist *d, int64_t *values, int count);
 void dist_barrier(Dist *d);
+// Every rank's bytes, concatenated in rank order, on every rank: malloc'd,
+// *total_bytes its length (eval results of unequal size, such as a
+// detector's matches). A total over INT_MAX bytes is an internal error.
+void *dist_allgather_bytes(Dist *d, const void *bytes, size_t n_bytes, size_t *total_bytes);
 // True on every rank when it is true on every rank; use for stop decisions,
 // so that all ranks leave the training loop at the same step.
 bool dist_all_agree(Dist *d, bool local);

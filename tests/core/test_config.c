@@ -208,7 +208,23 @@ static void bool_spellings(void) {
   config_free(&c);
 }
 
+// Number lists: separators, spaces, the empty list; a bad item, an empty
+// item, a list longer than the room, NaN and overflow give -1.
+static void number_lists(void) {
+  double v[4];
+  CHECK_EQ_INT(config_parse_numbers("8, 16,32 ,2.5e-3", ',', v, 4), 4);
+  CHECK(v[0] == 8 && v[1] == 16 && v[2] == 32 && v[3] == 2.5e-3);
+  CHECK_EQ_INT(config_parse_numbers("2;3", ';', v, 4), 2);
+  CHECK(v[0] == 2 && v[1] == 3);
+  CHECK_EQ_INT(config_parse_numbers("", ',', v, 4), 0);
+  CHECK_EQ_INT(config_parse_numbers("  ", ',', v, 4), 0);
+  const char *bad[] = {"1,,2", "1,", ",1", "1;2", "a", "1,2,3,4,5", "nan", "1e999", "1 2"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    CHECK_MSG(config_parse_numbers(bad[i], ',', v, 4) == -1, "'%s' accepted", bad[i]);
+}
+
 int main(void) {
+  TEST_RUN(number_lists);
   TEST_RUN(defaults);
   TEST_RUN(file_then_flags);
   TEST_RUN(error_cases);

@@ -66,6 +66,12 @@ static void wrong_last_map_dies(void *ctx) {
 }
 
 static void box_config_mismatch_dies(void) {
+  // map_sizes itself reports the first empty map, so a trainer can name its flag.
+  SsdModelConfig cfg = ssd_model_config_300(81);
+  cfg.backbone.stage_stride[2] = 2;
+  int sizes[SSD_MAX_MAPS];
+  CHECK_EQ_INT(ssd_model_map_sizes(&cfg, sizes), 5);
+  CHECK(sizes[0] == 19 && sizes[4] == 1);
   CHECK_DIES_WITH(wrong_map_size_dies, NULL, "feature map 5 is empty for a 300-pixel input");
   CHECK_DIES_WITH(wrong_box_count_dies, NULL, "map 1 has 4 boxes per location, the default boxes 6");
   CHECK_DIES_WITH(wrong_last_map_dies, NULL, "feature map 5 is 3x3, the default boxes' feat_size is 1");

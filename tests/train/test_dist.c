@@ -43,6 +43,10 @@ static void alone_is_rank_0_of_1(void) {
   dist_sum_f64(&g_dist, s, 2);
   dist_sum_i64(&g_dist, c, 1);
   CHECK(s[0] == 1.5 && s[1] == -2 && c[0] == 7);
+  size_t n;
+  char *all = dist_allgather_bytes(&g_dist, "xyz", 3, &n);
+  CHECK(n == 3 && memcmp(all, "xyz", 3) == 0);
+  free(all);
   CHECK(dist_all_agree(&g_dist, true) && !dist_all_agree(&g_dist, false));
   dist_barrier(&g_dist);
 }
@@ -236,6 +240,15 @@ static void eval_sums_and_decisions(void) {
   CHECK(dist_all_agree(d, dist_broadcast_bool(d, d->rank == 0)));
   CHECK_EQ_INT(d->local_size, 2);
   CHECK(dist_all_agree(d, check_rank() == d->rank));
+  // Results of unequal length, gathered in rank order: rank 0 gives "a",
+  // rank 1 "bcd"; rank 1 then gives nothing.
+  size_t n;
+  char *all = dist_allgather_bytes(d, d->rank == 0 ? "a" : "bcd", d->rank == 0 ? 1 : 3, &n);
+  CHECK(dist_all_agree(d, n == 4 && memcmp(all, "abcd", 4) == 0));
+  free(all);
+  all = dist_allgather_bytes(d, "a", d->rank == 0 ? 1 : 0, &n);
+  CHECK(dist_all_agree(d, n == 1 && all[0] == 'a'));
+  free(all);
   dist_barrier(d);
 }
 

@@ -1,0 +1,647 @@
+// train.c: SSD (ResNet-34 backbone) on a COCO-layout LMDB data set to a box
+// mAP target, MLPerf style. Reads top to bottom as the procedure:
+//   init: flags, device, ranks, categories, model (optionally its backbone
+//         from ResNet weights), optimizer, schedule
+//   run:  epochs of SGD on randomly cropped, flipped and colour-jittered
+//         images; after the epochs of the eval cadence, the whole val split
+//         decoded (scores > 0.05, NMS 0.5, top 200) and scored with COCO's
+//         mAP@[.5:.95] in process, until mAP >= target (run_stop success)
+//         or the epoch limit (aborted)
+//
+//   ssd --config=object_detection/configs/small.conf --data_dir=data/ssd/small
+//   mpirun -np 8 ssd --config=object_detection/configs/full_8gpu.conf --data_dir=...
+//       --backbone=resnet34.ckpt   (on the same line)
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/check.h"
+#include "core/config.h"
+#include "core/file.h"
+#include "core/progress.h"
+#include "core/rng.h"
+#include "data/lmdb_store.h"
+#include "device/profile.h"
+#include "ops/elementwise.h"
+#include "object_detection/coco_eval.h"
+#include "object_detection/coco_json.h"
+#include "object_detection/ssd_boxes.h"
+#include "object_detection/ssd_data.h"
+#include "object_detection/ssd_model.h"
+#include "train/amp.h"
+#include "train/ckpt.h"
+#include "train/dist.h"
+#include "train/optim.h"
+#include "train/run.h"
+#include "train/schedule.h"
+
+#include <cJSON.h>
+
+static const ConfigKey kKeys[] = {
+    // Model.
+    {"image_size", CFG_INT, "300", "side of the square network input", "[32, 4096]"},
+    {"stages", CFG_STRING, "3,4,6", "backbone: basic blocks per ResNet stage (ResNet-34 to layer3)", NULL},
+    {"stage_strides", CFG_STRING, "1,2,1", "backbone: stride of each stage's first block", NULL},
+    {"width", CFG_INT, "64", "backbone: channels of the first stage", "[1, 4096]"},
+    {"imagenet_stem", CFG_BOOL, "true", "backbone: 7x7/2 conv + max pool; false: one 3x3 conv", NULL},
+    {"extra_blocks", CFG_STRING, "256:512:2:1,256:512:2:1,128:256:2:1,128:256:1:0,128:256:1:0",
+     "one block per further feature map: 1x1 channels:3x3 channels:stride:padding", NULL},
+    {"box_steps", CFG_STRING, "8,16,32,64,100,300", "default boxes: pixels between centres, per map", NULL},
+    {"box_scales", CFG_STRING, "21,45,99,153,207,261,315",
+     "default boxes: sizes in pixels, one more than maps", NULL},
+    {"box_ratios", CFG_STRING, "2;2,3;2,3;2,3;2;2",
+     "default boxes: aspect ratios per map (';' between maps): 2 + 2 per ratio boxes a location", NULL},
+    {"backbone", CFG_STRING, "",
+     "start the backbone from this ResNet checkpoint (the suite's, or converted by datasets/torch_to_ckpt.py)", NULL},
+    // Data.
+    {"max_samples", CFG_INT, "1", "random crop: candidates per mode (MLPerf: 1 or 50)", "[1, 50]"},
+    {"loader_threads", CFG_INT, "8", "decode and augment threads per rank", "[1, 256]"},
+    {"val_annotations", CFG_STRING, "",
+     "COCO instances JSON of the val split; empty: DATA_DIR/raw/annotations/instances_val2017.json", NULL},
+    {"detections_out", CFG_STRING, "", "write the last eval's detections as a COCO results JSON", NULL},
+    {"synthetic", CFG_BOOL, "false", "random data on the device: throughput only, no eval", NULL},
+    {"synthetic_steps", CFG_INT, "50", "timed steps of a synthetic run (after 10 warm-up)", "[1, inf)"},
+    {"profile_steps", CFG_INT, "0",
+     "after a synthetic run: this many more steps timed op by op, printed as a table", "[0, inf)"},
+    // Optimisation.
+    {"batch_size", CFG_INT, "32", "global batch (all ranks together)", "[1, inf)"},
+    {"base_lr", CFG_FLOAT, "2.5e-3", "learning rate after the warmup (the reference: 2.5e-3 x batch / 32)", "(0, inf)"},
+    {"warmup_steps", CFG_INT, "300", "linear warmup from 0", "[1, inf)"},
+    {"decay_epochs", CFG_STRING, "40,50", "learning rate x decay_factor at each of these epochs", NULL},
+    {"decay_factor", CFG_FLOAT, "0.1", "learning-rate factor at each decay epoch", "(0, 1]"},
+    {"momentum", CFG_FLOAT, "0.9", "SGD momentum", "[0, 1)"},
+    {"weight_decay", CFG_FLOAT, "5e-4", "L2 weight decay", "[0, inf)"},
+    {"decay_bn_and_bias", CFG_BOOL, "true",
+     "weight decay on biases and batch-norm parameters too (the reference decays every tensor)", NULL},
+};
+
+// A resumed run may change, besides the common keys, how fast the input is
+// read, what a benchmark run times and where detections go.
+static const RunSpec kSpec = {
+    .benchmark = "ssd", .metric = "mAP", .max_epochs = "80", .target = "0.23",
+    .eval_every = "5", .keys = kKeys, .n_keys = (int)(sizeof kKeys / sizeof kKeys[0]),
+    .resume_may_change = (const char *const[]){"loader_threads", "synthetic", "synthetic_steps",
+                                                "profile_steps", "detections_out",
+                                                "val_annotations", "backbone", NULL},
+};
+
+typedef struct SsdTrainer {
+  Run run;
+  SsdModel net;
+  SsdBoxConfig box_cfg;
+  SsdDefaultBoxes boxes;  // host
+  AmpConfig amp;
+  LossScaler scaler;
+  Optimizer opt;
+  Schedule sched;
+  int64_t global_batch, local_batch;
+  int64_t train_samples, eval_samples, steps_per_epoch;
+  int32_t num_classes;   // background included
+  int64_t *category_id;  // (num_classes) label -> COCO category id; [0] unused
+  Tensor images;         // (local_batch, S, S, 3) normalised input, compute dtype
+  ChannelAffine affine;
+  Tensor loss;           // (1) fp32 on the device
+  LossMean epoch_loss;
+  Tensor dloc, dlogits;  // (local_batch, n_boxes, 4 | classes) fp32
+  Arena loss_scratch;    // ssd_loss's, on the device
+  float *loc_host, *logits_host;  // one eval batch's head outputs on the host
+  Arena detect_scratch;
+  SsdDetection *dets;    // one image's
+  CocoGt gt;             // the val split's ground truth, read at the first eval
+  bool gt_loaded;
+  Loader *train;
+} SsdTrainer;
+
+// ---------------------------------------------------------------- configuration
+static void parse_ints(const Config *cfg, const char *key, int *out, int min_count, int max,
+                       int lo) {
+  double v[SSD_MAX_MAPS + 1];
+  int n = config_numbers(cfg, key, v, min_count, max);
+  for (int i = 0; i < n; i++) {
+    if (v[i] != floor(v[i]) || v[i] < lo || v[i] > 1 << 20)
+      die_input(key, "item %d (%g) is not a whole number >= %d", i + 1, v[i], lo);
+    out[i] = (int)v[i];
+  }
+}
+
+static SsdModelConfig model_config(const Config *cfg, int32_t num_classes) {
+  SsdModelConfig m = ssd_model_config_300(num_classes);
+  ResnetConfig *b = &m.backbone;
+  if (!resnet_parse_stages(b, config_string(cfg, "stages")))
+    die_input("--stages", "'%s' is not 1 to 4 comma-separated block counts", config_string(cfg, "stages"));
+  double strides[RESNET_MAX_STAGES];
+  int n = config_parse_numbers(config_string(cfg, "stage_strides"), ',', strides, RESNET_MAX_STAGES);
+  if (n != b->stages)
+    die_input("--stage_strides", "'%s' is not %d strides, one per stage of --stages",
+              config_string(cfg, "stage_strides"), b->stages);
+  for (int s = 0; s < n; s++) {
+    if (strides[s] != 1 && strides[s] != 2)
+      die_input("--stage_strides", "stride %g of stage %d is not 1 or 2", strides[s], s + 1);
+    b->stage_stride[s] = (int)strides[s];
+  }
+  b->width = (int)config_int(cfg, "width");
+  b->image_size = (int)config_int(cfg, "image_size");
+  b->stem_7x7 = config_bool(cfg, "imagenet_stem");
+
+  // Extra blocks "mid:out:stride:pad,...": one more feature map each.
+  char text[512];
+  snprintf(text, sizeof text, "%s", config_string(cfg, "extra_blocks"));
+  m.n_maps = 1;
+  for (char *save = NULL, *item = strtok_r(text, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+    double v[4];
+    int e = m.n_maps - 1;
+    if (e >= SSD_MAX_MAPS - 1)
+      die_input("--extra_blocks", "more than %d blocks", SSD_MAX_MAPS - 1);
+    if (config_parse_numbers(item, ':', v, 4) != 4 || v[0] < 1 || v[1] < 1 || v[2] < 1 ||
+        v[3] < 0 || v[0] != floor(v[0]) || v[1] != floor(v[1]) || v[2] != floor(v[2]) ||
+        v[3] != floor(v[3]))
+      die_input("--extra_blocks", "block %d '%s' is not mid:out:stride:padding (whole numbers)",
+                e + 1, item);
+    m.extra_mid[e] = (int)v[0], m.extra_out[e] = (int)v[1];
+    m.extra_stride[e] = (int)v[2], m.extra_pad[e] = (int)v[3];
+    m.n_maps++;
+  }
+  return m;
+}
+
+// The default boxes from the box keys and the model's map sizes; boxes per
+// location follow from the ratios.
+static SsdBoxConfig box_config(const Config *cfg, SsdModelConfig *m) {
+  SsdBoxConfig c = {.image_size = m->backbone.image_size, .n_maps = m->n_maps};
+  int sizes[SSD_MAX_MAPS];
+  int maps = ssd_model_map_sizes(m, sizes);
+  if (maps < m->n_maps)
+    die_input("--extra_blocks", "feature map %d (after extra block %d) is empty for a %d-pixel input",
+              maps + 1, maps, m->backbone.image_size);
+  int n_steps = config_numbers(cfg, "box_steps", (double[SSD_MAX_MAPS]){0}, 0, SSD_MAX_MAPS);
+  if (n_steps != m->n_maps)
+    die_input("--box_steps", "%d steps for %d feature maps (1 + the extra blocks)", n_steps, m->n_maps);
+  parse_ints(cfg, "box_steps", c.step, m->n_maps, SSD_MAX_MAPS, 1);
+  double scales[SSD_MAX_MAPS + 1];
+  if (config_numbers(cfg, "box_scales", scales, 0, SSD_MAX_MAPS + 1) != m->n_maps + 1)
+    die_input("--box_scales", "'%s' is not %d sizes (one more than the feature maps)",
+              config_string(cfg, "box_scales"), m->n_maps + 1);
+  for (int k = 0; k <= m->n_maps; k++) {
+    if (!(scales[k] > 0)) die_input("--box_scales", "size %d (%g) is not positive", k + 1, scales[k]);
+    c.scale[k] = scales[k];
+  }
+  char text[512];
+  snprintf(text, sizeof text, "%s", config_string(cfg, "box_ratios"));
+  int k = 0;
+  for (char *save = NULL, *item = strtok_r(text, ";", &save); item; item = strtok_r(NULL, ";", &save), k++) {
+    if (k == m->n_maps) break;
+    double r[SSD_MAX_RATIOS];
+    int n = config_parse_numbers(item, ',', r, SSD_MAX_RATIOS);
+    if (n < 0) die_input("--box_ratios", "map %d: '%s' is not up to %d ratios", k + 1, item, SSD_MAX_RATIOS);
+    for (int i = 0; i < n; i++) {
+      if (!(r[i] > 0)) die_input("--box_ratios", "map %d: ratio %g is not positive", k + 1, r[i]);
+      c.ratio[k][i] = r[i];
+    }
+    c.n_ratios[k] = n;
+    m->boxes[k] = 2 + 2 * n;
+  }
+  if (k != m->n_maps)
+    die_input("--box_ratios", "'%s' does not give one ratio list (';' between) per feature map (%d)",
+              config_string(cfg, "box_ratios"), m->n_maps);
+  for (int i = 0; i < m->n_maps; i++) c.feat_size[i] = sizes[i];
+  ssd_box_config_check(&c);
+  ssd_model_check_boxes(m, &c);
+  return c;
+}
+
+static void split_dir(const SsdTrainer *t, const char *split, char *buf, size_t buf_bytes) {
+  snprintf(buf, buf_bytes, "%s/lmdb/%s", run_data_dir(&t->run), split);
+}
+
+static int64_t lmdb_count(const SsdTrainer *t, const char *split) {
+  char dir[1100];
+  split_dir(t, split, dir, sizeof dir);
+  LmdbReader *r = lmdb_reader_open(dir);
+  int64_t n = lmdb_reader_count(r);
+  lmdb_reader_close(r);
+  return n;
+}
+
+// categories.json (datasets/coco_to_lmdb): the labels 1..N in order and the
+// COCO category id of each, for the detections the eval scores.
+static void read_categories(SsdTrainer *t) {
+  char path[1100];
+  snprintf(path, sizeof path, "%s/lmdb/categories.json", run_data_dir(&t->run));
+  size_t bytes;
+  uint8_t *text = file_read(path, &bytes);
+  cJSON *root = cJSON_ParseWithLength((const char *)text, bytes);
+  const cJSON *cats = root ? cJSON_GetObjectItemCaseSensitive(root, "categories") : NULL;
+  int n = cJSON_IsArray(cats) ? cJSON_GetArraySize(cats) : 0;
+  if (n < 1) die_input(path, "not a categories file of datasets/coco_to_lmdb (no \"categories\" list)");
+  t->num_classes = n + 1;
+  t->category_id = xcalloc((size_t)n + 1, sizeof(int64_t));
+  for (int i = 0; i < n; i++) {
+    const cJSON *c = cJSON_GetArrayItem(cats, i);
+    const cJSON *label = cJSON_GetObjectItemCaseSensitive(c, "label");
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(c, "id");
+    if (!cJSON_IsNumber(label) || label->valuedouble != i + 1 || !cJSON_IsNumber(id))
+      die_input(path, "categories[%d]: not {\"label\": %d, \"id\": <COCO id>}", i, i + 1);
+    t->category_id[i + 1] = (int64_t)id->valuedouble;
+  }
+  cJSON_Delete(root);
+  free(text);
+}
+
+static void val_annotations_path(const SsdTrainer *t, char *buf, size_t buf_bytes) {
+  const char *given = config_string(&t->run.cfg, "val_annotations");
+  if (given[0]) snprintf(buf, buf_bytes, "%s", given);
+  else snprintf(buf, buf_bytes, "%s/raw/annotations/instances_val2017.json", run_data_dir(&t->run));
+}
+
+static SsdAugment augment_config(const SsdTrainer *t, bool train) {
+  const Config *cfg = &t->run.cfg;
+  SsdAugment a = ssd_augment_mlperf(train, (uint64_t)config_int(cfg, "seed"));
+  a.side = (int32_t)config_int(cfg, "image_size");
+  a.max_tries = (int)config_int(cfg, "max_samples");
+  a.float_output = false;  // bytes cross to the device; op_affine_u8 normalises there
+  return a;
+}
+
+// The loader's normalisation, (x / 255 - mean) / std, as one multiply-add.
+static ChannelAffine input_affine(const SsdTrainer *t) {
+  SsdAugment a = augment_config(t, false);
+  ChannelAffine ca = {{0}, {0}};
+  for (int c = 0; c < 3; c++) {
+    ca.scale[c] = 1.0f / (255.0f * a.std[c]);
+    ca.shift[c] = -a.mean[c] / a.std[c];
+  }
+  return ca;
+}
+
+static Loader *open_loader(SsdTrainer *t, bool train, int64_t start_epoch) {
+  char dir[1100];
+  split_dir(t, train ? "train" : "val", dir, sizeof dir);
+  SsdLoaderConfig lc = {
+      .lmdb_dir = dir, .augment = augment_config(t, train), .boxes = &t->box_cfg,
+      .num_classes = t->num_classes, .batch_size = t->local_batch,
+      .threads = (int)config_int(&t->run.cfg, "loader_threads"), .ring_batches = 4,
+      .rank = t->run.dist.rank, .world = t->run.dist.size, .start_epoch = start_epoch,
+      .dev = &t->run.dev,
+  };
+  return ssd_loader_open(&lc, NULL);
+}
+
+// A batch's images as network input: (n, S, S, 3) on the device, in the
+// compute dtype.
+static Tensor batch_images(SsdTrainer *t, const void *bytes, int64_t n) {
+  const Device *dev = &t->run.dev;
+  int64_t side = t->net.cfg.backbone.image_size;
+  Tensor u8 = TENSOR((void *)bytes, DT_U8, dev->kind, n, side, side, 3);
+  Tensor images = TENSOR(t->images.data, t->net.cfg.dtype, dev->kind, n, side, side, 3);
+  op_affine_u8(dev, &u8, &t->affine, &images);
+  return images;
+}
+
+static void setup_optimizer(SsdTrainer *t) {
+  const Config *cfg = &t->run.cfg;
+  if (config_bool(cfg, "decay_bn_and_bias"))
+    for (int i = 0; i < t->net.n_params; i++) t->net.specs[i].flags &= ~PARAM_NO_DECAY;
+  OptConfig oc = optim_defaults(OPT_SGD);
+  oc.momentum = (float)config_float(cfg, "momentum");
+  oc.weight_decay = (float)config_float(cfg, "weight_decay");
+  optim_init(&t->opt, &oc, &t->net.params);
+
+  t->sched = (Schedule){
+      .kind = SCHED_STEP, .base_lr = config_float(cfg, "base_lr"),
+      .warmup_steps = config_int(cfg, "warmup_steps"), .warmup_factor = 0,
+      .steps_per_epoch = t->steps_per_epoch, .decay_factor = config_float(cfg, "decay_factor"),
+  };
+  double epochs[SCHED_MAX_BOUNDARIES];
+  t->sched.n_boundaries = config_numbers(cfg, "decay_epochs", epochs, 0, SCHED_MAX_BOUNDARIES);
+  for (int i = 0; i < t->sched.n_boundaries; i++) {
+    if (epochs[i] != floor(epochs[i]) || epochs[i] < 1 || (i && epochs[i] <= epochs[i - 1]))
+      die_input("--decay_epochs", "'%s' is not ascending whole epochs", config_string(cfg, "decay_epochs"));
+    t->sched.boundary_epochs[i] = (int64_t)epochs[i];
+  }
+  schedule_check(&t->sched);
+  optim_log(&oc, &t->run.log);
+  schedule_log(&t->sched, OPT_SGD, &t->run.log);
+}
+
+// ---------------------------------------------------------------- training
+// One step on a batch on the device: forward, the loss with hard negative
+// mining, backward (the all-reduce starting as gradients become final),
+// update. The loss stays on the device.
+static void train_step(SsdTrainer *t, const Tensor *images, const int32_t *labels,
+                       const float *offsets, int64_t step) {
+  const Device *dev = &t->run.dev;
+  int64_t n = images->shape[0], boxes = t->net.n_boxes, classes = t->num_classes;
+  optim_grads_zero(dev, &t->net.params);
+  const Tensor *loc, *logits;
+  ssd_model_forward(&t->net, dev, images, true, &loc, &logits);
+  Tensor dloc = tensor_rows(&t->dloc, 0, n), dlogits = tensor_rows(&t->dlogits, 0, n);
+  arena_release(&t->loss_scratch, 0);
+  ssd_loss(dev, n, boxes, classes, loc->data, logits->data, offsets, labels,
+           amp_loss_scale(&t->scaler), &t->loss_scratch, t->loss.data, dloc.data, dlogits.data);
+  loss_mean_add(&t->epoch_loss, dev, &t->loss);
+  ssd_model_backward(&t->net, dev, &dloc, &dlogits, dist_grad_hook(&t->run.dist));
+  run_update(dev, &t->run.dist, &t->scaler, &t->opt, &t->net.params,
+             (float)schedule_lr(&t->sched, step));
+}
+
+static float read_loss(const SsdTrainer *t) {
+  float v;
+  device_sync(&t->run.dev);
+  device_copy(DEVICE_CPU, &v, t->loss.device, t->loss.data, sizeof v);
+  return v;
+}
+
+// One epoch of training from the loader; returns its mean training loss.
+static double train_epoch(SsdTrainer *t, int64_t epoch) {
+  const Device *dev = &t->run.dev;
+  int64_t step = (epoch - 1) * t->steps_per_epoch;  // every step, skipped fp16 ones too
+  loss_mean_reset(&t->epoch_loss, dev);
+  for (int64_t s = 0; s < t->steps_per_epoch; s++, step++) {
+    const LoaderBatch *batch = loader_next(t->train);
+    Tensor x = batch_images(t, batch->device[0], batch->count);
+    train_step(t, &x, batch->device[1], batch->device[2], step);
+    if (run_progress_due(&t->run))
+      run_progress(&t->run, s + 1, (s + 1) * t->global_batch, read_loss(t));
+  }
+  return loss_mean_read(&t->epoch_loss, dev);
+}
+
+// ---------------------------------------------------------------- evaluation
+// COCO mAP@[.5:.95] over the whole val split: every rank decodes its shard,
+// matches its images against the ground truth, and the matches of all ranks
+// are gathered and accumulated on each (coco_eval.h), so every rank gets the
+// same mAP. With --detections_out, rank 0 writes every rank's detections.
+static double evaluate(SsdTrainer *t, char *more, size_t more_bytes) {
+  const Device *dev = &t->run.dev;
+  if (!t->gt_loaded) {  // the ground truth is data: read after run_start
+    char path[1100];
+    val_annotations_path(t, path, sizeof path);
+    coco_gt_load_json(&t->gt, path);
+    t->gt_loaded = true;
+  }
+  Loader *l = open_loader(t, false, 0);
+  int64_t boxes = t->net.n_boxes, classes = t->num_classes;
+  CocoDetections dets;
+  coco_dets_init(&dets);
+  int64_t n_images = 0, *image_ids = xmalloc((size_t)t->eval_samples * sizeof(int64_t));
+  for (int64_t b = 0; b < loader_batches_per_epoch(l); b++) {
+    const LoaderBatch *batch = loader_next(l);
+    int64_t n = batch->count;
+    Tensor x = batch_images(t, batch->device[0], n);
+    const Tensor *loc, *logits;
+    ssd_model_forward(&t->net, dev, &x, false, &loc, &logits);
+    device_sync(dev);
+    device_copy(DEVICE_CPU, t->loc_host, dev->kind, loc->data, (size_t)(n * boxes * 4) * sizeof(float));
+    device_copy(DEVICE_CPU, t->logits_host, dev->kind, logits->data,
+                (size_t)(n * boxes * classes) * sizeof(float));
+    const int64_t *ids = batch->host[1];
+    const int32_t *sizes = batch->host[2];  // (height, width)
+    for (int64_t i = 0; i < n; i++) {
+      if (n_images == t->eval_samples) DIE("eval: more images than the %lld of the val split", (long long)t->eval_samples);
+      image_ids[n_images++] = ids[i];
+      arena_release(&t->detect_scratch, 0);
+      int k = ssd_detect_cpu(&(Device){.kind = DEVICE_CPU}, &t->boxes, t->loc_host + i * boxes * 4,
+                             t->logits_host + i * boxes * classes, classes, &kSsdNms,
+                             &t->detect_scratch, t->dets);
+      double h = sizes[2 * i], w = sizes[2 * i + 1];
+      for (int d = 0; d < k; d++) {
+        const SsdDetection *s = &t->dets[d];
+        CocoDetection c = {.image_id = ids[i], .category_id = t->category_id[s->label],
+                           .bbox = {s->ltrb[0] * w, s->ltrb[1] * h, (s->ltrb[2] - s->ltrb[0]) * w,
+                                    (s->ltrb[3] - s->ltrb[1]) * h},
+                           .score = s->score};
+        coco_dets_add(&dets, &c);
+      }
+    }
+  }
+  loader_close(l);
+
+  CocoEvalMatches mine, all;
+  coco_eval_matches_init(&mine);
+  coco_eval_matches_init(&all);
+  coco_eval_images(&t->gt, &dets, image_ids, n_images, &mine);
+  size_t pack_bytes, all_bytes;
+  uint8_t *pack = coco_eval_matches_pack(&mine, &pack_bytes);
+  uint8_t *packs = dist_allgather_bytes(&t->run.dist, pack, pack_bytes, &all_bytes);
+  coco_eval_matches_unpack(&all, packs, all_bytes);
+  int64_t seen = n_images;
+  dist_sum_i64(&t->run.dist, &seen, 1);
+  if (seen != t->eval_samples || seen != t->gt.n_images)
+    die_input("--val_annotations", "the eval scored %lld images, the val LMDB holds %lld and its "
+              "annotations %lld", (long long)seen, (long long)t->eval_samples, (long long)t->gt.n_images);
+  CocoEvalResult r;
+  coco_eval_accumulate(&t->gt, &all, &r);
+  double map = r.stats[0];
+  snprintf(more, more_bytes, "AP50 %.4f, AP75 %.4f", r.stats[1], r.stats[2]);
+
+  const char *out = config_string(&t->run.cfg, "detections_out");
+  if (out[0]) {  // every rank's detections, as bytes, to rank 0
+    size_t det_bytes;
+    CocoDetection *every = dist_allgather_bytes(&t->run.dist, dets.dets, (size_t)dets.n * sizeof(CocoDetection),
+                                                &det_bytes);
+    if (t->run.rank == 0) {
+      CocoDetections d = {.dets = every, .n = (int64_t)(det_bytes / sizeof(CocoDetection))};
+      coco_dets_write_json(&d, out);
+    }
+    free(every);
+  }
+  coco_eval_result_free(&r);
+  free(pack);
+  free(packs);
+  coco_eval_matches_free(&mine);
+  coco_eval_matches_free(&all);
+  coco_dets_free(&dets);
+  free(image_ids);
+  return map;
+}
+
+// ---------------------------------------------------------------- synthetic data
+// A step of the synthetic run, for profile_run.
+typedef struct SyntheticStep {
+  SsdTrainer *t;
+  const Tensor *x;
+  const int32_t *labels;
+  const float *offsets;
+  int64_t first;  // schedule step of i = 0
+} SyntheticStep;
+
+static void synthetic_step(void *ctx, int64_t i) {
+  SyntheticStep *s = ctx;
+  train_step(s->t, s->x, s->labels, s->offsets, s->first + i);
+}
+
+// Throughput on random images already on the device, with targets matched
+// from three random boxes per image; no eval, no target. Returns images/s.
+static double synthetic_run(SsdTrainer *t) {
+  const Device *dev = &t->run.dev;
+  int64_t n = t->local_batch, side = t->net.cfg.backbone.image_size, boxes = t->net.n_boxes;
+  int64_t pixels = n * side * side * 3;
+  uint8_t *x_host = xmalloc((size_t)pixels);
+  for (int64_t i = 0; i < pixels; i++) x_host[i] = (uint8_t)(rng_u32(1, 0, (uint64_t)i) & 255);
+  int32_t *labels = xmalloc((size_t)(n * boxes) * sizeof(int32_t));
+  float *offsets = xmalloc((size_t)(n * boxes * 4) * sizeof(float));
+  for (int64_t i = 0; i < n; i++) {
+    float gt[3][4];
+    int32_t gl[3];
+    for (int g = 0; g < 3; g++) {
+      float u[4];
+      for (int j = 0; j < 4; j++) u[j] = (float)(rng_u32(2, (uint64_t)i, (uint64_t)(4 * g + j)) >> 8) / 16777216.0f;
+      float w = 0.1f + 0.5f * u[0], h = 0.1f + 0.5f * u[1], l = u[2] * (1 - w), tp = u[3] * (1 - h);
+      gt[g][0] = l, gt[g][1] = tp, gt[g][2] = l + w, gt[g][3] = tp + h;
+      gl[g] = 1 + (int32_t)(rng_u32(3, (uint64_t)i, (uint64_t)g) % (uint32_t)(t->num_classes - 1));
+    }
+    ssd_match(&t->boxes, &gt[0][0], gl, 3, labels + i * boxes, offsets + i * boxes * 4);
+  }
+  void *x_dev = device_alloc(dev->kind, (size_t)pixels);
+  int32_t *labels_dev = device_alloc(dev->kind, (size_t)(n * boxes) * sizeof(int32_t));
+  float *offsets_dev = device_alloc(dev->kind, (size_t)(n * boxes * 4) * sizeof(float));
+  device_copy(dev->kind, x_dev, DEVICE_CPU, x_host, (size_t)pixels);
+  device_copy(dev->kind, labels_dev, DEVICE_CPU, labels, (size_t)(n * boxes) * sizeof(int32_t));
+  device_copy(dev->kind, offsets_dev, DEVICE_CPU, offsets, (size_t)(n * boxes * 4) * sizeof(float));
+  Tensor x = batch_images(t, x_dev, n);
+  int64_t steps = config_int(&t->run.cfg, "synthetic_steps");
+  for (int64_t s = 0; s < 10; s++) train_step(t, &x, labels_dev, offsets_dev, s);
+  device_sync(dev);
+  double start = time_now_s();
+  for (int64_t s = 0; s < steps; s++) train_step(t, &x, labels_dev, offsets_dev, 10 + s);
+  device_sync(dev);
+  double seconds = time_now_s() - start;
+  if (t->run.rank == 0)
+    printf("synthetic: %lld steps of %lld images: %.1f images/s (loss %.4f)\n", (long long)steps,
+           (long long)t->global_batch, (double)(steps * t->global_batch) / seconds, read_loss(t));
+  SyntheticStep more = {t, &x, labels_dev, offsets_dev, 10 + steps};
+  profile_run(dev, config_int(&t->run.cfg, "profile_steps"), synthetic_step, &more,
+              t->run.rank == 0 ? stdout : NULL);
+  device_free(dev->kind, x_dev);
+  device_free(dev->kind, labels_dev);
+  device_free(dev->kind, offsets_dev);
+  free(x_host);
+  free(labels);
+  free(offsets);
+  return (double)(steps * t->global_batch) / seconds;
+}
+
+// ---------------------------------------------------------------- main
+int main(int argc, char **argv) {
+  SsdTrainer t = {0};
+  run_init(&t.run, &kSpec, &argc, &argv);
+  const Config *cfg = &t.run.cfg;
+  const Dist *dist = &t.run.dist;
+  MLLog *log = &t.run.log;
+  bool synthetic = config_bool(cfg, "synthetic");
+
+  t.global_batch = config_int(cfg, "batch_size");
+  if (t.global_batch < dist->size || t.global_batch % dist->size)
+    die_input("--batch_size", "%lld does not split evenly over %d ranks", (long long)t.global_batch,
+              dist->size);
+  t.local_batch = t.global_batch / dist->size;
+  amp_setup(cfg, &t.run.dev, &t.amp, &t.scaler);
+
+  // The data set, checked before run_start (run.h): the record counts, the
+  // categories, the val annotations' presence.
+  if (synthetic) {
+    t.train_samples = t.eval_samples = t.global_batch;
+    t.num_classes = 81;
+    t.category_id = xcalloc(81, sizeof(int64_t));
+  } else {
+    t.train_samples = lmdb_count(&t, "train");
+    t.eval_samples = lmdb_count(&t, "val");
+    read_categories(&t);
+    char path[1100];
+    val_annotations_path(&t, path, sizeof path);
+    if (access(path, R_OK) != 0)
+      die_input("--val_annotations", "%s does not exist (the COCO instances JSON of the val split)", path);
+  }
+  t.steps_per_epoch = t.train_samples / t.global_batch;
+  if (t.steps_per_epoch < 1)
+    die_input("--batch_size", "%lld is larger than the %lld training images", (long long)t.global_batch,
+              (long long)t.train_samples);
+
+  SsdModelConfig model = model_config(cfg, t.num_classes);
+  t.box_cfg = box_config(cfg, &model);
+  run_check(&t.run);
+  model.dtype = amp_compute_dtype(t.amp.precision);
+  ssd_model_init(&t.net, &model, t.local_batch, optim_state_count(OPT_SGD), t.run.dev.kind,
+                 (uint64_t)config_int(cfg, "seed"));
+  const char *backbone = config_string(cfg, "backbone");
+  if (backbone[0]) die_input("--backbone", "not built yet");  // TODO(backbone import)
+  dist_attach(&t.run.dist, &t.run.dev, &t.net.params, (size_t)25 << 20);
+  dist_broadcast_params(&t.run.dist);
+  t.boxes = ssd_default_boxes(&t.box_cfg);
+  int64_t boxes = t.net.n_boxes, classes = t.num_classes, side = model.backbone.image_size;
+  DeviceKind kind = t.run.dev.kind;
+  t.loss = TENSOR(device_alloc(kind, sizeof(float)), DT_F32, kind, 1);
+  loss_mean_init(&t.epoch_loss, &t.run.dev);
+  t.dloc = TENSOR(device_alloc(kind, (size_t)(t.local_batch * boxes * 4) * sizeof(float)), DT_F32,
+                  kind, t.local_batch, boxes, 4);
+  t.dlogits = TENSOR(device_alloc(kind, (size_t)(t.local_batch * boxes * classes) * sizeof(float)),
+                     DT_F32, kind, t.local_batch, boxes, classes);
+  arena_init(&t.loss_scratch, "ssd loss", kind, ssd_loss_scratch_bytes(t.local_batch, boxes));
+  t.loc_host = xmalloc((size_t)(t.local_batch * boxes * 4) * sizeof(float));
+  t.logits_host = xmalloc((size_t)(t.local_batch * boxes * classes) * sizeof(float));
+  arena_init(&t.detect_scratch, "ssd detect", DEVICE_CPU, ssd_detect_scratch_bytes(boxes, classes, &kSsdNms));
+  t.dets = xmalloc((size_t)kSsdNms.max_output * sizeof(SsdDetection));
+  t.images = TENSOR(device_alloc(kind, (size_t)(t.local_batch * side * side * 3) * dtype_size(model.dtype)),
+                    model.dtype, kind, t.local_batch, side, side, 3);
+  t.affine = input_affine(&t);
+  coco_gt_init(&t.gt);
+
+  MLLOG_POINT(log, "global_batch_size", mlv_int(t.global_batch));
+  MLLOG_POINT(log, "gradient_accumulation_steps", mlv_int(1));
+  MLLOG_POINT(log, "model_bn_span", mlv_int(t.local_batch));
+  MLLOG_POINT(log, "max_samples", mlv_int(config_int(cfg, "max_samples")));
+  MLLOG_POINT(log, "train_samples", mlv_int(t.train_samples));
+  MLLOG_POINT(log, "eval_samples", mlv_int(t.eval_samples));
+  setup_optimizer(&t);
+  run_resume(&t.run, &t.net.params, t.net.buffers, &t.opt, &t.scaler);
+  if (dist->rank == 0)
+    printf("ssd: %lld parameters, %lld default boxes, %d classes, %s, %d rank(s), %lld images per "
+           "rank per step, %lld steps per epoch\n",
+           (long long)paramset_count_params(&t.net.params), (long long)boxes, (int)classes,
+           amp_precision_name(t.amp.precision), dist->size, (long long)t.local_batch,
+           (long long)t.steps_per_epoch);
+
+  if (synthetic) {
+    run_start_benchmark(&t.run, "synthetic data");
+    run_stop_benchmark(&t.run, synthetic_run(&t), "images/s");
+  } else {
+    run_start(&t.run, t.steps_per_epoch * t.global_batch, t.steps_per_epoch);
+    t.train = open_loader(&t, true, t.run.first_epoch);  // the data set is read from here on
+    while (run_next_epoch(&t.run)) {
+      double loss = train_epoch(&t, t.run.epoch);
+      char more[128];
+      if (run_epoch_stop(&t.run, loss)) {
+        double map = evaluate(&t, more, sizeof more);
+        run_eval_stop(&t.run, map, more);
+      }
+    }
+    LoaderStats st = loader_stats(t.train);
+    if (dist->rank == 0)
+      printf("loader: trainer waited %.1f s over %lld batches (%lld stalls)\n", st.wait_s,
+             (long long)st.batches, (long long)st.stalls);
+    loader_close(t.train);
+    run_stop(&t.run);
+  }
+
+  coco_gt_free(&t.gt);
+  device_free(kind, t.loss.data);
+  loss_mean_free(&t.epoch_loss);
+  device_free(kind, t.dloc.data);
+  device_free(kind, t.dlogits.data);
+  arena_free(&t.loss_scratch);
+  arena_free(&t.detect_scratch);
+  free(t.loc_host);
+  free(t.logits_host);
+  free(t.dets);
+  device_free(kind, t.images.data);
+  free(t.category_id);
+  ssd_default_boxes_free(&t.boxes);
+  optim_free(&t.opt);
+  amp_scaler_free(&t.scaler);
+  dist_detach(&t.run.dist);
+  ssd_model_free(&t.net);
+  run_close(&t.run);
+  return 0;
+}

@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# SSD end to end on CPU, the path `make run BENCH=ssd` takes: the generated
+# COCO-layout set through the real converter (object_detection/prepare_data.sh),
+# training to object_detection/configs/small.conf's target, the official
+# compliance checker on the log (closed_ssd rules with only the target
+# changed), the detections file scored by pycocotools against the logged mAP,
+# resume, bad flags, the op profile, and a 2-rank run under mpirun.
+# Usage: tests/object_detection/test_ssd_e2e.sh BUILD_DIR
+set -uo pipefail
+build=${1:-build}
+cd "$(dirname "$0")/../.."
+source tests/lib.sh
+scratch_dir
+conf=object_detection/configs/small.conf
+target=$(sed -n 's/^[[:space:]]*target_accuracy[[:space:]]*=[[:space:]]*\([0-9.]*\).*/\1/p' $conf)
+export PROGRESS_INTERVAL_S=1000
+trainer=$build/bin/ssd
+
+if [[ ! -x $trainer ]]; then
+  echo "FAIL ssd_e2e: $trainer is not built"
+  exit 1
+fi
+
+# 1. The data set, through the generator and the converter; and a small
+# slice of it for the runs below that check mechanics, not the target.
+if bash object_detection/prepare_data.sh small "$tmp/data" "$build" >"$tmp/prep.out" 2>&1 &&
+  TRAIN_COUNT=256 VAL_COUNT=64 bash object_detection/prepare_data.sh small "$tmp/mini" "$build" \
+    >>"$tmp/prep.out" 2>&1; then
+  echo "PASS ssd_prepare_small"
+else
+  echo "FAIL ssd_prepare_small: $(tail -n 1 "$tmp/prep.out")"
+  exit 1
+fi
+
+# 2. Train to the target; the log complies; the detections of the last eval,
+# scored by pycocotools, give the mAP the log holds.
+log=$tmp/run.log
+"$trainer" --config=$conf --data_dir="$tmp/data" --device=cpu --log_file="$log" \
+  --detections_out="$tmp/dets.json" >"$tmp/train.out" 2>&1
+rc=$?
+if [[ $rc == 0 ]] && grep -q "ssd: target reached" "$tmp/train.out"; then
+  echo "PASS ssd_small_reaches_target ($(grep -o 'time to train [0-9.]* s' "$tmp/train.out"), $(grep '^ssd: epoch' "$tmp/train.out" | tail -n 1 | cut -d, -f1))"
+else
+  echo "FAIL ssd_small_reaches_target: exit $rc; $(grep -E '^ssd: epoch|^error|time to train' "$tmp/train.out" | tail -n 3 | tr '\n' ' ')"
+fi
+if python3 logs/result.py --target "$target" --require-success "$log" >"$tmp/check.out" 2>&1; then
+  echo "PASS ssd_log_complies"
+else
+  echo "FAIL ssd_log_complies: $(tr '\n' ' ' <"$tmp/check.out" | tail -c 600)"
+fi
+if python3 logs/result.py --target 0.999 "$log" >/dev/null 2>&1; then
+  echo "FAIL ssd_checker_rejects_unreached_target: accepted at 0.999"
+else
+  echo "PASS ssd_checker_rejects_unreached_target"
+fi
+# pycocotools on the written file (C and Python agree to about 1e-15 on the
+# same detections: test_coco_eval_pycocotools.py); the JSON's numbers read
+# back as the same doubles, so anything past 1e-9 is a wrong file.
+logged=$(grep -o '"key": "eval_accuracy", "value": [0-9.e-]*' "$log" | tail -n 1 | sed 's/.*: //')
+scored=$(python3 - "$tmp/data/raw/annotations/instances_val2017.json" "$tmp/dets.json" 2>"$tmp/coco.err" <<'EOF'
+import contextlib, io, sys
+from pycocotools.coco import COCO
+from pycocotools.cocoeval import COCOeval
+with contextlib.redirect_stdout(io.StringIO()):
+    gt = COCO(sys.argv[1])
+    ev = COCOeval(gt, gt.loadRes(sys.argv[2]), "bbox")
+    ev.evaluate(); ev.accumulate(); ev.summarize()
+print(repr(ev.stats[0]))
+EOF
+)
+if close "$logged" "$scored" 1e-9; then
+  echo "PASS ssd_detections_out_scores_as_logged (mAP $scored)"
+else
+  echo "FAIL ssd_detections_out_scores_as_logged: logged '$logged', pycocotools '$scored' $(tail -n 1 "$tmp/coco.err")"
+fi
+
+# 3. Resume: 1 epoch, then --resume for the second, gives the same final
+# checkpoint, bit for bit, as 2 epochs uninterrupted.
+resume_check ssd_resume_matches_uninterrupted "$tmp" "$trainer" --config=$conf \
+  --data_dir="$tmp/mini" --device=cpu --target_accuracy=0.99
+
+# 4. Bad input: one line naming the flag or the file.
+expect_error ssd_no_data_dir "error: --data_dir: no data set given" --config=$conf
+expect_error ssd_missing_lmdb "$tmp/nowhere/lmdb/train" --config=$conf --data_dir="$tmp/nowhere"
+expect_error ssd_bad_extra_block "error: --extra_blocks: block 2 '32:64:2' is not mid:out:stride:padding" \
+  --config=$conf --data_dir="$tmp/mini" --extra_blocks=64:128:2:1,32:64:2
+expect_error ssd_steps_per_map "error: --box_steps: 4 steps for 5 feature maps" --config=$conf \
+  --data_dir="$tmp/mini" --box_steps=8,16,32,64
+expect_error ssd_ratios_per_map "error: --box_ratios: '2;2' does not give one ratio list" --config=$conf \
+  --data_dir="$tmp/mini" --box_ratios='2;2'
+expect_error ssd_empty_map "error: --extra_blocks: feature map 6 (after extra block 5) is empty for a 128-pixel input" --config=$conf --data_dir="$tmp/mini" \
+  --extra_blocks=64:128:2:1,32:64:2:1,32:64:2:1,32:64:2:1,32:64:1:0
+expect_error ssd_missing_val_annotations "error: --val_annotations: $tmp/x.json does not exist" \
+  --config=$conf --data_dir="$tmp/mini" --val_annotations="$tmp/x.json"
+expect_error ssd_max_samples "error: --max_samples: " --config=$conf --data_dir="$tmp/mini" --max_samples=51
+expect_error ssd_lowp_on_cpu "error: --precision: 'bf16' needs a GPU" --config=$conf \
+  --data_dir="$tmp/mini" --precision=bf16
+printf '{"categories": []}' >"$tmp/mini_bad_categories.json"
+cp -r "$tmp/mini" "$tmp/badcat"
+cp "$tmp/mini_bad_categories.json" "$tmp/badcat/lmdb/categories.json"
+expect_error ssd_bad_categories "$tmp/badcat/lmdb/categories.json: not a categories file" --config=$conf \
+  --data_dir="$tmp/badcat"
+printf 'not a checkpoint\n' >"$tmp/junk.ckpt"
+expect_error ssd_backbone_junk "junk.ckpt: not a checkpoint of this suite" --config=$conf \
+  --data_dir="$tmp/mini" --backbone="$tmp/junk.ckpt"
+
+# 5. The op profile after a synthetic run: the small net's convolutions a
+# step (stem, 2 per basic block and a downsample in two stages: 9; 2 per
+# extra block: 8; 2 heads per map: 10), and a training-step row taking the
+# whole step.
+"$trainer" --config=$conf --device=cpu --synthetic --synthetic_steps=1 --profile_steps=1 \
+  --log_file="$tmp/prof.log" >"$tmp/prof.out" 2>&1
+if grep -q '^profile: 1 steps' "$tmp/prof.out" &&
+  grep -Eq '^  op_conv2d_fwd +27\.0 ' "$tmp/prof.out" &&
+  grep -Eq '^  training step +1\.0 +[0-9.]+ +100\.0%' "$tmp/prof.out"; then
+  echo "PASS ssd_profile_table"
+else
+  echo "FAIL ssd_profile_table: $(grep -A4 '^profile' "$tmp/prof.out" | tr '\n' '|') $(grep -m1 error "$tmp/prof.out")"
+fi
+
+# 6. Two ranks: each a half batch, half of the eval's images; the matches of
+# both gathered for one mAP, logged once; the log complies.
+mpi=(mpirun --allow-run-as-root --oversubscribe -np 2)
+if ! command -v mpirun >/dev/null; then
+  echo "SKIP ssd_two_ranks: no mpirun"
+elif ! ldd "$trainer" | grep libmpi >/dev/null; then
+  echo "SKIP ssd_two_ranks: $trainer was built without MPI (MPI=0)"
+else
+  timeout 600 "${mpi[@]}" "$trainer" --config=$conf --data_dir="$tmp/mini" --device=cpu \
+    --log_file="$tmp/two.log" --max_epochs=1 --loader_threads=1 >"$tmp/two.out" 2>&1
+  rc=$?
+  got=$(grep -o '"key": "eval_accuracy", "value": [0-9.e-]*' "$tmp/two.log" | sed 's/.*: //')
+  if [[ $rc == 0 && -n $got ]] && grep -q '"model_bn_span", "value": 16' "$tmp/two.log" &&
+    python3 logs/result.py --target "$got" "$tmp/two.log" >/dev/null 2>&1; then
+    echo "PASS ssd_two_ranks ($(grep '^ssd: epoch' "$tmp/two.out" | cut -d, -f1))"
+  else
+    echo "FAIL ssd_two_ranks: exit $rc; $(grep -E '^error|^ssd: epoch|time to train' "$tmp/two.out" | head -n 3 | tr '\n' ' ')"
+  fi
+fi
+
+# 7. The GPU: the small run to its target in each precision.
+if ! nvidia-smi -L >/dev/null 2>&1 || ! ldd "$trainer" | grep libcudart >/dev/null; then
+  for p in fp32 bf16 fp16; do echo "SKIP ssd_cuda_${p}_reaches_target: no GPU"; done
+else
+  for p in fp32 bf16 fp16; do
+    "$trainer" --config=$conf --data_dir="$tmp/data" --device=cuda --precision=$p \
+      --log_file="$tmp/cuda_$p.log" >"$tmp/cuda_$p.out" 2>&1
+    rc=$?
+    if [[ $rc == 0 ]] && grep -q "ssd: target reached" "$tmp/cuda_$p.out" &&
+      python3 logs/result.py --target "$target" --require-success "$tmp/cuda_$p.log" >/dev/null 2>&1; then
+      echo "PASS ssd_cuda_${p}_reaches_target ($(grep -o 'time to train [0-9.]* s' "$tmp/cuda_$p.out"), $(grep '^ssd: epoch' "$tmp/cuda_$p.out" | tail -n 1 | cut -d, -f1))"
+    else
+      echo "FAIL ssd_cuda_${p}_reaches_target: exit $rc; $(grep -E '^error|^ssd: epoch|time to train|amp:' "$tmp/cuda_$p.out" | tail -n 4 | tr '\n' ' ')"
+    fi
+  done
+fi
