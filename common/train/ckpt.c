@@ -56,24 +56,26 @@ static void put_meta(CkptFile *w, const ParamSet *ps, const ParamSet *buffers, c
   put(w, m->run_config, config_len);
 }
 
-static void get_meta(CkptFile *r, const ParamSet *ps, const ParamSet *buffers, CkptMeta *m) {
+// The header as written; the counts it gives are returned, not yet checked
+// against any model.
+typedef struct CkptCounts {
+  uint32_t tensors, n_state, buffers;
+} CkptCounts;
+
+static CkptCounts get_meta(CkptFile *r, CkptMeta *m) {
   char magic[sizeof kMagic];
-  uint32_t version, count, n_state, n_buffers;
+  uint32_t version;
+  CkptCounts n;
   get(r, magic, sizeof magic, "the magic number");
   if (memcmp(magic, kMagic, sizeof kMagic) != 0)
     die_input(r->path, "not a checkpoint of this suite (bad magic number)");
   GET(r, version);
   if (version != CKPT_VERSION)
     die_input(r->path, "checkpoint version %u; this build reads version %d", version, CKPT_VERSION);
-  GET(r, count), GET(r, n_state), GET(r, m->opt_kind);
-  if (count != (uint32_t)ps->count)
-    die_input(r->path, "checkpoint of a model with %u tensors; this model has %d", count, ps->count);
-  if (n_state != (uint32_t)ps->n_state)
-    die_input(r->path, "checkpoint holds %u optimizer state buffers; this run keeps %d", n_state,
-              ps->n_state);
+  GET(r, n.tensors), GET(r, n.n_state), GET(r, m->opt_kind);
   GET(r, m->epoch), GET(r, m->step), GET(r, m->data_position);
   GET(r, m->rng.seed), GET(r, m->rng.stream), GET(r, m->rng.counter);
-  GET(r, m->loss_scale), GET(r, n_buffers), GET(r, m->scaler_good_steps),
+  GET(r, m->loss_scale), GET(r, n.buffers), GET(r, m->scaler_good_steps),
       GET(r, m->scaler_skipped_steps);
   uint32_t config_len;
   GET(r, config_len);
@@ -81,8 +83,18 @@ static void get_meta(CkptFile *r, const ParamSet *ps, const ParamSet *buffers, C
     die_input(r->path, "run config of %u bytes (corrupt file?)", config_len);
   get(r, m->run_config, config_len, "the run config");
   m->run_config[config_len] = 0;
-  if (n_buffers != buffer_count(buffers))
-    die_input(r->path, "checkpoint holds %u model buffer tensors; this model has %u", n_buffers,
+  return n;
+}
+
+// A resume's file holds exactly this model's tables and optimizer state.
+static void check_counts(const char *path, CkptCounts n, const ParamSet *ps, const ParamSet *buffers) {
+  if (n.tensors != (uint32_t)ps->count)
+    die_input(path, "checkpoint of a model with %u tensors; this model has %d", n.tensors, ps->count);
+  if (n.n_state != (uint32_t)ps->n_state)
+    die_input(path, "checkpoint holds %u optimizer state buffers; this run keeps %d", n.n_state,
+              ps->n_state);
+  if (n.buffers != buffer_count(buffers))
+    die_input(path, "checkpoint holds %u model buffer tensors; this model has %u", n.buffers,
               buffer_count(buffers));
 }
 
@@ -95,20 +107,100 @@ static void put_table(CkptFile *w, const ParamSet *ps) {
   }
 }
 
-static void get_table(CkptFile *r, const ParamSet *ps) {
-  for (int t = 0; t < ps->count; t++) {
+// Where a table's rows go when read: row t into tensor dest of the model
+// (-1: read for the checksum, then dropped).
+typedef struct CkptRow {
+  int64_t numel;
+  int dest;
+} CkptRow;
+
+// The tensor of `to` called name, or -1.
+static int find_in(CkptTensors to, const char *name) {
+  for (int i = to.begin; to.set && i < to.end; i++)
+    if (strcmp(to.set->specs[i].name, name) == 0) return i;
+  return -1;
+}
+
+// Reads a table of count rows. In order (by_name false), row t must be
+// tensor t of to.set, of the same name and size; by name, a row goes to the
+// tensor of `to` that has its name (which must have its size), and every
+// tensor of `to` must have a row.
+static CkptRow *get_table(CkptFile *r, uint32_t count, CkptTensors to, bool by_name) {
+  // Each row takes at least 12 bytes: a corrupt count cannot make a huge allocation.
+  struct stat st;
+  CHECK_FILE(fstat(fileno(r->f), &st) == 0, r->path);
+  if ((uint64_t)count * 12 > (uint64_t)st.st_size)
+    die_input(r->path, "a table of %u tensors in a file of %lld bytes (corrupt file?)", count,
+              (long long)st.st_size);
+  CkptRow *rows = xcalloc((size_t)count + 1, sizeof *rows);
+  bool *found = xcalloc((size_t)(to.set ? to.end : 0) + 1, sizeof *found);
+  for (uint32_t t = 0; t < count; t++) {
     char name[256];
     uint32_t len;
     int64_t numel;
     GET(r, len);
-    if (len >= sizeof name) die_input(r->path, "tensor %d: name of %u bytes (corrupt file?)", t, len);
+    if (len >= sizeof name) die_input(r->path, "tensor %u: name of %u bytes (corrupt file?)", t, len);
     get(r, name, len, "the tensor table");
     name[len] = 0;
     GET(r, numel);
-    if (strcmp(name, ps->specs[t].name) != 0 || numel != ps->numels[t])
-      die_input(r->path, "tensor %d is '%s' (%lld elements) in the checkpoint, '%s' (%lld) in this model",
-                t, name, (long long)numel, ps->specs[t].name, (long long)ps->numels[t]);
+    if (numel < 0) die_input(r->path, "tensor '%s': %lld elements (corrupt file?)", name, (long long)numel);
+    int d = by_name ? find_in(to, name) : (int)t;
+    if (!by_name && (strcmp(name, to.set->specs[t].name) != 0 || numel != to.set->numels[t]))
+      die_input(r->path, "tensor %u is '%s' (%lld elements) in the checkpoint, '%s' (%lld) in this model",
+                t, name, (long long)numel, to.set->specs[t].name, (long long)to.set->numels[t]);
+    if (by_name && d >= 0 && numel != to.set->numels[d])
+      die_input(r->path, "tensor '%s' has %lld elements in the checkpoint, %lld in this model", name,
+                (long long)numel, (long long)to.set->numels[d]);
+    if (by_name && d >= 0 && found[d]) die_input(r->path, "tensor '%s' twice in the checkpoint", name);
+    if (d >= 0) found[d] = true;
+    rows[t] = (CkptRow){numel, d};
   }
+  for (int i = to.begin; by_name && to.set && i < to.end; i++)
+    if (!found[i]) die_input(r->path, "no tensor '%s' in the checkpoint", to.set->specs[i].name);
+  free(found);
+  return rows;
+}
+
+// The data of a table's rows, n_copies times (the parameters, then each
+// optimizer state buffer), each row into its tensor of the flat buffer
+// dst[copy] of `set` (dropped where dst[copy] is NULL or the row has no
+// tensor), through a host staging buffer so that device buffers work too.
+// Chunks of a fixed size, so that a corrupt size cannot make a huge
+// allocation (the file ends first).
+static void get_data(CkptFile *r, const CkptRow *rows, uint32_t count, int n_copies,
+                     const ParamSet *set, float *const *dst) {
+  enum { CHUNK = 1 << 20 };
+  float *host = xmalloc(CHUNK * sizeof(float));
+  for (int b = 0; b < n_copies; b++)
+    for (uint32_t t = 0; t < count; t++)
+      for (int64_t done = 0; done < rows[t].numel; done += CHUNK) {
+        int64_t n = rows[t].numel - done < CHUNK ? rows[t].numel - done : CHUNK;
+        size_t bytes = (size_t)n * sizeof(float);
+        get(r, host, bytes, b == 0 ? "the tensors" : "the optimizer state");
+        if (dst[b] && rows[t].dest >= 0)
+          device_copy(set->device, dst[b] + set->offsets[rows[t].dest] + done, DEVICE_CPU, host, bytes);
+      }
+  free(host);
+}
+
+// A table and its data (see get_table and get_data).
+static void get_tensors(CkptFile *r, uint32_t count, int n_copies, CkptTensors to, bool by_name,
+                        float *const *dst) {
+  CkptRow *rows = get_table(r, count, to, by_name);
+  get_data(r, rows, count, n_copies, to.set, dst);
+  free(rows);
+}
+
+// The checksum of everything read, and the end of the file.
+static void get_checksum(CkptFile *r) {
+  uint32_t stored, computed = (uint32_t)r->crc;
+  if (fread(&stored, sizeof stored, 1, r->f) != 1)
+    die_input(r->path, "truncated checkpoint: it ends before the checksum");
+  if (stored != computed)
+    die_input(r->path, "checksum mismatch (stored %08x, computed %08x): the file is corrupt", stored,
+              computed);
+  if (fgetc(r->f) != EOF) die_input(r->path, "bytes after the checksum: not a file this build wrote");
+  fclose(r->f);
 }
 
 static int64_t largest_tensor(const ParamSet *ps) {
@@ -126,22 +218,16 @@ static int saved_buffers(const ParamSet *ps, float *bufs[1 + PARAM_MAX_STATE]) {
 }
 
 // Tensor by tensor through a host staging buffer, so device buffers work too
-// and the padding is not stored; the same walk writes (w) or reads (r).
-static void move_data(CkptFile *w, CkptFile *r, const ParamSet *ps) {
+// and the padding is not stored.
+static void put_data(CkptFile *w, const ParamSet *ps) {
   float *bufs[1 + PARAM_MAX_STATE];
   int n_bufs = saved_buffers(ps, bufs);
   float *host = xmalloc((size_t)largest_tensor(ps) * sizeof(float));
   for (int b = 0; b < n_bufs; b++)
     for (int t = 0; t < ps->count; t++) {
       size_t bytes = (size_t)ps->numels[t] * sizeof(float);
-      float *dev = bufs[b] + ps->offsets[t];
-      if (w) {
-        device_copy(DEVICE_CPU, host, ps->device, dev, bytes);
-        put(w, host, bytes);
-      } else {
-        get(r, host, bytes, b == 0 ? "the tensors" : "the optimizer state");
-        device_copy(ps->device, dev, DEVICE_CPU, host, bytes);
-      }
+      device_copy(DEVICE_CPU, host, ps->device, bufs[b] + ps->offsets[t], bytes);
+      put(w, host, bytes);
     }
   free(host);
 }
@@ -154,36 +240,55 @@ void ckpt_write(const char *path, const Device *dev, const ParamSet *ps, const P
   CkptFile w = {out.f, out.tmp, crc32(0, NULL, 0)};
   put_meta(&w, ps, buffers, meta);
   put_table(&w, ps);
-  move_data(&w, NULL, ps);
+  put_data(&w, ps);
   if (buffers) {
     put_table(&w, buffers);
-    move_data(&w, NULL, buffers);
+    put_data(&w, buffers);
   }
   uint32_t crc = (uint32_t)w.crc;
   CHECK_FILE(fwrite(&crc, sizeof crc, 1, w.f) == 1, out.tmp);
   atomic_file_commit(&out);
 }
 
-void ckpt_read(const char *path, const Device *dev, ParamSet *ps, ParamSet *buffers,
-               CkptMeta *meta) {
+static CkptFile open_checkpoint(const char *path, const Device *dev) {
   CkptFile r = {fopen(path, "rb"), path, crc32(0, NULL, 0)};
   if (!r.f) die_input(path, "cannot open checkpoint: %s", strerror(errno));
   device_sync(dev);
-  get_meta(&r, ps, buffers, meta);
-  get_table(&r, ps);
-  move_data(NULL, &r, ps);
-  if (buffers) {
-    get_table(&r, buffers);
-    move_data(NULL, &r, buffers);
-  }
-  uint32_t stored, computed = (uint32_t)r.crc;
-  if (fread(&stored, sizeof stored, 1, r.f) != 1)
-    die_input(path, "truncated checkpoint: it ends before the checksum");
-  if (stored != computed)
-    die_input(path, "checksum mismatch (stored %08x, computed %08x): the file is corrupt", stored,
-              computed);
-  if (fgetc(r.f) != EOF) die_input(path, "bytes after the checksum: not a file this build wrote");
-  fclose(r.f);
+  return r;
+}
+
+static CkptTensors whole(ParamSet *ps) { return (CkptTensors){ps, 0, ps->count}; }
+
+void ckpt_read(const char *path, const Device *dev, ParamSet *ps, ParamSet *buffers,
+               CkptMeta *meta) {
+  CkptFile r = open_checkpoint(path, dev);
+  CkptCounts n = get_meta(&r, meta);
+  check_counts(path, n, ps, buffers);
+  float *bufs[1 + PARAM_MAX_STATE];
+  get_tensors(&r, n.tensors, saved_buffers(ps, bufs), whole(ps), false, bufs);
+  if (buffers) get_tensors(&r, n.buffers, saved_buffers(buffers, bufs), whole(buffers), false, bufs);
+  get_checksum(&r);
+}
+
+static void check_range(CkptTensors t) {
+  if (t.set && (t.begin < 0 || t.begin > t.end || t.end > t.set->count))
+    DIE("ckpt_read_named: tensors [%d, %d) of a table of %d", t.begin, t.end, t.set->count);
+}
+
+void ckpt_read_named(const char *path, const Device *dev, CkptTensors params, CkptTensors buffers) {
+  check_range(params);
+  check_range(buffers);
+  CkptFile r = open_checkpoint(path, dev);
+  CkptMeta ignored;  // a warm start takes no step, scaler, RNG or data position
+  CkptCounts n = get_meta(&r, &ignored);
+  if (n.n_state > PARAM_MAX_STATE)
+    die_input(path, "checkpoint holds %u optimizer state buffers (corrupt file?)", n.n_state);
+  // The parameters, then the optimizer state (read for the checksum, dropped).
+  float *bufs[1 + PARAM_MAX_STATE] = {params.set ? params.set->params : NULL};
+  get_tensors(&r, n.tensors, 1 + (int)n.n_state, params, true, bufs);
+  bufs[0] = buffers.set ? buffers.set->params : NULL;
+  get_tensors(&r, n.buffers, 1, buffers, true, bufs);
+  get_checksum(&r);
 }
 
 CkptMeta ckpt_meta_make(const Optimizer *opt, const LossScaler *sc, int64_t epoch,

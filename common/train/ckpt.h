@@ -69,6 +69,26 @@ void ckpt_write(const char *path, const Device *dev, const ParamSet *ps, const P
 void ckpt_read(const char *path, const Device *dev, ParamSet *ps, ParamSet *buffers,
                CkptMeta *meta);
 
+// Tensors [begin, end) of a table (set NULL: none).
+typedef struct CkptTensors {
+  ParamSet *set;
+  int begin, end;
+} CkptTensors;
+
+// A warm start (not a resume): copies into each tensor of params (e.g. [0,
+// n) of a detector's table, the backbone part) the checkpoint's parameter
+// tensor of the same name, and into each tensor of buffers the checkpoint's
+// buffer tensor (batch-norm running statistics) of the same name; order
+// does not matter. Checkpoint tensors not asked for (a classifier) are
+// ignored; the optimizer state, the scaler, the step, the epoch, the RNG and
+// the run config are read (for the checksum) but not applied. A requested
+// tensor that the file lacks or holds with another number of elements, and
+// every fault that ckpt_read refuses (not a checkpoint, version, truncated,
+// checksum), stop the program with a one-line error naming the file (and
+// the tensor). The file may come from a trainer's --checkpoint or from
+// datasets/torch_to_ckpt.py (a PyTorch state dict converted).
+void ckpt_read_named(const char *path, const Device *dev, CkptTensors params, CkptTensors buffers);
+
 // The whole training state: ckpt_meta_make + ckpt_write ...
 void ckpt_save(const char *path, const Device *dev, const ParamSet *ps, const ParamSet *buffers,
                const Optimizer *opt, const LossScaler *sc, int64_t epoch, int64_t data_position,

@@ -21,6 +21,8 @@ GENERATORS = {
     "gen_conv": ["conv.gld"],
     "gen_dense": ["dense.gld", "seq.gld", "loss.gld"],
     "gen_optim": ["optim.gld"],
+    # also writes state_dict_fixture.pth (torch.save's format, not a .gld)
+    "gen_resnet34": ["resnet34.gld"],
 }
 
 

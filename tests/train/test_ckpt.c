@@ -1,7 +1,9 @@
 // Checkpoints: a round trip, resume giving bit-identical parameters to an
 // uninterrupted run, refusal of corrupt, truncated, foreign and mismatched
 // files with a message naming the file, and a writer killed with SIGKILL
-// mid-write leaving the previous checkpoint loadable.
+// mid-write leaving the previous checkpoint loadable; the warm start
+// (ckpt_read_named) taking tensors by name from a larger checkpoint, and
+// refusing a missing tensor or one of another size.
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -282,6 +284,110 @@ static void buffers_round_trip(void) {
   run_free(&b);
 }
 
+// ------------------------------------------------------ warm start
+
+// A trained run's checkpoint with buffers: parameters w1 b1 w2 b2, AdamW's
+// two state buffers, bn.running_mean and bn.running_var.
+static const char *trained_with_buffers(Run *r, ParamSet *buffers) {
+  static char path[512];
+  run_init(r, 5);
+  run_steps(r, 4);
+  make_buffers(buffers, 0.25f);
+  snprintf(path, sizeof path, "%s", tmp_path("trained.ckpt"));
+  ckpt_save(path, &r->dev, &r->ps, buffers, &r->opt, &r->sc, 3, 64, r->rng, "seed = 5\n");
+  return path;
+}
+
+static bool same_tensor(const ParamSet *a, int i, const ParamSet *b, int j) {
+  return a->numels[i] == b->numels[j] &&
+         memcmp(a->params + a->offsets[i], b->params + b->offsets[j],
+                (size_t)a->numels[i] * sizeof(float)) == 0;
+}
+
+// A detector-like table: its first two tensors are the checkpoint's b1 and
+// w1 (in another order), then a head of its own; the checkpoint's w2 and b2
+// (a classifier) and its optimizer state are not asked for.
+static void read_named_takes_the_asked_tensors(void) {
+  Run src;
+  ParamSet src_buffers;
+  const char *path = trained_with_buffers(&src, &src_buffers);
+  static const ParamSpec specs[] = {
+      {"b1", 1, {TOY_HIDDEN}, 0}, {"w1", 2, {TOY_HIDDEN, TOY_IN}, 0}, {"head.w", 1, {4}, 0}};
+  static const ParamSpec buffer_specs[] = {{"bn.running_var", 1, {5}, 0},
+                                           {"bn.running_mean", 1, {5}, 0}};
+  ParamSet ps, buffers;
+  paramset_init(&ps, specs, 3, 2, DEVICE_CPU);
+  paramset_init(&buffers, buffer_specs, 2, 0, DEVICE_CPU);
+  float *head = ps.params + ps.offsets[2];
+  for (int i = 0; i < 4; i++) head[i] = 7.0f + (float)i;
+  ckpt_read_named(path, &src.dev, (CkptTensors){&ps, 0, 2}, (CkptTensors){&buffers, 0, 2});
+  CHECK(same_tensor(&ps, 0, &src.ps, 1));  // b1
+  CHECK(same_tensor(&ps, 1, &src.ps, 0));  // w1
+  for (int i = 0; i < 4; i++) CHECK(head[i] == 7.0f + (float)i);
+  CHECK(same_tensor(&buffers, 0, &src_buffers, 1));
+  CHECK(same_tensor(&buffers, 1, &src_buffers, 0));
+  // A warm start: the optimizer state stays as it was (zero).
+  for (int k = 0; k < ps.n_state; k++)
+    for (int64_t i = 0; i < ps.total_numel; i++) CHECK(ps.state[k][i] == 0.0f);
+  // A tensor outside the range is not looked for: head.w is in no checkpoint.
+  ckpt_read_named(path, &src.dev, (CkptTensors){&ps, 1, 2}, (CkptTensors){NULL, 0, 0});
+  paramset_free(&ps);
+  paramset_free(&buffers);
+  paramset_free(&src_buffers);
+  run_free(&src);
+}
+
+// Each child asks the trained checkpoint for tensors it does not hold as asked.
+static void read_named_specs(const char *path, const ParamSpec *specs, int n, bool with_buffers) {
+  Device dev;
+  device_open(&dev, DEVICE_CPU, 0);
+  ParamSet ps, buffers;
+  paramset_init(&ps, specs, n, 0, DEVICE_CPU);
+  paramset_init(&buffers, kBufferSpecs, 2, 0, DEVICE_CPU);
+  ckpt_read_named(path, &dev, (CkptTensors){&ps, 0, n},
+                  (CkptTensors){with_buffers ? &buffers : NULL, 0, 2});
+}
+
+static void ask_missing_tensor(void *ctx) {
+  static const ParamSpec specs[] = {{"w1", 2, {TOY_HIDDEN, TOY_IN}, 0}, {"layer9.w", 1, {3}, 0}};
+  read_named_specs(ctx, specs, 2, true);
+}
+
+static void ask_wrong_size(void *ctx) {
+  static const ParamSpec specs[] = {{"b1", 1, {TOY_HIDDEN}, 0}, {"w1", 2, {TOY_HIDDEN, TOY_IN + 1}, 0}};
+  read_named_specs(ctx, specs, 2, true);
+}
+
+static void ask_buffers(void *ctx) {
+  static const ParamSpec specs[] = {{"w2", 2, {TOY_OUT, TOY_HIDDEN}, 0}};
+  read_named_specs(ctx, specs, 1, true);
+}
+
+static void ask_w1(void *ctx) {
+  static const ParamSpec specs[] = {{"w1", 2, {TOY_HIDDEN, TOY_IN}, 0}};
+  read_named_specs(ctx, specs, 1, false);
+}
+
+static void read_named_refuses_missing_and_wrong_size(void) {
+  Run src;
+  ParamSet src_buffers;
+  const char *path = trained_with_buffers(&src, &src_buffers);
+  CHECK_DIES_WITH(ask_missing_tensor, (void *)path, "trained.ckpt: no tensor 'layer9.w' in the checkpoint");
+  CHECK_DIES_WITH(ask_wrong_size, (void *)path,
+                  "trained.ckpt: tensor 'w1' has 60 elements in the checkpoint, 70 in this model");
+  // A checkpoint without buffers cannot give BN statistics.
+  CHECK_DIES_WITH(ask_buffers, (void *)good_checkpoint(),
+                  "good.ckpt: no tensor 'bn.running_mean' in the checkpoint");
+  // The checks of every read: checksum, truncation, foreign files.
+  long len = file_size(good_checkpoint());
+  uint8_t flip = 0xa5;
+  CHECK_DIES_WITH(ask_w1, (void *)damaged("flipped2.ckpt", len - 40, &flip, 1, -1), "checksum mismatch");
+  CHECK_DIES_WITH(ask_w1, (void *)damaged("cut2.ckpt", 0, NULL, 0, len - 9), "cut2.ckpt: truncated");
+  CHECK_DIES_WITH(ask_w1, (void *)tmp_path("nope2.ckpt"), "nope2.ckpt: cannot open checkpoint");
+  paramset_free(&src_buffers);
+  run_free(&src);
+}
+
 // ------------------------------------------------------------- SIGKILL
 
 static void big_model(Device *dev, ParamSet *ps) {
@@ -385,6 +491,8 @@ int main(void) {
   TEST_RUN(corrupt_files_refused);
   TEST_RUN(mismatched_model_refused);
   TEST_RUN(buffers_round_trip);
+  TEST_RUN(read_named_takes_the_asked_tensors);
+  TEST_RUN(read_named_refuses_missing_and_wrong_size);
   TEST_RUN(sigkill_during_write);
   TEST_RUN(cuda_round_trip);
   return test_finish();
