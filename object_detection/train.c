@@ -566,7 +566,12 @@ int main(int argc, char **argv) {
   ssd_model_init(&t.net, &model, t.local_batch, optim_state_count(OPT_SGD), t.run.dev.kind,
                  (uint64_t)config_int(cfg, "seed"));
   const char *backbone = config_string(cfg, "backbone");
-  if (backbone[0]) die_input("--backbone", "not built yet");  // TODO(backbone import)
+  if (backbone[0])  // a warm start of the backbone's tensors and BN statistics, by name
+    ckpt_read_named(backbone, &t.run.dev, (CkptTensors){&t.net.params, 0, t.net.first_own},
+                    (CkptTensors){t.net.buffers, 0, t.net.buffers->count});
+  if (backbone[0] && dist->rank == 0)
+    printf("ssd: backbone from %s: %d tensors, %d buffers\n", backbone, t.net.first_own,
+           t.net.buffers->count);
   dist_attach(&t.run.dist, &t.run.dev, &t.net.params, (size_t)25 << 20);
   dist_broadcast_params(&t.run.dist);
   t.boxes = ssd_default_boxes(&t.box_cfg);

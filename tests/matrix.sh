@@ -7,8 +7,9 @@
 # fails on the next; OPENBLAS_CORETYPE forces a kernel set here.
 #
 #   make test-matrix                       every configuration (about 10 minutes each)
-#   MATRIX_SEEDS=5 make test-matrix        also the small ResNet to its target from
-#                                          seeds 1..5 in every configuration
+#   MATRIX_SEEDS=5 make test-matrix        also the small ResNet and SSD to their
+#                                          targets from seeds 1..5 in every configuration
+#                                          (MATRIX_SEED_BENCHES="ssd": only SSD)
 #   MATRIX_CORES="Haswell" MATRIX_THREADS=2 tests/matrix.sh   a part of it
 #
 # A configuration this CPU cannot run (SkylakeX needs AVX-512) is reported as
@@ -45,24 +46,29 @@ needs() {
 }
 flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
 
-# The small ResNet from SEED: "epochs-to-target seconds" or "- seconds".
-resnet_seed() {
-  local seed=$1 out=$logs/seed.out start
+# The small run of BENCH (its folder DIR) from SEED: "epochs-to-target
+# seconds" or "- seconds".
+seed_benches=${MATRIX_SEED_BENCHES:-resnet ssd}
+bench_dir() { case $1 in resnet) echo image_classification ;; ssd) echo object_detection ;; esac; }
+bench_seed() {
+  local bench=$1 seed=$2 out=$logs/seed.out start
   start=$(date +%s)
-  PROGRESS_INTERVAL_S=1000 "$build/bin/resnet" --config=image_classification/configs/small.conf \
-    --data_dir="$logs/data" --device=cpu --seed="$seed" --log_file="$logs/seed.log" >"$out" 2>&1
+  PROGRESS_INTERVAL_S=1000 "$build/bin/$bench" --config="$(bench_dir "$bench")/configs/small.conf" \
+    --data_dir="$logs/data-$bench" --device=cpu --seed="$seed" --log_file="$logs/seed.log" >"$out" 2>&1
   local epochs="-"
-  grep -q "resnet: target reached" "$out" && epochs=$(grep -c '^resnet: epoch' "$out")
+  grep -q "$bench: target reached" "$out" && epochs=$(grep -c "^$bench: epoch" "$out")
   echo "$epochs $(( $(date +%s) - start ))"
 }
 if ((seeds > 0)); then
-  bash image_classification/prepare_data.sh small "$logs/data" "$build" >"$logs/prepare.out" 2>&1 ||
-    { echo "matrix: could not prepare the small data set: $(tail -n 1 "$logs/prepare.out")" >&2; exit 2; }
+  for bench in $seed_benches; do
+    bash "$(bench_dir "$bench")/prepare_data.sh" small "$logs/data-$bench" "$build" >"$logs/prepare.out" 2>&1 ||
+      { echo "matrix: could not prepare the small $bench data set: $(tail -n 1 "$logs/prepare.out")" >&2; exit 2; }
+  done
 fi
 
 passed=0 failed=0 skipped=0
 printf '%-12s %7s  %-26s %-26s %s\n' kernels threads "tests (pass/fail/skip, s)" "emulated GPU (same)" \
-  "$( ((seeds > 0)) && echo "small ResNet: epochs to target per seed (time)")"
+  "$( ((seeds > 0)) && echo "small runs ($seed_benches): epochs to target per seed (time)")"
 for core in $cores; do
   missing=""
   for f in $(needs "$core"); do [[ $flags == *" $f "* ]] || missing+=" $f"; done
@@ -89,16 +95,20 @@ for core in $cores; do
     EMU=1 bash tests/run_tests.sh "$emu_build" "$emu_tests" >"$logs/$name-emu.log" 2>&1
     rc_emu=$?
     emu=$(tail -n 1 "$logs/$name-emu.log" | awk '{print $1 "/" $3 "/" $5}')", $(( $(date +%s) - start ))s"
-    runs="" reached=0
-    for ((s = 1; s <= seeds; s++)); do
-      read -r epochs secs < <(resnet_seed "$s")
-      runs+="$epochs ($secs s) "
-      [[ $epochs != - ]] && reached=$((reached + 1))
-    done
     ok=$((rc == 0 && rc_emu == 0))
-    ((seeds > 0 && reached * 5 < seeds * 4)) && ok=0  # at least 4 of 5 seeds
-    printf '%-12s %7s  %-26s %-26s %s%s\n' "$core" "$t" "$cpu" "$emu" "$runs" \
-      "$( ((seeds > 0)) && echo "[$reached of $seeds]")"
+    runs=""
+    for bench in $( ((seeds > 0)) && echo "$seed_benches"); do
+      reached=0
+      runs+="$bench: "
+      for ((s = 1; s <= seeds; s++)); do
+        read -r epochs secs < <(bench_seed "$bench" "$s")
+        runs+="$epochs ($secs s) "
+        [[ $epochs != - ]] && reached=$((reached + 1))
+      done
+      runs+="[$reached of $seeds] "
+      ((reached * 5 < seeds * 4)) && ok=0  # at least 4 of 5 seeds
+    done
+    printf '%-12s %7s  %-26s %-26s %s\n' "$core" "$t" "$cpu" "$emu" "$runs"
     if ((ok)); then
       passed=$((passed + 1))
     else

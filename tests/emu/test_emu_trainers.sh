@@ -185,3 +185,36 @@ if command -v mpirun >/dev/null && ldd "$build/bin/ncf" | grep libmpi >/dev/null
 else
   echo "SKIP emu_ncf_two_ranks_cuda_matches_cpu: no MPI in this build"
 fi
+
+# ---------------------------------------------------------------- SSD
+# 256 train / 64 val generated images, the small config, 2 epochs of 16
+# steps: the input normalised on the device, the SSD loss with hard negative
+# mining on the GPU (ssd_loss_cuda), the heads' permutes, the eval's forward
+# on the device. Compared: each epoch's mean training loss (the mAP of 64
+# images after two epochs is too near 0 to tell runs apart).
+TRAIN_COUNT=256 VAL_COUNT=64 bash object_detection/prepare_data.sh small "$tmp/coco" "$build" >/dev/null 2>&1 ||
+  { echo "FAIL emu_ssd_data: could not prepare the data set"; exit 1; }
+ssd() {  # OUT_NAME FLAGS...
+  local out=$1
+  shift
+  "$build/bin/ssd" --config=object_detection/configs/small.conf --data_dir="$tmp/coco" --max_epochs=2 \
+    --target_accuracy=0.99 --loader_threads=1 --seed="$seed" --log_file="$tmp/$out.log" "$@" >"$tmp/$out.out" 2>&1
+}
+# NAME REF RUN TOL: both epochs' mean losses within TOL.
+compare_ssd_losses() {
+  local ok=1
+  for e in 1 2; do
+    close "$(epoch_field "$tmp/$2.out" ssd $e loss)" "$(epoch_field "$tmp/$3.out" ssd $e loss)" "$4" || ok=0
+  done
+  local got="$(grep -E '^ssd: epoch|^error' "$tmp/$3.out" | sed 's/.*\(mean train loss [0-9.]*\).*/\1/' | tr '\n' ' ')"
+  if ((ok)); then
+    echo "PASS $1 ($3: $got)"
+  else
+    echo "FAIL $1: $2: $(grep -E '^ssd: epoch|^error' "$tmp/$2.out" | sed 's/.*\(mean train loss [0-9.]*\).*/\1/' | tr '\n' ' '); $3: $got"
+  fi
+}
+ssd ssd_cpu --device=cpu
+for p in fp32 bf16 fp16; do ssd ssd_$p --device=cuda --precision=$p; done
+compare_ssd_losses emu_ssd_fp32_matches_cpu ssd_cpu ssd_fp32 SSD_FP32_TOL
+compare_ssd_losses emu_ssd_bf16_near_fp32 ssd_fp32 ssd_bf16 SSD_LOWP_TOL
+compare_ssd_losses emu_ssd_fp16_near_fp32 ssd_fp32 ssd_fp16 SSD_LOWP_TOL
