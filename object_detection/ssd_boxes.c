@@ -275,6 +275,42 @@ int ssd_detect_cpu(const Device *dev, const SsdDefaultBoxes *db, const float *lo
   return n_out;
 }
 
+SsdDeviceBoxes ssd_default_boxes_to_device(const Device *dev, const SsdDefaultBoxes *db) {
+  SsdDeviceBoxes boxes = {.device = dev->kind, .n = db->n};
+  size_t bytes = (size_t)db->n * 4 * sizeof(float);
+  boxes.xywh = device_alloc(dev->kind, bytes);
+  device_copy(dev->kind, boxes.xywh, DEVICE_CPU, db->xywh, bytes);
+  return boxes;
+}
+
+void ssd_device_boxes_free(SsdDeviceBoxes *boxes) {
+  device_free(boxes->device, boxes->xywh);
+  *boxes = (SsdDeviceBoxes){0};
+}
+
+size_t ssd_detect_batch_scratch_bytes(DeviceKind kind, int64_t batch, int64_t n_boxes,
+                                      int64_t n_classes, const SsdNmsParams *p) {
+  if (kind == DEVICE_CPU) return ssd_detect_scratch_bytes(n_boxes, n_classes, p);
+  // CUDA: scores (B, C - 1, n), kept (B, C - 1, max_per_class) and its
+  // counts (B, C - 1), the output (B, max_output) and counts (B).
+  size_t lists = (size_t)batch * (size_t)(n_classes > 1 ? n_classes - 1 : 0);
+  return lists * (size_t)n_boxes * sizeof(float) +
+         lists * ((size_t)p->max_per_class * sizeof(SsdDetection) + sizeof(int32_t)) +
+         (size_t)batch * ((size_t)p->max_output * sizeof(SsdDetection) + sizeof(int32_t)) +
+         4 * ARENA_ALIGN_BYTES;
+}
+
+void ssd_detect_batch_cpu(const Device *dev, const SsdDeviceBoxes *boxes, int64_t batch,
+                          const float *loc, const float *logits, int64_t n_classes,
+                          const SsdNmsParams *p, Arena *scratch, SsdDetection *out,
+                          int32_t *count) {
+  OP_REQUIRE("ssd_detect_batch_cpu", boxes->device == DEVICE_CPU);
+  SsdDefaultBoxes db = {.n = boxes->n, .xywh = boxes->xywh};  // all ssd_detect_cpu reads
+  for (int64_t b = 0; b < batch; b++)
+    count[b] = ssd_detect_cpu(dev, &db, loc + b * db.n * 4, logits + b * db.n * n_classes,
+                              n_classes, p, scratch, out + b * p->max_output);
+}
+
 // ---------------------------------------------------------------- loss
 size_t ssd_loss_scratch_bytes(int64_t batch, int64_t n_boxes) {
   // CPU: con, weight, mean_con, rank; CUDA: con and a double per image.

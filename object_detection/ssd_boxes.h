@@ -134,6 +134,62 @@ int ssd_detect_cpu(const Device *dev, const SsdDefaultBoxes *db, const float *lo
                    const float *logits, int64_t n_classes, const SsdNmsParams *p,
                    Arena *scratch, SsdDetection *out);
 
+// A batch's detections, with the default boxes in the memory of the device
+// that decodes. ssd_default_boxes_to_device copies db's xywh (the decode
+// reads nothing else) to dev's memory; make it once, next to the model, and
+// pass it to every ssd_detect of the run. A CPU device gets a host copy, so
+// that the call reads the same on both.
+typedef struct SsdDeviceBoxes {
+  DeviceKind device;  // where xywh lives: the dev->kind of the ssd_detect calls
+  int64_t n;
+  float *xywh;  // (n, 4)
+} SsdDeviceBoxes;
+SsdDeviceBoxes ssd_default_boxes_to_device(const Device *dev, const SsdDefaultBoxes *db);
+void ssd_device_boxes_free(SsdDeviceBoxes *boxes);
+
+// Scratch ssd_detect_batch_cpu (kind DEVICE_CPU: one image's
+// ssd_detect_scratch_bytes, reused) or ssd_detect_batch_cuda (DEVICE_CUDA:
+// every score of the batch, B (C - 1) n floats - as much as the logits -
+// and the kept boxes, B (C - 1) max_per_class detections) takes from its
+// arena, with alignment slack.
+size_t ssd_detect_batch_scratch_bytes(DeviceKind kind, int64_t batch, int64_t n_boxes,
+                                      int64_t n_classes, const SsdNmsParams *p);
+// Each image's ssd_detect_cpu, the detections copied to the HOST:
+//   loc: (B, n, 4), logits: (B, n, C) in dev's memory; boxes->device ==
+//   dev->kind; scratch an arena of dev's memory.
+//   out: (B, max_output) host, image b's count[b] detections first, by
+//   descending score (the rest of its row unspecified); count: (B) host.
+// The CUDA version (ssd_boxes_cuda.cu) gives the same detections, bit for
+// bit on the emulation (on a GPU, CUDA's double exp and log, an ulp or two
+// from the host's, may round a rare score to the next float, and so move
+// it): one thread per box makes its softmax row; one block per
+// (image, class) selects the candidates (the max_per_class highest of score
+// > threshold: the k-th highest (score, -box) key found bit by bit), sorts
+// them, decodes and runs the NMS; one block per image takes the max_output
+// highest of the kept (ties to the lower class). It waits for dev->stream
+// (the copy to the host). max_per_class and max_output at most
+// SSD_DETECT_MAX_SORT; batch at most 65535.
+#define SSD_DETECT_MAX_SORT 1024
+void ssd_detect_batch_cpu(const Device *dev, const SsdDeviceBoxes *boxes, int64_t batch,
+                          const float *loc, const float *logits, int64_t n_classes,
+                          const SsdNmsParams *p, Arena *scratch, SsdDetection *out,
+                          int32_t *count);
+#if HAVE_CUDA
+void ssd_detect_batch_cuda(const Device *dev, const SsdDeviceBoxes *boxes, int64_t batch,
+                           const float *loc, const float *logits, int64_t n_classes,
+                           const SsdNmsParams *p, Arena *scratch, SsdDetection *out,
+                           int32_t *count);
+#endif
+// Picks ssd_detect_batch_cpu or _cuda by dev->kind: the eval's call, once
+// per batch.
+static inline void ssd_detect(const Device *dev, const SsdDeviceBoxes *boxes, int64_t batch,
+                              const float *loc, const float *logits, int64_t n_classes,
+                              const SsdNmsParams *p, Arena *scratch, SsdDetection *out,
+                              int32_t *count) {
+  OP_DISPATCH_ARGS(dev, ssd_detect_batch,
+                   (dev, boxes, batch, loc, logits, n_classes, p, scratch, out, count));
+}
+
 // ---------------------------------------------------------------- loss
 // Scratch ssd_loss_cpu and ssd_loss_cuda take from their arena (with
 // alignment slack).

@@ -1,5 +1,7 @@
-// ssd_boxes_cuda.cu: the SSD loss on the GPU, with the same results as
-// ssd_loss_cpu (ssd_boxes.c). Four kernels on dev->stream, nothing waits:
+// ssd_boxes_cuda.cu: the SSD loss and the eval's decode on the GPU, with
+// the same results as ssd_loss_cpu and ssd_detect_cpu (ssd_boxes.c).
+//
+// The loss: four kernels on dev->stream, nothing waits:
 //   1. one thread per box: the cross-entropy and p - onehot, computed as
 //      ops/loss.c's xent_row (double sums over the classes in the same
 //      order, rounded once), so the losses the mining ranks are the CPU's;
@@ -12,6 +14,21 @@
 //      the CPU's order (descending loss, ties to the lower index);
 //   3. dlogits *= its box's factor;
 //   4. one thread: the mean over the batch, in double as the CPU.
+//
+// The decode (ssd_detect_batch_cuda): three kernels, then one copy to the
+// host:
+//   1. one thread per box: its softmax row as the CPU's softmax_row, each
+//      class's score stored by (image, class) column;
+//   2. one block per (image, class): the candidates (score > threshold) as
+//      64-bit keys (score bits, then the complement of the box) whose
+//      descending order is the CPU's; when more than max_per_class, the
+//      max_per_class-th highest key found bit by bit (as the mining) and the
+//      keys at or above it kept; those sorted in shared memory (bitonic),
+//      decoded, and NMS'd one kept box at a time (a barrier each);
+//   3. one block per image: the same selection and sort over the kept
+//      boxes of every class, keyed by (score, class-major position).
+// Floats go through the _rn intrinsics where nvcc would otherwise fuse a
+// multiply and an add, so that the boxes and IoUs round as the CPU's.
 #include <math.h>
 
 #include "ops/cuda.cuh"
@@ -175,5 +192,244 @@ extern "C" void ssd_loss_cuda(const Device *dev, int64_t batch, int64_t n_boxes,
   CHECK_LAUNCH();
   ssd_batch_mean_kernel<<<1, 1, 0, dev->stream>>>(image_loss, batch, loss);
   CHECK_LAUNCH();
+  arena_release(scratch, mark);
+}
+
+// ---------------------------------------------------------------- detection
+#define SSD_SCORE_THREADS 128
+#define SSD_DETECT_THREADS 256
+
+// A candidate as one key whose descending order is ssd_boxes.c's
+// by_score_desc: the score's bits (a probability, >= 0, orders as its
+// float), then the complement of its position (the lower first). 0: none.
+typedef unsigned long long SsdKey;
+
+static __device__ __forceinline__ SsdKey ssd_key(float score, int64_t at) {
+  return ((SsdKey)__float_as_uint(score) << 32) | (SsdKey)(0xffffffffu - (uint32_t)at);
+}
+static __device__ __forceinline__ float ssd_key_score(SsdKey k) {
+  return __uint_as_float((unsigned)(k >> 32));
+}
+static __device__ __forceinline__ int64_t ssd_key_at(SsdKey k) {
+  return (int64_t)(0xffffffffu - (uint32_t)k);
+}
+
+// One thread per (image, box): its softmax row as softmax_row (ssd_boxes.c),
+// the classes but background written to scores (B, C - 1, n).
+static __global__ void ssd_scores_kernel(const float *logits, int64_t batch, int64_t n,
+                                         int64_t classes, float *scores) {
+  for (int64_t row = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; row < batch * n;
+       row += (int64_t)gridDim.x * blockDim.x) {
+    const float *x = logits + row * classes;  // (C)
+    float max = -INFINITY;
+    for (int64_t c = 0; c < classes; c++) max = fmaxf(max, x[c]);
+    double sum = 0;
+    for (int64_t c = 0; c < classes; c++) sum += exp((double)x[c] - max);
+    double lse = max + log(sum);
+    int64_t b = row / n, a = row % n;
+    float *s = scores + b * (classes - 1) * n + a;  // (C - 1) strided by n
+    for (int64_t c = 1; c < classes; c++) s[(c - 1) * n] = (float)exp(x[c] - lse);
+  }
+}
+
+// A class's candidates: box a's key when its score passes the threshold.
+struct SsdCandidateKey {
+  const float *score;  // (n)
+  float threshold;
+  __device__ SsdKey operator()(int64_t a) const {
+    return score[a] > threshold ? ssd_key(score[a], a) : 0;
+  }
+};
+
+// An image's kept boxes, (C - 1, per_class) slots, kept[l] of list l used.
+struct SsdKeptKey {
+  const SsdDetection *det;  // (C - 1, per_class)
+  const int32_t *kept;      // (C - 1)
+  int per_class;
+  __device__ SsdKey operator()(int64_t i) const {
+    return i % per_class < kept[i / per_class] ? ssd_key(det[i].score, i) : 0;
+  }
+};
+
+// The k-th highest of the keys key(0..n) (k at least 1 and at most the
+// nonzero keys, which are distinct): the largest t with k keys >= t, bit by
+// bit. Every thread gets it. shared: 32 values.
+template <typename KeyFn>
+static __device__ SsdKey ssd_kth_key(KeyFn key, int64_t n, long long k, long long *shared) {
+  SsdKey t = 0;
+  for (int bit = 63; bit >= 0; bit--) {
+    SsdKey cand = t | (1ull << bit);
+    long long ge = 0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ge += key(i) >= cand;
+    if (ssd_block_sum(ge, shared) >= k) t = cand;
+  }
+  return t;
+}
+
+// Puts the min(limit, nonzero) highest keys of key(0..n) in keys[0..size),
+// sorted descending, zeros after them (size a power of 2 >= limit); returns
+// their count. shared: 32 values; *n_taken: a shared counter, left at the
+// keys gathered.
+template <typename KeyFn>
+static __device__ int ssd_top_keys(KeyFn key, int64_t n, int limit, SsdKey *keys, int size,
+                                   long long *shared, int *n_taken) {
+  long long nonzero = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) nonzero += key(i) != 0;
+  nonzero = ssd_block_sum(nonzero, shared);
+  SsdKey cut = nonzero > limit ? ssd_kth_key(key, n, limit, shared) : 1;
+  for (int i = threadIdx.x; i < size; i += blockDim.x) keys[i] = 0;
+  if (threadIdx.x == 0) *n_taken = 0;
+  __syncthreads();
+  // In any order: the keys are distinct, the sort below fixes it.
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    SsdKey k = key(i);
+    if (k >= cut) keys[atomicAdd(n_taken, 1)] = k;
+  }
+  // Bitonic: each pass, the thread of the lower index of a pair orders it.
+  for (int span = 2; span <= size; span <<= 1)
+    for (int stride = span >> 1; stride > 0; stride >>= 1) {
+      __syncthreads();
+      for (int i = threadIdx.x; i < size; i += blockDim.x) {
+        int j = i ^ stride;
+        if (j < i) continue;
+        SsdKey x = keys[i], y = keys[j];
+        if ((x < y) == ((i & span) == 0)) keys[i] = y, keys[j] = x;
+      }
+    }
+  __syncthreads();
+  return *n_taken < limit ? *n_taken : limit;
+}
+
+// ssd_decode and ssd_iou (ssd_boxes.c), rounding after each operation.
+static __device__ void ssd_decode_dev(const float *d, const float *off, float *ltrb) {
+  float x = __fadd_rn(__fmul_rn(__fmul_rn(SSD_VAR_XY, off[0]), d[2]), d[0]);
+  float y = __fadd_rn(__fmul_rn(__fmul_rn(SSD_VAR_XY, off[1]), d[3]), d[1]);
+  float w = __fmul_rn((float)exp((double)__fmul_rn(SSD_VAR_WH, off[2])), d[2]);
+  float h = __fmul_rn((float)exp((double)__fmul_rn(SSD_VAR_WH, off[3])), d[3]);
+  ltrb[0] = __fadd_rn(x, -__fmul_rn(0.5f, w));
+  ltrb[1] = __fadd_rn(y, -__fmul_rn(0.5f, h));
+  ltrb[2] = __fadd_rn(x, __fmul_rn(0.5f, w));
+  ltrb[3] = __fadd_rn(y, __fmul_rn(0.5f, h));
+}
+
+static __device__ float ssd_iou_dev(const float *a, const float *b) {
+  float w = fmaxf(__fadd_rn(fminf(a[2], b[2]), -fmaxf(a[0], b[0])), 0.0f);
+  float h = fmaxf(__fadd_rn(fminf(a[3], b[3]), -fmaxf(a[1], b[1])), 0.0f);
+  float inter = __fmul_rn(w, h);
+  float area_a = __fmul_rn(__fadd_rn(a[2], -a[0]), __fadd_rn(a[3], -a[1]));
+  float area_b = __fmul_rn(__fadd_rn(b[2], -b[0]), __fadd_rn(b[3], -b[1]));
+  return __fdiv_rn(inter, __fadd_rn(__fadd_rn(area_a, area_b), -inter));
+}
+
+// The smallest power of 2 >= n (n >= 1).
+static int ssd_pow2(int n) {
+  int p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+// Block (class c - 1, image b): the class's candidates, decoded, NMS'd;
+// the kept ones to kept (B, C - 1, max_per_class) by descending score, their
+// count to n_kept (B, C - 1). Dynamic shared: sort_size keys, then
+// max_per_class boxes (4 floats) and alive flags.
+static __global__ void ssd_class_nms_kernel(const float *scores, const float *loc,
+                                            const float *db_xywh, int64_t n, int64_t classes,
+                                            SsdNmsParams p, int sort_size, SsdDetection *kept,
+                                            int32_t *n_kept) {
+  extern __shared__ SsdKey ssd_nms_shared[];
+  __shared__ long long sums[32];
+  __shared__ int n_taken;
+  int64_t b = blockIdx.y, list = b * (classes - 1) + blockIdx.x;
+  SsdKey *keys = ssd_nms_shared;                                 // (sort_size)
+  float *box = (float *)(keys + sort_size);                      // (max_per_class, 4)
+  unsigned char *alive = (unsigned char *)(box + 4 * p.max_per_class);  // (max_per_class)
+  SsdCandidateKey key = {scores + list * n, p.score_threshold};
+  int k = ssd_top_keys(key, n, p.max_per_class, keys, sort_size, sums, &n_taken);
+  for (int i = threadIdx.x; i < k; i += blockDim.x) {
+    int64_t a = ssd_key_at(keys[i]);
+    ssd_decode_dev(db_xywh + 4 * a, loc + (b * n + a) * 4, box + 4 * i);
+    alive[i] = 1;
+  }
+  __syncthreads();
+  // Greedy NMS as nms_class: the first alive is kept and drops the later
+  // ones of IoU >= threshold (a NaN IoU drops too).
+  for (int i = 0; i < k; i++) {
+    if (alive[i])
+      for (int j = i + 1 + threadIdx.x; j < k; j += blockDim.x)
+        if (alive[j] && !(ssd_iou_dev(box + 4 * j, box + 4 * i) < p.iou_threshold)) alive[j] = 0;
+    __syncthreads();
+  }
+  if (threadIdx.x != 0) return;
+  SsdDetection *out = kept + list * p.max_per_class;  // (max_per_class)
+  int r = 0;
+  for (int i = 0; i < k; i++) {
+    if (!alive[i]) continue;
+    SsdDetection *d = &out[r++];
+    for (int q = 0; q < 4; q++) d->ltrb[q] = box[4 * i + q];
+    d->score = ssd_key_score(keys[i]);
+    d->label = (int32_t)blockIdx.x + 1;
+    d->box = (int32_t)ssd_key_at(keys[i]);
+  }
+  n_kept[list] = r;
+}
+
+// Block b: the max_output highest of image b's kept boxes, ties to the
+// lower class (then the class's own order), to out (B, max_output); their
+// count to count (B). Dynamic shared: sort_size keys.
+static __global__ void ssd_merge_kernel(const SsdDetection *kept, const int32_t *n_kept,
+                                        int64_t classes, int per_class, int max_output,
+                                        int sort_size, SsdDetection *out, int32_t *count) {
+  extern __shared__ SsdKey ssd_merge_shared[];
+  __shared__ long long sums[32];
+  __shared__ int n_taken;
+  int64_t b = blockIdx.x, slots = (classes - 1) * per_class;
+  const SsdDetection *det = kept + b * slots;  // (C - 1, per_class)
+  SsdKeptKey key = {det, n_kept + b * (classes - 1), per_class};
+  int k = ssd_top_keys(key, slots, max_output, ssd_merge_shared, sort_size, sums, &n_taken);
+  for (int i = threadIdx.x; i < k; i += blockDim.x)
+    out[b * max_output + i] = det[ssd_key_at(ssd_merge_shared[i])];
+  if (threadIdx.x == 0) count[b] = k;
+}
+
+extern "C" void ssd_detect_batch_cuda(const Device *dev, const SsdDeviceBoxes *boxes,
+                                      int64_t batch, const float *loc, const float *logits,
+                                      int64_t n_classes, const SsdNmsParams *p, Arena *scratch,
+                                      SsdDetection *out, int32_t *count) {
+  const char *op = "ssd_detect_batch_cuda";
+  OP_REQUIRE(op, boxes->device == DEVICE_CUDA && scratch->device == DEVICE_CUDA);
+  OP_REQUIRE(op, batch > 0 && batch <= 65535 && boxes->n > 0 && boxes->n < 0xffffffffLL);
+  OP_REQUIRE(op, n_classes > 1 && (n_classes - 1) * p->max_per_class < 0xffffffffLL);
+  OP_REQUIRE(op, p->max_per_class >= 1 && p->max_per_class <= SSD_DETECT_MAX_SORT);
+  OP_REQUIRE(op, p->max_output >= 1 && p->max_output <= SSD_DETECT_MAX_SORT);
+  size_t mark = arena_mark(scratch);
+  int64_t n = boxes->n, lists = batch * (n_classes - 1);
+  float *scores =
+      (float *)arena_alloc(scratch, (size_t)(lists * n) * sizeof(float));  // (B, C - 1, n)
+  SsdDetection *kept = (SsdDetection *)arena_alloc(
+      scratch, (size_t)(lists * p->max_per_class) * sizeof(SsdDetection));  // (B, C - 1, K)
+  int32_t *n_kept = (int32_t *)arena_alloc(scratch, (size_t)lists * sizeof(int32_t));  // (B, C - 1)
+  SsdDetection *d_out = (SsdDetection *)arena_alloc(
+      scratch, (size_t)(batch * p->max_output) * sizeof(SsdDetection));  // (B, max_output)
+  int32_t *d_count = (int32_t *)arena_alloc(scratch, (size_t)batch * sizeof(int32_t));  // (B)
+  ssd_scores_kernel<<<ops_blocks(batch * n, SSD_SCORE_THREADS), SSD_SCORE_THREADS, 0,
+                      dev->stream>>>(logits, batch, n, n_classes, scores);
+  CHECK_LAUNCH();
+  int class_sort = ssd_pow2(p->max_per_class), merge_sort = ssd_pow2(p->max_output);
+  size_t nms_shared_bytes = (size_t)class_sort * sizeof(SsdKey) +
+                            (size_t)p->max_per_class * (4 * sizeof(float) + 1);
+  ssd_class_nms_kernel<<<dim3((unsigned)(n_classes - 1), (unsigned)batch), SSD_DETECT_THREADS,
+                         nms_shared_bytes, dev->stream>>>(scores, loc, boxes->xywh, n,
+                                                          n_classes, *p, class_sort, kept,
+                                                          n_kept);
+  CHECK_LAUNCH();
+  ssd_merge_kernel<<<(unsigned)batch, SSD_DETECT_THREADS, (size_t)merge_sort * sizeof(SsdKey),
+                     dev->stream>>>(kept, n_kept, n_classes, p->max_per_class, p->max_output,
+                                    merge_sort, d_out, d_count);
+  CHECK_LAUNCH();
+  CHECK_CUDA(cudaMemcpyAsync(out, d_out, (size_t)(batch * p->max_output) * sizeof(SsdDetection),
+                             cudaMemcpyDeviceToHost, dev->stream));
+  CHECK_CUDA(cudaMemcpyAsync(count, d_count, (size_t)batch * sizeof(int32_t),
+                             cudaMemcpyDeviceToHost, dev->stream));
+  CHECK_CUDA(cudaStreamSynchronize(dev->stream));
   arena_release(scratch, mark);
 }

@@ -1,8 +1,9 @@
 // SSD's box machinery (object_detection/ssd_boxes.c) on hand-checked cases:
 // the 8,732 default boxes and one known box of each map, offsets' round
 // trip, matching (threshold, forced matches and their ties), NMS (within and
-// across classes, the per-class and per-image cuts), the loss with hard
-// negative mining and its gradient.
+// across classes, the per-class and per-image cuts), the batch decode
+// against one image at a time, the loss with hard negative mining and its
+// gradient.
 //
 // With `--io IN OUT` it runs no cases: it reads a default-box config, ground
 // truth, offsets and logits from IN (written by test_ssd_boxes_reference.py)
@@ -269,6 +270,46 @@ static void nms_cuts_at_200(void) {
   free(xywh), free(ltrb), free(loc), free(logits), free(p);
 }
 
+static void detect_batch_runs_each_image(void) {
+  // Three images of 3 x 3 x 4 + 2 x 2 x 4 = 52 boxes, 4 classes, the middle
+  // one without a score above the threshold: through ssd_detect on the CPU,
+  // each image's detections and count as its own ssd_detect_cpu call's.
+  const SsdBoxConfig c = {.image_size = 60, .n_maps = 2, .feat_size = {3, 2},
+                          .step = {20, 30}, .scale = {15, 30, 45}, .n_ratios = {1, 1},
+                          .ratio = {{2}, {3}}};
+  enum { B = 3, C = 4, MAX_OUT = 20 };
+  SsdDefaultBoxes db = ssd_default_boxes(&c);
+  int64_t n = db.n;
+  float *loc = random_array(B * n * 4, 5, -1.0f, 1.0f, DT_F32);
+  float *logits = random_array(B * n * C, 6, -3.0f, 3.0f, DT_F32);
+  for (int64_t a = 0; a < n; a++) logits[(n + a) * C] = 12.0f;  // image 1: background
+  const SsdNmsParams prm = {.score_threshold = 0.2f, .iou_threshold = 0.4f,
+                            .max_per_class = 10, .max_output = MAX_OUT};
+  SsdDeviceBoxes boxes = ssd_default_boxes_to_device(&CPU, &db);
+  CHECK(boxes.device == DEVICE_CPU && boxes.n == n && boxes.xywh != db.xywh);
+  CHECK(memcmp(boxes.xywh, db.xywh, (size_t)n * 4 * sizeof(float)) == 0);
+  Arena arena;
+  arena_init(&arena, "detect", DEVICE_CPU,
+             ssd_detect_batch_scratch_bytes(DEVICE_CPU, B, n, C, &prm));
+  SsdDetection got[B * MAX_OUT], want[MAX_OUT];
+  int32_t count[B];
+  ssd_detect(&CPU, &boxes, B, loc, logits, C, &prm, &arena, got, count);
+  for (int b = 0; b < B; b++) {
+    int n_want = ssd_detect_cpu(&CPU, &db, loc + b * n * 4, logits + b * n * C, C, &prm,
+                                &arena, want);
+    CHECK_EQ_INT(count[b], n_want);
+    if (count[b] == n_want)
+      CHECK(memcmp(got + b * MAX_OUT, want, (size_t)n_want * sizeof *want) == 0);
+  }
+  CHECK(count[0] > 0 && count[2] > 0);
+  CHECK_EQ_INT(count[1], 0);
+  CHECK(arena.used_bytes == 0);
+  arena_free(&arena);
+  ssd_device_boxes_free(&boxes);
+  free(loc), free(logits);
+  ssd_default_boxes_free(&db);
+}
+
 // ---------------------------------------------------------------- loss
 // log(sum exp(x)) - x[label] in double.
 static double xent(const float *x, int c, int label) {
@@ -511,6 +552,7 @@ int main(int argc, char **argv) {
   TEST_RUN(nms_suppresses_within_a_class_only);
   TEST_RUN(nms_keeps_the_best_per_class_and_image);
   TEST_RUN(nms_cuts_at_200);
+  TEST_RUN(detect_batch_runs_each_image);
   TEST_RUN(loss_of_a_tiny_case);
   TEST_RUN(mining_counts_a_positive_twice_when_negatives_run_out);
   TEST_RUN(loss_gradient_matches_finite_differences);
