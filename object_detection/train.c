@@ -91,7 +91,8 @@ typedef struct SsdTrainer {
   Run run;
   SsdModel net;
   SsdBoxConfig box_cfg;
-  SsdDefaultBoxes boxes;  // host
+  SsdDefaultBoxes boxes;  // host: matching of the synthetic targets
+  SsdDeviceBoxes dev_boxes;  // the eval's decode (ssd_detect)
   AmpConfig amp;
   LossScaler scaler;
   Optimizer opt;
@@ -106,9 +107,9 @@ typedef struct SsdTrainer {
   LossMean epoch_loss;
   Tensor dloc, dlogits;  // (local_batch, n_boxes, 4 | classes) fp32
   Arena loss_scratch;    // ssd_loss's, on the device
-  float *loc_host, *logits_host;  // one eval batch's head outputs on the host
-  Arena detect_scratch;
-  SsdDetection *dets;    // one image's
+  Arena detect_scratch;  // ssd_detect's, on the device
+  SsdDetection *dets;    // (local_batch, max_output) one eval batch's, host
+  int32_t *det_counts;   // (local_batch)
   CocoGt gt;             // the val split's ground truth, read at the first eval
   bool gt_loaded;
   Loader *train;
@@ -382,7 +383,7 @@ static double evaluate(SsdTrainer *t, char *more, size_t more_bytes) {
     t->gt_loaded = true;
   }
   Loader *l = open_loader(t, false, 0);
-  int64_t boxes = t->net.n_boxes, classes = t->num_classes;
+  int64_t classes = t->num_classes;
   CocoDetections dets;
   coco_dets_init(&dets);
   int64_t n_images = 0, *image_ids = xmalloc((size_t)t->eval_samples * sizeof(int64_t));
@@ -392,22 +393,17 @@ static double evaluate(SsdTrainer *t, char *more, size_t more_bytes) {
     Tensor x = batch_images(t, batch->device[0], n);
     const Tensor *loc, *logits;
     ssd_model_forward(&t->net, dev, &x, false, &loc, &logits);
-    device_sync(dev);
-    device_copy(DEVICE_CPU, t->loc_host, dev->kind, loc->data, (size_t)(n * boxes * 4) * sizeof(float));
-    device_copy(DEVICE_CPU, t->logits_host, dev->kind, logits->data,
-                (size_t)(n * boxes * classes) * sizeof(float));
+    arena_release(&t->detect_scratch, 0);
+    ssd_detect(dev, &t->dev_boxes, n, loc->data, logits->data, classes, &kSsdNms,
+               &t->detect_scratch, t->dets, t->det_counts);  // to the host
     const int64_t *ids = batch->host[1];
     const int32_t *sizes = batch->host[2];  // (height, width)
     for (int64_t i = 0; i < n; i++) {
       if (n_images == t->eval_samples) DIE("eval: more images than the %lld of the val split", (long long)t->eval_samples);
       image_ids[n_images++] = ids[i];
-      arena_release(&t->detect_scratch, 0);
-      int k = ssd_detect_cpu(&(Device){.kind = DEVICE_CPU}, &t->boxes, t->loc_host + i * boxes * 4,
-                             t->logits_host + i * boxes * classes, classes, &kSsdNms,
-                             &t->detect_scratch, t->dets);
       double h = sizes[2 * i], w = sizes[2 * i + 1];
-      for (int d = 0; d < k; d++) {
-        const SsdDetection *s = &t->dets[d];
+      for (int d = 0; d < t->det_counts[i]; d++) {
+        const SsdDetection *s = &t->dets[i * kSsdNms.max_output + d];
         CocoDetection c = {.image_id = ids[i], .category_id = t->category_id[s->label],
                            .bbox = {s->ltrb[0] * w, s->ltrb[1] * h, (s->ltrb[2] - s->ltrb[0]) * w,
                                     (s->ltrb[3] - s->ltrb[1]) * h},
@@ -584,10 +580,11 @@ int main(int argc, char **argv) {
   t.dlogits = TENSOR(device_alloc(kind, (size_t)(t.local_batch * boxes * classes) * sizeof(float)),
                      DT_F32, kind, t.local_batch, boxes, classes);
   arena_init(&t.loss_scratch, "ssd loss", kind, ssd_loss_scratch_bytes(t.local_batch, boxes));
-  t.loc_host = xmalloc((size_t)(t.local_batch * boxes * 4) * sizeof(float));
-  t.logits_host = xmalloc((size_t)(t.local_batch * boxes * classes) * sizeof(float));
-  arena_init(&t.detect_scratch, "ssd detect", DEVICE_CPU, ssd_detect_scratch_bytes(boxes, classes, &kSsdNms));
-  t.dets = xmalloc((size_t)kSsdNms.max_output * sizeof(SsdDetection));
+  t.dev_boxes = ssd_default_boxes_to_device(&t.run.dev, &t.boxes);
+  arena_init(&t.detect_scratch, "ssd detect", kind,
+             ssd_detect_batch_scratch_bytes(kind, t.local_batch, boxes, classes, &kSsdNms));
+  t.dets = xmalloc((size_t)(t.local_batch * kSsdNms.max_output) * sizeof(SsdDetection));
+  t.det_counts = xmalloc((size_t)t.local_batch * sizeof(int32_t));
   t.images = TENSOR(device_alloc(kind, (size_t)(t.local_batch * side * side * 3) * dtype_size(model.dtype)),
                     model.dtype, kind, t.local_batch, side, side, 3);
   t.affine = input_affine(&t);
@@ -637,9 +634,9 @@ int main(int argc, char **argv) {
   device_free(kind, t.dlogits.data);
   arena_free(&t.loss_scratch);
   arena_free(&t.detect_scratch);
-  free(t.loc_host);
-  free(t.logits_host);
+  ssd_device_boxes_free(&t.dev_boxes);
   free(t.dets);
+  free(t.det_counts);
   device_free(kind, t.images.data);
   free(t.category_id);
   ssd_default_boxes_free(&t.boxes);

@@ -65,7 +65,7 @@ with contextlib.redirect_stdout(io.StringIO()):
     gt = COCO(sys.argv[1])
     ev = COCOeval(gt, gt.loadRes(sys.argv[2]), "bbox")
     ev.evaluate(); ev.accumulate(); ev.summarize()
-print(repr(ev.stats[0]))
+print(repr(float(ev.stats[0])))
 EOF
 )
 if close "$logged" "$scored" 1e-9; then
