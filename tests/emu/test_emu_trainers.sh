@@ -187,12 +187,12 @@ else
 fi
 
 # ---------------------------------------------------------------- SSD
-# 256 train / 64 val generated images, the small config, 2 epochs of 16
+# 64 train / 16 val generated images, the small config, 2 epochs of 4
 # steps: the input normalised on the device, the SSD loss with hard negative
 # mining on the GPU (ssd_loss_cuda), the heads' permutes, the eval's forward
-# on the device. Compared: each epoch's mean training loss (the mAP of 64
+# on the device. Compared: each epoch's mean training loss (the mAP of 16
 # images after two epochs is too near 0 to tell runs apart).
-TRAIN_COUNT=256 VAL_COUNT=64 bash object_detection/prepare_data.sh small "$tmp/coco" "$build" >/dev/null 2>&1 ||
+TRAIN_COUNT=64 VAL_COUNT=16 bash object_detection/prepare_data.sh small "$tmp/coco" "$build" >/dev/null 2>&1 ||
   { echo "FAIL emu_ssd_data: could not prepare the data set"; exit 1; }
 ssd() {  # OUT_NAME FLAGS...
   local out=$1
