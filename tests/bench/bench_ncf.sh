@@ -7,14 +7,8 @@
 set -uo pipefail
 build=${1:-build} data=${2:-data/ncf/medium}
 cd "$(dirname "$0")/../.."
-if [[ ! -x $build/bin/ncf ]]; then
-  echo "SKIP bench_ncf: $build/bin/ncf is not built"
-  exit 0
-fi
-if ! python3 -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
-  echo "SKIP bench_ncf: PyTorch is not installed or sees no GPU"
-  exit 0
-fi
+source tests/bench/benchlib.sh
+bench_require bench_ncf "$build/bin/ncf"
 bash recommendation/prepare_data.sh medium "$data" "$build" || exit 1
 exec python3 tests/bench/bench_ncf.py --build "$build" --data_dir "$data" \
   --config recommendation/configs/medium.conf "${@:3}"

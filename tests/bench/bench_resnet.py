@@ -20,18 +20,13 @@ Prints one table and writes tests/bench/results/resnet_<date>_<gpu>.{json,md}.
     python3 tests/bench/bench_resnet.py --device cpu --batch 4 --image_size 64 --steps 2 --images 64
         (a smoke run of the script's own logic: fp32 only, no results file)
 """
-import math
 import os
-import re
 import subprocess
 import sys
 import tempfile
-import time
 
 import benchlib
 from benchlib import ROOT
-
-
 
 
 def run_ours(args, precision, data_dir=None, profile=False):
@@ -39,36 +34,25 @@ def run_ours(args, precision, data_dir=None, profile=False):
     (and the share of the time it waited for the loader); with profile, also
     the op-by-op table of 10 more synthetic steps."""
     conf = os.path.join(ROOT, "image_classification", "configs", "full_1gpu.conf")
-    with tempfile.TemporaryDirectory() as tmp:
-        cmd = [os.path.join(args.build, "bin", "resnet"), f"--config={conf}",
-               f"--batch_size={args.batch}", f"--image_size={args.image_size}",
-               f"--device={args.device}", f"--precision={precision}",
-               # PyTorch's optimizer below, at a constant rate: the full
-               # config's LARS rate (3.7) under SGD, on one repeated batch,
-               # diverges, and the steps would time NaN arithmetic (or, in
-               # fp16, overflow-skipped steps without an optimizer step).
-               "--optimizer=sgd", "--base_lr=0.1", "--end_lr=0.1", "--warmup_epochs=0",
-               "--momentum=0.9", "--weight_decay=5e-5",
-               f"--log_file={os.path.join(tmp, 'bench.log')}"]
-        if data_dir:
-            cmd += [f"--data_dir={data_dir}", f"--bench_steps={args.steps}",
-                    f"--loader_threads={args.loader_threads}"]
-        else:
-            cmd += ["--synthetic", f"--synthetic_steps={args.steps}"]
-            if profile:
-                cmd += ["--profile_steps=10"]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-    pattern = (r"real data: .*: ([0-9.]+) images/s; trainer waited for the loader ([0-9.]+)%"
-               if data_dir else r"synthetic: .*: ([0-9.]+) images/s")
-    m = re.search(pattern, proc.stdout)
-    if proc.returncode != 0 or not m:
-        raise SystemExit("bench_resnet: our trainer failed:\n" + proc.stdout[-2000:] + proc.stderr[-2000:])
-    loss = re.search(r"\(loss ([^)]*)\)", proc.stdout[m.start():])
-    if not loss or not math.isfinite(float(loss.group(1))):
-        raise SystemExit(f"bench_resnet: our {precision} run's loss is not finite, so its steps timed "
-                         "NaN arithmetic:\n" + proc.stdout[-1500:] + proc.stderr[-1500:])
-    second = float(m.group(2)) / 100 if data_dir else benchlib.profile_block(proc.stdout)
-    return float(m.group(1)), second
+    cmd = [os.path.join(args.build, "bin", "resnet"), f"--config={conf}",
+           f"--batch_size={args.batch}", f"--image_size={args.image_size}",
+           f"--device={args.device}", f"--precision={precision}",
+           # PyTorch's optimizer below, at a constant rate: the full
+           # config's LARS rate (3.7) under SGD, on one repeated batch,
+           # diverges, and the steps would time NaN arithmetic (or, in
+           # fp16, overflow-skipped steps without an optimizer step).
+           "--optimizer=sgd", "--base_lr=0.1", "--end_lr=0.1", "--warmup_epochs=0",
+           "--momentum=0.9", "--weight_decay=5e-5"]
+    if data_dir:
+        cmd += [f"--data_dir={data_dir}", f"--bench_steps={args.steps}",
+                f"--loader_threads={args.loader_threads}"]
+        m, _ = benchlib.trainer_throughput(
+            "bench_resnet", cmd,
+            r"real data: .*: ([0-9.]+) images/s; trainer waited for the loader ([0-9.]+)%")
+        return float(m.group(1)), float(m.group(2)) / 100
+    cmd += ["--synthetic", f"--synthetic_steps={args.steps}"] + (["--profile_steps=10"] if profile else [])
+    m, out = benchlib.trainer_throughput("bench_resnet", cmd)
+    return float(m.group(1)), benchlib.profile_block(out)
 
 
 def make_jpegs(args, out):
@@ -90,7 +74,6 @@ def torch_real_images_per_s(torch, args, folder):
     import torchvision
     import torchvision.transforms as T
     dev = torch.device(args.device)
-    torch.backends.cudnn.benchmark = True
     tf = T.Compose([T.RandomResizedCrop(args.image_size), T.RandomHorizontalFlip(), T.ToTensor(),
                     T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
     ds = torchvision.datasets.ImageFolder(folder, tf)
@@ -100,7 +83,6 @@ def torch_real_images_per_s(torch, args, folder):
     model = torchvision.models.resnet50().to(dev).to(memory_format=torch.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-5)
     loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=0.1)
-    lowp = torch.bfloat16 if args.device == "cuda" else None
 
     def batches():
         while True:
@@ -108,59 +90,29 @@ def torch_real_images_per_s(torch, args, folder):
 
     it = batches()
 
-    def step():
+    def forward_loss():
         x, y = next(it)
         x = x.to(dev, non_blocking=True).contiguous(memory_format=torch.channels_last)
-        y = y.to(dev, non_blocking=True)
-        with torch.autocast(args.device, dtype=lowp or torch.float32, enabled=lowp is not None):
-            loss = loss_fn(model(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        return loss_fn(model(x), y.to(dev, non_blocking=True))
 
-    return images_per_s(torch, args, step)
-
-
-def images_per_s(torch, args, step):
-    """Images/s of step() (one batch) over args.steps timed calls after 10 warm-up."""
-    for _ in range(10):
-        step()
-    sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
-    sync()
-    start = time.perf_counter()
-    for _ in range(args.steps):
-        step()
-    sync()
-    return args.batch * args.steps / (time.perf_counter() - start)
+    precision = "bf16" if args.device == "cuda" else "fp32"
+    step = benchlib.torch_train_step(torch, args.device, precision, forward_loss, opt)
+    return benchlib.images_per_s(torch, step, args.batch, args.steps, args.device)[0]
 
 
 def torch_images_per_s(torch, args, precision, compile_it=False):
     """precision: 'fp32', 'tf32', 'bf16' or 'fp16' (autocast + GradScaler)."""
     import torchvision
     dev = torch.device(args.device)
-    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
-    torch.backends.cudnn.allow_tf32 = precision == "tf32"
-    torch.backends.cudnn.benchmark = True
     model = torchvision.models.resnet50().to(dev).to(memory_format=torch.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-5)
     x = torch.randn(args.batch, 3, args.image_size, args.image_size, device=dev).contiguous(
         memory_format=torch.channels_last)
     y = torch.randint(0, 1000, (args.batch,), device=dev)
     loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=0.1)
-
-    lowp = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
-    scaler = torch.amp.GradScaler(enabled=precision == "fp16")
-
-    def step():
-        with torch.autocast(args.device, dtype=lowp or torch.float32, enabled=lowp is not None):
-            loss = loss_fn(model(x), y)
-        opt.zero_grad(set_to_none=True)
-        scaler.scale(loss).backward()
-        scaler.step(opt)  # a disabled scaler (all but fp16) just steps
-        scaler.update()
-
+    step = benchlib.torch_train_step(torch, args.device, precision, lambda: loss_fn(model(x), y), opt)
     run = torch.compile(step) if compile_it else step
-    return images_per_s(torch, args, run)
+    return benchlib.images_per_s(torch, run, args.batch, args.steps, args.device)[0]
 
 
 def main():
@@ -217,7 +169,8 @@ def main():
     if args.device == "cuda":
         benchlib.write_results("resnet", date, gpu,
                                {"date": date, "gpu": gpu, "batch": args.batch,
-                                "image_size": args.image_size, "steps": args.steps, "rows": rows,
+                                "image_size": args.image_size, "steps": args.steps,
+                                "versions": benchlib.torch_versions(torch), "rows": rows,
                                 "real_input": real, "profile": profile},
                                table + "\n")
 

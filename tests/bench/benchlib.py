@@ -1,13 +1,16 @@
 """What the Python benchmark drivers (tests/bench/bench_*.py) share: their
 command line, the checks that end a run with "SKIP <name>: <why>" (exit 0)
 when PyTorch or a GPU is missing, running this suite's C program and reading
-the JSON it writes, timing PyTorch with CUDA events (the wall clock on a
-CPU), and the result files tests/bench/results/<kind>_<UTC date>_<GPU>.{json,md}.
+the JSON it writes, running a trainer's benchmark mode and reading its
+images/s, timing PyTorch with CUDA events (the wall clock on a CPU), a
+PyTorch training step in a given precision and its images/s, and the result
+files tests/bench/results/<kind>_<UTC date>_<GPU>.{json,md}.
 """
 import argparse
 import datetime
 import importlib
 import json
+import math
 import os
 import re
 import subprocess
@@ -92,6 +95,82 @@ def time_ms(torch, fn, warmup, iters, device="cuda"):
     stop.record()
     stop.synchronize()
     return start.elapsed_time(stop) / iters
+
+
+def trainer_throughput(name, cmd, pattern=r"synthetic: .*: ([0-9.]+) images/s"):
+    """Runs a trainer's benchmark mode (cmd, a list; a --log_file in a
+    temporary folder is added) and finds its throughput line: returns the
+    match of pattern (group 1: images/s) and the trainer's output. A failed
+    run, a missing line or a loss that is not finite after it ("(loss X)":
+    the steps would have timed NaN arithmetic, or in fp16 overflow-skipped
+    steps without an optimizer step) ends the run with the output's tail."""
+    with tempfile.TemporaryDirectory() as tmp:
+        proc = subprocess.run(list(cmd) + [f"--log_file={os.path.join(tmp, 'bench.log')}"],
+                              capture_output=True, text=True)
+    m = re.search(pattern, proc.stdout)
+    if proc.returncode != 0 or not m:
+        sys.exit(f"{name}: {cmd[0]} failed:\n" + proc.stdout[-2000:] + proc.stderr[-2000:])
+    loss = re.search(r"\(loss ([^)]*)\)", proc.stdout[m.start():])
+    if not loss or not math.isfinite(float(loss.group(1))):
+        sys.exit(f"{name}: {' '.join(cmd[1:])}: the loss is not finite, so the steps timed NaN "
+                 "arithmetic:\n" + proc.stdout[-1500:] + proc.stderr[-1500:])
+    return m, proc.stdout
+
+
+def torch_train_step(torch, device, precision, forward_loss, opt):
+    """A PyTorch training step as a function: forward_loss() (forward pass
+    and loss) under autocast in precision's low dtype ('bf16', 'fp16'; none
+    for 'fp32' and 'tf32'), backward, opt's step; fp16 through a GradScaler.
+    Sets PyTorch's math for precision as our trainers do theirs: TF32 tensor
+    cores for tf32 only (fp32 is true fp32), and cuDNN's autotuner on."""
+    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+    torch.backends.cudnn.allow_tf32 = precision == "tf32"
+    torch.backends.cudnn.benchmark = True
+    lowp = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    scaler = torch.amp.GradScaler(enabled=precision == "fp16")
+
+    def step():
+        with torch.autocast(device, dtype=lowp or torch.float32, enabled=lowp is not None):
+            loss = forward_loss()
+        opt.zero_grad(set_to_none=True)
+        scaler.scale(loss).backward()
+        scaler.step(opt)  # a disabled scaler (all but fp16) just steps
+        scaler.update()
+
+    return step
+
+
+def images_per_s(torch, step, batch, steps, device, warmup=10, repeats=1):
+    """Images/s of step() (one batch of batch images), once per repeat:
+    warmup calls (our trainers' synthetic runs warm up 10 steps), then
+    repeats timings of steps calls, the device synchronised around each."""
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    for _ in range(warmup):
+        step()
+    rates = []
+    for _ in range(repeats):
+        sync()
+        start = time.perf_counter()
+        for _ in range(steps):
+            step()
+        sync()
+        rates.append(batch * steps / (time.perf_counter() - start))
+    return rates
+
+
+def torch_versions(torch):
+    """The PyTorch side's versions for a results file: torch, torchvision
+    (when installed), and on a GPU CUDA's and cuDNN's."""
+    v = {"torch": torch.__version__}
+    try:
+        import torchvision
+        v["torchvision"] = torchvision.__version__
+    except ImportError:
+        pass
+    if torch.cuda.is_available():
+        v["cuda"] = torch.version.cuda
+        v["cudnn"] = torch.backends.cudnn.version()
+    return v
 
 
 def profile_block(text):

@@ -7,8 +7,8 @@
 #   bench  every benchmark (tables and tests/bench/results/ files; bench_ncf
 #          includes NCF's medium time to target beside PyTorch); bench:A,B
 #          runs only those (e.g. bench:conv,gemm,optim,loader,decode, then
-#          bench:resnet, then bench:ncf, when all of them would pass the
-#          10-minute limit of one call)
+#          bench:resnet, then bench:ssd, then bench:ncf, when all of them
+#          would pass the 10-minute limit of one call)
 #   ttt    the medium ResNet run to its target, beside PyTorch (ttt:ours and
 #          ttt:torch run one side each, when both would not fit one call)
 #   setup  only the unpacking and checks every part starts with

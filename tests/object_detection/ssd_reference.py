@@ -16,6 +16,10 @@ import numpy as np
 
 F32 = np.float32
 HALF = F32(0.5)
+# SSD300's default boxes (the reference's dboxes300_coco; ssd_boxes.h's
+# kSsd300Boxes): default_boxes(**SSD300) gives 8,732.
+SSD300 = dict(image_size=300, feat_size=[38, 19, 10, 5, 3, 1], steps=[8, 16, 32, 64, 100, 300],
+              scales=[21, 45, 99, 153, 207, 261, 315], ratios=[[2], [2, 3], [2, 3], [2, 3], [2], [2]])
 
 
 def default_boxes(image_size, feat_size, steps, scales, ratios):

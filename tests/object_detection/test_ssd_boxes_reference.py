@@ -30,8 +30,6 @@ F32 = np.float32
 TOL = 1e-5
 failures = 0
 
-SSD300 = dict(image_size=300, feat_size=[38, 19, 10, 5, 3, 1], steps=[8, 16, 32, 64, 100, 300],
-              scales=[21, 45, 99, 153, 207, 261, 315], ratios=[[2], [2, 3], [2, 3], [2, 3], [2], [2]])
 # Dyadic centres and sizes: box corners are exact, so IoU 0.5 can be exact.
 SMALL = dict(image_size=64, feat_size=[4, 2, 1], steps=[16, 32, 64], scales=[16, 32, 48, 64],
              ratios=[[2], [2], [2]])
@@ -154,9 +152,9 @@ def main():
               (g2, np.array([3, 9, 12, 44, 80]))]
     ploc = rng.normal(0, 1, (3, n, 4)).astype(F32)
     logits = rng.normal(0, 2, (3, n, classes)).astype(F32)
-    xywh, ltrb = ref.default_boxes(**SSD300)
+    xywh, ltrb = ref.default_boxes(**ref.SSD300)
     case("reference_has_8732_boxes", len(xywh) == 8732, "%d boxes" % len(xywh))
-    compare("ssd300", SSD300, images, ploc, logits, build)
+    compare("ssd300", ref.SSD300, images, ploc, logits, build)
     cand = (ref.softmax(logits[0])[:, 1:] > F32(0.05)).sum(axis=0)
     case("reference_cuts_at_200", cand.min() > 200 and len(ref.detect(xywh, ploc[0], logits[0])) == 200,
          "the per-class and per-image cuts of 200 are not reached")
