@@ -198,7 +198,8 @@ ssd() {  # OUT_NAME FLAGS...
   local out=$1
   shift
   "$build/bin/ssd" --config=object_detection/configs/small.conf --data_dir="$tmp/coco" --max_epochs=2 \
-    --target_accuracy=0.99 --loader_threads=1 --seed="$seed" --log_file="$tmp/$out.log" "$@" >"$tmp/$out.out" 2>&1
+    --warmup_steps=4 --target_accuracy=0.99 --loader_threads=1 --seed="$seed" --log_file="$tmp/$out.log" "$@" \
+    >"$tmp/$out.out" 2>&1
 }
 # NAME REF RUN TOL: both epochs' mean losses within TOL.
 compare_ssd_losses() {
