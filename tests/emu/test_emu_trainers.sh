@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The trainers' CUDA paths on the CPU emulation of CUDA (make test-emu only;
 # tests/emu/README.md): loader to device, weight casts, cuDNN/cuBLAS calls,
-# fused optimizers, loss scaling, GPU eval, GPU negative sampling, checkpoints.
+# fused optimizers, loss scaling, GPU eval, GPU negative sampling, checkpoints,
+# the SSD loss and decode.
 # Each run is set against the same binary on --device=cpu with the same
 # seed and data, which takes the same batches:
 # - fp32 on the emulated GPU must track the CPU to the rounding of different
@@ -21,7 +22,7 @@ source tests/lib.sh
 scratch_dir
 export PROGRESS_INTERVAL_S=1000
 
-for bin in resnet ncf fmnist_to_imagenet imagenet_to_lmdb movielens_generate movielens_convert; do
+for bin in resnet ncf ssd fmnist_to_imagenet imagenet_to_lmdb movielens_generate movielens_convert coco_generate coco_to_lmdb; do
   if [[ ! -x $build/bin/$bin ]]; then
     echo "FAIL emu_trainers: $build/bin/$bin is not built"
     exit 1
@@ -214,8 +215,17 @@ compare_ssd_losses() {
     echo "FAIL $1: $2: $(grep -E '^ssd: epoch|^error' "$tmp/$2.out" | sed 's/.*\(mean train loss [0-9.]*\).*/\1/' | tr '\n' ' '); $3: $got"
   fi
 }
+# Measured (seed 1, Haswell/Zen/Sandybridge kernels): the CPU runs agree to
+# 0.0013 among themselves, the emulated fp32 run is 0.0073 from them at
+# epoch 2 (mined negatives are a sort: a rounding can swap one, and the
+# runs part); bf16 is 0.023 and fp16 0.047 from fp32. Allowed: 0.03 and
+# 0.15. fp16 starts at
+# loss scale 4096: at the default 65536 the loss's gradients overflow in two
+# of the first epoch's three steps, which the scaler rightly skips (ResNet's
+# run above covers the back-off), and the losses then compare nothing.
 ssd ssd_cpu --device=cpu
-for p in fp32 bf16 fp16; do ssd ssd_$p --device=cuda --precision=$p; done
-compare_ssd_losses emu_ssd_fp32_matches_cpu ssd_cpu ssd_fp32 SSD_FP32_TOL
-compare_ssd_losses emu_ssd_bf16_near_fp32 ssd_fp32 ssd_bf16 SSD_LOWP_TOL
-compare_ssd_losses emu_ssd_fp16_near_fp32 ssd_fp32 ssd_fp16 SSD_LOWP_TOL
+for p in fp32 bf16; do ssd ssd_$p --device=cuda --precision=$p; done
+ssd ssd_fp16 --device=cuda --precision=fp16 --loss_scale_init=4096
+compare_ssd_losses emu_ssd_fp32_matches_cpu ssd_cpu ssd_fp32 0.03
+compare_ssd_losses emu_ssd_bf16_near_fp32 ssd_fp32 ssd_bf16 0.15
+compare_ssd_losses emu_ssd_fp16_near_fp32 ssd_fp32 ssd_fp16 0.15
