@@ -120,9 +120,11 @@ static void parse_ints(const Config *cfg, const char *key, int *out, int min_cou
                        int lo) {
   double v[SSD_MAX_MAPS + 1];
   int n = config_numbers(cfg, key, v, min_count, max);
+  char name[64];
+  snprintf(name, sizeof name, "--%s", key);
   for (int i = 0; i < n; i++) {
     if (v[i] != floor(v[i]) || v[i] < lo || v[i] > 1 << 20)
-      die_input(key, "item %d (%g) is not a whole number >= %d", i + 1, v[i], lo);
+      die_input(name, "item %d (%g) is not a whole number >= %d", i + 1, v[i], lo);
     out[i] = (int)v[i];
   }
 }

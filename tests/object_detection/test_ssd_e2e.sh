@@ -86,6 +86,8 @@ expect_error ssd_bad_extra_block "error: --extra_blocks: block 2 '32:64:2' is no
   --config=$conf --data_dir="$tmp/mini" --extra_blocks=64:128:2:1,32:64:2
 expect_error ssd_steps_per_map "error: --box_steps: 4 steps for 5 feature maps" --config=$conf \
   --data_dir="$tmp/mini" --box_steps=8,16,32,64
+expect_error ssd_fractional_step "error: --box_steps: item 2 (16.5) is not a whole number >= 1" --config=$conf \
+  --data_dir="$tmp/mini" --box_steps=8,16.5,32,64,128
 expect_error ssd_ratios_per_map "error: --box_ratios: '2;2' does not give one ratio list" --config=$conf \
   --data_dir="$tmp/mini" --box_ratios='2;2'
 expect_error ssd_empty_map "error: --extra_blocks: feature map 6 (after extra block 5) is empty for a 128-pixel input" --config=$conf --data_dir="$tmp/mini" \
