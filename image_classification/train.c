@@ -117,17 +117,6 @@ static ClassifyAugment augment_config(const Trainer *t, bool train) {
   return a;
 }
 
-// The loader's normalisation, (x / 255 - mean) / std, as one multiply-add.
-static ChannelAffine input_affine(const Trainer *t) {
-  ClassifyAugment a = augment_config(t, false);
-  ChannelAffine ca = {{0}, {0}};
-  for (int c = 0; c < 3; c++) {
-    ca.scale[c] = 1.0f / (255.0f * a.std[c]);
-    ca.shift[c] = -a.mean[c] / a.std[c];
-  }
-  return ca;
-}
-
 // A batch's images as network input: (n, S, S, 3) on the device, in the
 // compute dtype.
 static Tensor batch_images(Trainer *t, const LoaderBatch *batch) {
@@ -420,7 +409,10 @@ int main(int argc, char **argv) {
   t.images = TENSOR(device_alloc(t.run.dev.kind,
                                  (size_t)(t.local_batch * side * side * 3) * dtype_size(model.dtype)),
                     model.dtype, t.run.dev.kind, t.local_batch, side, side, 3);
-  t.affine = input_affine(&t);
+  {
+    ClassifyAugment a = augment_config(&t, false);  // the loader's mean and std, applied on the device
+    t.affine = channel_affine_normalize_u8(a.mean, a.std);
+  }
 
   MLLOG_POINT(log, "global_batch_size", mlv_int(t.global_batch));
   MLLOG_POINT(log, "gradient_accumulation_steps", mlv_int(t.micro_batches));

@@ -267,17 +267,6 @@ static SsdAugment augment_config(const SsdTrainer *t, bool train) {
   return a;
 }
 
-// The loader's normalisation, (x / 255 - mean) / std, as one multiply-add.
-static ChannelAffine input_affine(const SsdTrainer *t) {
-  SsdAugment a = augment_config(t, false);
-  ChannelAffine ca = {{0}, {0}};
-  for (int c = 0; c < 3; c++) {
-    ca.scale[c] = 1.0f / (255.0f * a.std[c]);
-    ca.shift[c] = -a.mean[c] / a.std[c];
-  }
-  return ca;
-}
-
 static Loader *open_loader(SsdTrainer *t, bool train, int64_t start_epoch) {
   char dir[1100];
   split_dir(t, train ? "train" : "val", dir, sizeof dir);
@@ -589,7 +578,10 @@ int main(int argc, char **argv) {
   t.det_counts = xmalloc((size_t)t.local_batch * sizeof(int32_t));
   t.images = TENSOR(device_alloc(kind, (size_t)(t.local_batch * side * side * 3) * dtype_size(model.dtype)),
                     model.dtype, kind, t.local_batch, side, side, 3);
-  t.affine = input_affine(&t);
+  {
+    SsdAugment a = augment_config(&t, false);  // the loader's mean and std, applied on the device
+    t.affine = channel_affine_normalize_u8(a.mean, a.std);
+  }
   coco_gt_init(&t.gt);
 
   MLLOG_POINT(log, "global_batch_size", mlv_int(t.global_batch));

@@ -60,6 +60,15 @@ void op_axpy_cpu(const Device *dev, float alpha, const Tensor *x, const Tensor *
 
 // ---------------------------------------------------------------- CPU: casts
 
+ChannelAffine channel_affine_normalize_u8(const float mean[3], const float std[3]) {
+  ChannelAffine ca = {{0}, {0}};
+  for (int c = 0; c < 3; c++) {
+    ca.scale[c] = 1.0f / (255.0f * std[c]);
+    ca.shift[c] = -mean[c] / std[c];
+  }
+  return ca;
+}
+
 void op_affine_u8_cpu(const Device *dev, const Tensor *x, const ChannelAffine *a,
                       const Tensor *y) {
   (void)dev;

@@ -22,6 +22,9 @@ extern "C" {
 typedef struct ChannelAffine {
   float scale[4], shift[4];
 } ChannelAffine;
+// The map of an image loader's normalisation of 3-channel bytes,
+// (x / 255 - mean) / std, as one multiply-add per channel.
+ChannelAffine channel_affine_normalize_u8(const float mean[3], const float std[3]);
 
 #define OPS_ELEMENTWISE(X)                                                              \
   /* ------------------------------------------------------------ arithmetic            \
