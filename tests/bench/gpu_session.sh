@@ -11,6 +11,12 @@
 #          would pass the 10-minute limit of one call)
 #   ttt    the medium ResNet run to its target, beside PyTorch (ttt:ours and
 #          ttt:torch run one side each, when both would not fit one call)
+#   first  a first look inside one call (GPU_SESSION_SECONDS, default 430):
+#          the C test programs (CUDA cases on the GPU), the small SSD,
+#          ResNet and NCF runs on the GPU, the conv and GEMM benchmarks
+#          beside PyTorch, compute-sanitizer memcheck of the CUDA test
+#          programs; each step capped by what is left, in that order, and
+#          everything in at most 8 files under OUT_DIR
 #   setup  only the unpacking and checks every part starts with
 # Usage: tests/bench/gpu_session.sh BUILD_DIR LIB_DIR OUT_DIR [PART]
 #   LIB_DIR: what tests/bench/prepare_carry.sh put there - the programs
@@ -50,14 +56,105 @@ if compgen -G "$libs/*.whl" >/dev/null; then
 fi
 python3 -c 'import mlperf_logging' 2>/dev/null ||
   echo "warning: no mlperf_logging here: the compliance checks will fail (tests/bench/prepare_carry.sh)"
+# CUDA's libraries where this machine keeps them: the toolkit's folder, and
+# the nvidia-* wheels beside PyTorch (cuDNN and NCCL may be only there).
+for d in /usr/local/cuda/lib64 $(python3 -c 'import glob, site
+for s in site.getsitepackages(): print(*glob.glob(s + "/nvidia/*/lib"))' 2>/dev/null); do
+  [[ -d $d ]] && LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$d
+done
+missing_libs() {
+  ldd "$build"/bin/* "$build"/tests/test_* "$build"/bench/* 2>/dev/null | awk '/not found/ {print $1}' | sort -u
+}
+# Any still missing: looked for anywhere on the machine before giving up.
+for lib in $(missing_libs); do
+  found=$(find / -xdev -name "$lib" -not -path '/proc/*' 2>/dev/null | head -n 1)
+  [[ -n $found ]] && LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$(dirname "$found") && echo "found $found"
+done
+export LD_LIBRARY_PATH
 # A library the binaries need and this machine lacks ends the session at once.
-missing=$(ldd "$build"/bin/* "$build"/tests/test_* "$build"/bench/* 2>/dev/null | grep 'not found' | sort -u)
+missing=$(missing_libs)
 if [[ -n $missing ]]; then
   echo "gpu_session: libraries not found here (carry them in $libs):"
   echo "$missing"
   exit 1
 fi
 echo "carried libraries in use: $(ldd "$build/bin/resnet" | grep -o "$libs/lib/[^ ]*" | xargs -rn1 basename | tr '\n' ' ')"
+
+if [[ $part == first ]]; then
+  t0=$SECONDS
+  # A step's cap: its share, or what is left of the whole when that is less.
+  cap_of() {
+    local left=$((${GPU_SESSION_SECONDS:-430} - (SECONDS - t0)))
+    ((left > $1)) && left=$1
+    ((left > 5)) && echo "$left" || echo 0
+  }
+  capped() {  # capped SHARE COMMAND...: runs it under its cap, says if cut
+    local cap rc
+    cap=$(cap_of "$1"); shift
+    if ((cap == 0)); then echo "NOT RUN (no time left): $*"; return 124; fi
+    timeout -k 5 "$cap" "$@"; rc=$?
+    ((rc == 124 || rc == 137)) && echo "CUT after ${cap}s: $*"
+    return $rc
+  }
+  export PATH=$PATH:/usr/local/cuda/bin
+  logs=$out/logs && mkdir -p "$logs"
+  echo "== C test programs, CUDA cases on the GPU"
+  rm -f "$out/errors.tsv" "$out/tests_c.txt"
+  export TEST_ERROR_TABLE=$(realpath "$out")/errors.tsv
+  for t in "$build"/tests/test_*; do
+    name=$(basename "$t")
+    capped 60 "$t" >"$logs/$name.txt" 2>&1; rc=$?
+    printf '%-22s rc=%-3d %3d passed %3d failed %3d skipped %4ds\n' "$name" $rc \
+      "$(grep -c '^PASS ' "$logs/$name.txt")" "$(grep -c '^FAIL ' "$logs/$name.txt")" \
+      "$(grep -c '^SKIP ' "$logs/$name.txt")" $((SECONDS - t0)) | tee -a "$out/tests_c.txt"
+    grep -E '^(FAIL|SKIP|CUT)' "$logs/$name.txt" | sed 's/^/    /' | tee -a "$out/tests_c.txt"
+    ((rc != 0)) && tail -n 15 "$logs/$name.txt" | sed 's/^/  | /' >>"$out/tests_c.txt"
+  done
+  unset TEST_ERROR_TABLE
+  [[ -s $out/errors.tsv ]] && python3 tests/ops/error_table.py "$out/errors.tsv" \
+    --out "$out/op_errors.md" >/dev/null && grep -E '^[0-9]+ comparisons' "$out/op_errors.md"
+
+  echo "== trainers on the GPU (small configs)"
+  data=$(mktemp -d)
+  trainer() {  # trainer SHARE NAME PROGRAM FLAGS...: one run, its last lines
+    local share=$1 name=$2; shift 2
+    capped "$share" "$@" --device=cuda --log_file="$logs/$name.log" >"$logs/$name.txt" 2>&1
+    echo "$name: exit $? after $((SECONDS - t0))s; $(grep -E '^error|epoch|target|time to train|amp:' \
+      "$logs/$name.txt" | grep -v MLLOG | tail -n 4 | tr '\n' ' ')"
+  } 
+  {
+    capped 40 bash object_detection/prepare_data.sh small "$data/ssd" "$build" >"$logs/prep_ssd.txt" 2>&1 &&
+      trainer 110 ssd_fp32 "$build/bin/ssd" --config=object_detection/configs/small.conf \
+        --data_dir="$data/ssd" --loader_threads=8
+    capped 40 bash image_classification/prepare_data.sh small "$data/resnet" "$build" \
+      >"$logs/prep_resnet.txt" 2>&1 &&
+      for p in fp32 bf16; do
+        trainer 70 resnet_$p "$build/bin/resnet" --config=image_classification/configs/small.conf \
+          --data_dir="$data/resnet" --loader_threads=8 --precision=$p
+      done
+    capped 30 "$build/bin/movielens_generate" --size=small --out="$data/ncf" >"$logs/prep_ncf.txt" 2>&1 &&
+      capped 30 "$build/bin/movielens_convert" --input="$data/ncf/ratings.csv" --out="$data/ncf" \
+        >>"$logs/prep_ncf.txt" 2>&1 &&
+      trainer 50 ncf_fp32 "$build/bin/ncf" --config=recommendation/configs/small.conf --data_dir="$data/ncf"
+  } 2>&1 | tee "$out/trainers.txt"
+
+  echo "== benchmarks beside PyTorch: conv, gemm"
+  capped 110 bash tests/bench/run_all.sh "$build" conv,gemm >"$out/bench.txt" 2>&1
+  tail -n 60 "$out/bench.txt" | grep -vE '^\s*$' | tail -n 30
+  cp tests/bench/results/* "$logs/" 2>/dev/null
+
+  echo "== compute-sanitizer memcheck"
+  for name in test_ops_table test_ops_async test_device test_amp test_optim test_rng \
+    test_ssd_boxes_cuda test_ncf_model test_ckpt test_loader test_ssd_model test_resnet; do
+    [[ -x $build/tests/$name ]] || continue
+    capped 40 compute-sanitizer --tool memcheck --error-exitcode 99 "$build/tests/$name" \
+      >"$logs/san_$name.txt" 2>&1
+    echo "$name: exit $? $(grep -c '^PASS ' "$logs/san_$name.txt") passed, $(grep -c '^FAIL ' \
+      "$logs/san_$name.txt") failed; $(grep -m1 -E 'ERROR SUMMARY|Invalid|CUT' "$logs/san_$name.txt")"
+  done 2>&1 | tee "$out/sanitizer.txt"
+  tar -C "$out" -czf "$out/logs.tar.gz" logs && rm -rf "$logs" "$data"
+  echo "first: done in $((SECONDS - t0))s"
+fi
 
 if [[ $part == all || $part == tests ]]; then
   echo "== tests"
