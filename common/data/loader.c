@@ -210,7 +210,8 @@ static void alloc_slot(Loader *l, RingSlot *s) {
   atomic_init(&s->done, 0);
   for (int f = 0; f < l->cfg.field_count; f++) {
     size_t bytes = (size_t)l->cfg.batch_size * l->cfg.sample_bytes[f];
-    s->host[f] = device_alloc_pinned(bytes);
+    // Pinned only when the batches go on to a GPU: a CPU run touches no CUDA.
+    s->host[f] = l->cuda ? device_alloc_pinned(bytes) : xmalloc(bytes);
     memset(s->host[f], 0, bytes);
     s->device[f] = l->cuda ? device_alloc(DEVICE_CUDA, bytes) : s->host[f];
   }
@@ -312,8 +313,12 @@ static void free_slot(Loader *l, RingSlot *s) {
   }
 #endif
   for (int f = 0; f < l->cfg.field_count; f++) {
-    if (l->cuda) device_free(DEVICE_CUDA, s->device[f]);
-    device_free_pinned(s->host[f]);
+    if (l->cuda) {
+      device_free(DEVICE_CUDA, s->device[f]);
+      device_free_pinned(s->host[f]);
+    } else {
+      free(s->host[f]);
+    }
   }
 }
 

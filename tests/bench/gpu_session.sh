@@ -12,11 +12,14 @@
 #   ttt    the medium ResNet run to its target, beside PyTorch (ttt:ours and
 #          ttt:torch run one side each, when both would not fit one call)
 #   first  a first look inside one call (GPU_SESSION_SECONDS, default 430):
-#          the C test programs (CUDA cases on the GPU), the small SSD,
-#          ResNet and NCF runs on the GPU, the conv and GEMM benchmarks
-#          beside PyTorch, compute-sanitizer memcheck of the CUDA test
-#          programs; each step capped by what is left, in that order, and
-#          everything in at most 8 files under OUT_DIR
+#          the C test programs (CUDA cases on the GPU; cuda-gdb's stack of
+#          any that crashes), the small SSD, ResNet and NCF runs on the GPU,
+#          the conv and GEMM benchmarks beside PyTorch, compute-sanitizer
+#          memcheck of the CUDA test programs; each step capped by what is
+#          left, in that order, and everything in at most 8 files under
+#          OUT_DIR. first:tests,trainers,bench,san runs only the steps named;
+#          GPU_SESSION_TESTS (program names), GPU_SESSION_SSD_PRECISIONS,
+#          GPU_SESSION_RESNET_PRECISIONS and GPU_SESSION_BENCH narrow them
 #   setup  only the unpacking and checks every part starts with
 # Usage: tests/bench/gpu_session.sh BUILD_DIR LIB_DIR OUT_DIR [PART]
 #   LIB_DIR: what tests/bench/prepare_carry.sh put there - the programs
@@ -54,6 +57,11 @@ if compgen -G "$libs/*.whl" >/dev/null; then
     --target /tmp/gpu_session_site "$libs"/*.whl &&
     export PYTHONPATH=/tmp/gpu_session_site${PYTHONPATH:+:$PYTHONPATH}
 fi
+photos=/usr/share/doc/opencv-doc/examples/data
+if [[ -d $libs/opencv-photos && ! -d $photos ]]; then
+  mkdir -p "$(dirname "$photos")" && ln -s "$PWD/$libs/opencv-photos" "$photos" ||
+    echo "warning: could not link $photos: the detection data sets cannot be made"
+fi
 python3 -c 'import mlperf_logging' 2>/dev/null ||
   echo "warning: no mlperf_logging here: the compliance checks will fail (tests/bench/prepare_carry.sh)"
 # CUDA's libraries where this machine keeps them: the toolkit's folder, and
@@ -80,7 +88,10 @@ if [[ -n $missing ]]; then
 fi
 echo "carried libraries in use: $(ldd "$build/bin/resnet" | grep -o "$libs/lib/[^ ]*" | xargs -rn1 basename | tr '\n' ' ')"
 
-if [[ $part == first ]]; then
+if [[ $part == first || $part == first:* ]]; then
+  steps=tests,trainers,bench,san
+  [[ $part == first:* ]] && steps=${part#first:}
+  step() { [[ ",$steps," == *",$1,"* ]]; }
   t0=$SECONDS
   # A step's cap: its share, or what is left of the whole when that is less.
   cap_of() {
@@ -98,61 +109,86 @@ if [[ $part == first ]]; then
   }
   export PATH=$PATH:/usr/local/cuda/bin
   logs=$out/logs && mkdir -p "$logs"
-  echo "== C test programs, CUDA cases on the GPU"
-  rm -f "$out/errors.tsv" "$out/tests_c.txt"
-  export TEST_ERROR_TABLE=$(realpath "$out")/errors.tsv
+  # GPU_SESSION_TESTS: only the C test programs named (default all).
+  tests=()
   for t in "$build"/tests/test_*; do
     name=$(basename "$t")
-    capped 60 "$t" >"$logs/$name.txt" 2>&1; rc=$?
-    printf '%-22s rc=%-3d %3d passed %3d failed %3d skipped %4ds\n' "$name" $rc \
-      "$(grep -c '^PASS ' "$logs/$name.txt")" "$(grep -c '^FAIL ' "$logs/$name.txt")" \
-      "$(grep -c '^SKIP ' "$logs/$name.txt")" $((SECONDS - t0)) | tee -a "$out/tests_c.txt"
-    grep -E '^(FAIL|SKIP|CUT)' "$logs/$name.txt" | sed 's/^/    /' | tee -a "$out/tests_c.txt"
-    ((rc != 0)) && tail -n 15 "$logs/$name.txt" | sed 's/^/  | /' >>"$out/tests_c.txt"
+    [[ -z ${GPU_SESSION_TESTS:-} || " $GPU_SESSION_TESTS " == *" $name "* ]] && tests+=("$name")
   done
-  unset TEST_ERROR_TABLE
-  [[ -s $out/errors.tsv ]] && python3 tests/ops/error_table.py "$out/errors.tsv" \
-    --out "$out/op_errors.md" >/dev/null && grep -E '^[0-9]+ comparisons' "$out/op_errors.md"
+  crashed=()
+  if step tests; then
+    echo "== C test programs, CUDA cases on the GPU"
+    rm -f "$out/errors.tsv" "$out/tests_c.txt"
+    export TEST_ERROR_TABLE=$(realpath "$out")/errors.tsv
+    for name in "${tests[@]}"; do
+      capped 60 "$build/tests/$name" >"$logs/$name.txt" 2>&1; rc=$?
+      printf '%-22s rc=%-3d %3d passed %3d failed %3d skipped %4ds\n' "$name" $rc \
+        "$(grep -c '^PASS ' "$logs/$name.txt")" "$(grep -c '^FAIL ' "$logs/$name.txt")" \
+        "$(grep -c '^SKIP ' "$logs/$name.txt")" $((SECONDS - t0)) | tee -a "$out/tests_c.txt"
+      grep -E '^(FAIL|SKIP|CUT)' "$logs/$name.txt" | sed 's/^/    /' | tee -a "$out/tests_c.txt"
+      ((rc != 0)) && tail -n 15 "$logs/$name.txt" | sed 's/^/  | /' >>"$out/tests_c.txt"
+      ((rc > 128 && rc != 137)) && crashed+=("$name")
+    done
+    unset TEST_ERROR_TABLE
+    [[ -s $out/errors.tsv ]] && python3 tests/ops/error_table.py "$out/errors.tsv" \
+      --out "$out/op_errors.md" >/dev/null && grep -E '^[0-9]+ comparisons' "$out/op_errors.md"
+    # Where a program crashed: its stack, from cuda-gdb (which also debugs host code).
+    for name in "${crashed[@]}"; do
+      echo "== $name crashed: its stack" | tee -a "$out/tests_c.txt"
+      capped 90 cuda-gdb -batch -ex run -ex bt -ex 'info threads' --args "$build/tests/$name" \
+        2>&1 | grep -vE '^(PASS|\[New Thread|\[Thread)' | tail -n 40 | tee -a "$out/tests_c.txt"
+    done
+  fi
 
-  echo "== trainers on the GPU (small configs)"
-  data=$(mktemp -d)
-  trainer() {  # trainer SHARE NAME PROGRAM FLAGS...: one run, its last lines
-    local share=$1 name=$2; shift 2
-    capped "$share" "$@" --device=cuda --log_file="$logs/$name.log" >"$logs/$name.txt" 2>&1
-    echo "$name: exit $? after $((SECONDS - t0))s; $(grep -E '^error|epoch|target|time to train|amp:' \
-      "$logs/$name.txt" | grep -v MLLOG | tail -n 4 | tr '\n' ' ')"
-  } 
-  {
-    capped 40 bash object_detection/prepare_data.sh small "$data/ssd" "$build" >"$logs/prep_ssd.txt" 2>&1 &&
-      trainer 110 ssd_fp32 "$build/bin/ssd" --config=object_detection/configs/small.conf \
-        --data_dir="$data/ssd" --loader_threads=8
-    capped 40 bash image_classification/prepare_data.sh small "$data/resnet" "$build" \
-      >"$logs/prep_resnet.txt" 2>&1 &&
-      for p in fp32 bf16; do
+  if step trainers; then
+    echo "== trainers on the GPU (small configs)"
+    data=$(mktemp -d)
+    trainer() {  # trainer SHARE NAME PROGRAM FLAGS...: one run, its last lines
+      local share=$1 name=$2; shift 2
+      capped "$share" "$@" --device=cuda --log_file="$logs/$name.log" >"$logs/$name.txt" 2>&1
+      echo "$name: exit $? after $((SECONDS - t0))s; $(grep -E '^error|epoch|target|time to train|amp:' \
+        "$logs/$name.txt" | grep -v MLLOG | tail -n 4 | tr '\n' ' ')"
+    }
+    {
+      capped 60 bash object_detection/prepare_data.sh small "$data/ssd" "$build" >"$logs/prep_ssd.txt" 2>&1 ||
+        tail -n 2 "$logs/prep_ssd.txt"
+      for p in ${GPU_SESSION_SSD_PRECISIONS:-fp32 bf16 fp16}; do
+        trainer 110 ssd_$p "$build/bin/ssd" --config=object_detection/configs/small.conf \
+          --data_dir="$data/ssd" --loader_threads=8 --precision=$p
+      done
+      capped 40 bash image_classification/prepare_data.sh small "$data/resnet" "$build" \
+        >"$logs/prep_resnet.txt" 2>&1 || tail -n 2 "$logs/prep_resnet.txt"
+      for p in ${GPU_SESSION_RESNET_PRECISIONS:-fp32 bf16 fp16}; do
         trainer 70 resnet_$p "$build/bin/resnet" --config=image_classification/configs/small.conf \
           --data_dir="$data/resnet" --loader_threads=8 --precision=$p
       done
-    capped 30 "$build/bin/movielens_generate" --size=small --out="$data/ncf" >"$logs/prep_ncf.txt" 2>&1 &&
-      capped 30 "$build/bin/movielens_convert" --input="$data/ncf/ratings.csv" --out="$data/ncf" \
-        >>"$logs/prep_ncf.txt" 2>&1 &&
-      trainer 50 ncf_fp32 "$build/bin/ncf" --config=recommendation/configs/small.conf --data_dir="$data/ncf"
-  } 2>&1 | tee "$out/trainers.txt"
+      capped 30 "$build/bin/movielens_generate" --size=small --out="$data/ncf" >"$logs/prep_ncf.txt" 2>&1 &&
+        capped 30 "$build/bin/movielens_convert" --input="$data/ncf/ratings.csv" --out="$data/ncf" \
+          >>"$logs/prep_ncf.txt" 2>&1 &&
+        trainer 50 ncf_fp32 "$build/bin/ncf" --config=recommendation/configs/small.conf --data_dir="$data/ncf"
+    } 2>&1 | tee "$out/trainers.txt"
+    rm -rf "$data"
+  fi
 
-  echo "== benchmarks beside PyTorch: conv, gemm"
-  capped 110 bash tests/bench/run_all.sh "$build" conv,gemm >"$out/bench.txt" 2>&1
-  tail -n 60 "$out/bench.txt" | grep -vE '^\s*$' | tail -n 30
-  cp tests/bench/results/* "$logs/" 2>/dev/null
+  if step bench; then
+    echo "== benchmarks beside PyTorch: ${GPU_SESSION_BENCH:-conv,gemm}"
+    capped 150 bash tests/bench/run_all.sh "$build" "${GPU_SESSION_BENCH:-conv,gemm}" >"$out/bench.txt" 2>&1
+    grep -E 'ours/torch|^(SKIP|FAIL|error|CUT)|^== ' "$out/bench.txt" | tail -n 30
+    cp tests/bench/results/* "$logs/" 2>/dev/null
+  fi
 
-  echo "== compute-sanitizer memcheck"
-  for name in test_ops_table test_ops_async test_device test_amp test_optim test_rng \
-    test_ssd_boxes_cuda test_ncf_model test_ckpt test_loader test_ssd_model test_resnet; do
-    [[ -x $build/tests/$name ]] || continue
-    capped 40 compute-sanitizer --tool memcheck --error-exitcode 99 "$build/tests/$name" \
-      >"$logs/san_$name.txt" 2>&1
-    echo "$name: exit $? $(grep -c '^PASS ' "$logs/san_$name.txt") passed, $(grep -c '^FAIL ' \
-      "$logs/san_$name.txt") failed; $(grep -m1 -E 'ERROR SUMMARY|Invalid|CUT' "$logs/san_$name.txt")"
-  done 2>&1 | tee "$out/sanitizer.txt"
-  tar -C "$out" -czf "$out/logs.tar.gz" logs && rm -rf "$logs" "$data"
+  if step san; then
+    echo "== compute-sanitizer memcheck"
+    for name in test_ops_table test_ops_async test_device test_amp test_optim test_rng \
+      test_ssd_boxes_cuda test_ncf_model test_ckpt test_loader test_ssd_model test_resnet; do
+      [[ -x $build/tests/$name ]] || continue
+      capped 40 compute-sanitizer --tool memcheck --error-exitcode 99 "$build/tests/$name" \
+        >"$logs/san_$name.txt" 2>&1
+      echo "$name: exit $? $(grep -c '^PASS ' "$logs/san_$name.txt") passed, $(grep -c '^FAIL ' \
+        "$logs/san_$name.txt") failed; $(grep -m1 -E 'ERROR SUMMARY|Invalid|CUT' "$logs/san_$name.txt")"
+    done 2>&1 | tee "$out/sanitizer.txt"
+  fi
+  tar -C "$out" -czf "$out/logs.tar.gz" logs && rm -rf "$logs"
   echo "first: done in $((SECONDS - t0))s"
 fi
 

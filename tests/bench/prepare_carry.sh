@@ -14,6 +14,8 @@
 #                                     its dependencies are on that machine)
 #   fashion-mnist/      Debian's dataset-fashion-mnist IDX files (30 MB): the
 #                       small and medium image data sets are made from them
+#   opencv-photos/      opencv-doc's sample JPEGs and PNGs (10 MB): the
+#                       detection data sets' backgrounds
 # tests/bench/gpu_session.sh unpacks and installs all of it there.
 # Usage: tests/bench/prepare_carry.sh [BUILD_DIR] [DIR]
 set -euo pipefail
@@ -44,5 +46,8 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
   --implementation cp --platform manylinux2014_x86_64 -d "$dir" "mlperf-logging==$version"
 mkdir -p "$dir/fashion-mnist"
 cp /usr/share/datasets/fashion-mnist/*.gz "$dir/fashion-mnist/"
+mkdir -p "$dir/opencv-photos"
+cp /usr/share/doc/opencv-doc/examples/data/*.{jpg,png} "$dir/opencv-photos/"
+rm -rf "$dir/lib"  # what a local run of gpu_session.sh unpacked
 tar -tJf "$dir/libs.tar.xz" | sed "s|^./||" | grep . | tr "\n" " "; echo
 du -sh "$dir"
