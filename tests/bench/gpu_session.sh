@@ -19,7 +19,8 @@
 #          left, in that order, and everything in at most 8 files under
 #          OUT_DIR. first:tests,trainers,bench,san runs only the steps named;
 #          GPU_SESSION_TESTS (program names), GPU_SESSION_SSD_PRECISIONS,
-#          GPU_SESSION_RESNET_PRECISIONS and GPU_SESSION_BENCH narrow them
+#          GPU_SESSION_RESNET_PRECISIONS and GPU_SESSION_BENCH narrow them;
+#          step extra runs the command GPU_SESSION_EXTRA (after bench)
 #   setup  only the unpacking and checks every part starts with
 # Usage: tests/bench/gpu_session.sh BUILD_DIR LIB_DIR OUT_DIR [PART]
 #   LIB_DIR: what tests/bench/prepare_carry.sh put there - the programs
@@ -174,6 +175,12 @@ if [[ $part == first || $part == first:* ]]; then
     echo "== benchmarks beside PyTorch: ${GPU_SESSION_BENCH:-conv,gemm}"
     capped 150 bash tests/bench/run_all.sh "$build" "${GPU_SESSION_BENCH:-conv,gemm}" >"$out/bench.txt" 2>&1
     grep -E 'ours/torch|^(SKIP|FAIL|error|CUT)|^== ' "$out/bench.txt" | tail -n 30
+    cp tests/bench/results/* "$logs/" 2>/dev/null
+  fi
+
+  if step extra && [[ -n ${GPU_SESSION_EXTRA:-} ]]; then
+    echo "== $GPU_SESSION_EXTRA"
+    capped 300 bash -c "$GPU_SESSION_EXTRA" 2>&1 | tee "$out/extra.txt" | tail -n 40
     cp tests/bench/results/* "$logs/" 2>/dev/null
   fi
 

@@ -297,6 +297,16 @@ typedef struct Run {
   float *loc, *logits, *grads;  // malloc'd host copies
 } Run;
 
+// host[0..n) in dtype on `device`: a plain copy for the CPU (fp32 only), an
+// upload for the GPU (whose memory the host cannot read).
+static void *put(DeviceKind device, const float *host, int64_t n, DType dt) {
+  if (device == DEVICE_CUDA) return upload(host, n, dt);
+  REQUIRE(dt == DT_F32);
+  float *copy = device_alloc(DEVICE_CPU, (size_t)n * sizeof(float));
+  memcpy(copy, host, (size_t)n * sizeof(float));
+  return copy;
+}
+
 // Forward (training) and backward of the small SSD from seed 7 on `device`.
 static Run run_small(DeviceKind device, DType dt, const float *x, const float *wl,
                      const float *wc, SsdModel *m) {
@@ -306,7 +316,7 @@ static Run run_small(DeviceKind device, DType dt, const float *x, const float *w
   cfg.dtype = dt;
   ssd_model_init(m, &cfg, kBatch, 0, device, 7);
   int64_t nx = kBatch * 12 * 12 * 3, nl = kBatch * m->n_boxes * 4, nc = kBatch * m->n_boxes * 3;
-  void *dx = upload(x, nx, dt), *dwl = upload(wl, nl, DT_F32), *dwc = upload(wc, nc, DT_F32);
+  void *dx = put(device, x, nx, dt), *dwl = put(device, wl, nl, DT_F32), *dwc = put(device, wc, nc, DT_F32);
   Tensor tx = TENSOR(dx, dt, device, kBatch, 12, 12, 3);
   const Tensor *loc, *logits;
   ssd_model_forward(m, &dev, &tx, true, &loc, &logits);
