@@ -10,8 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <deque>
 #include <memory>
 #include <new>
@@ -259,6 +261,23 @@ extern "C" EmuActivity emu_activity_end(void) {
 
 extern "C" {
 
+// A child forked after its parent used CUDA has no usable CUDA: on a GPU its
+// calls fail with "initialization error". The calls below that allocate, copy
+// or make streams and events do the same here, so a path that would touch
+// CUDA in such a child (a test's forked bad-input case, say) fails on the
+// emulation as it would on the GPU.
+static std::atomic<pid_t> g_cuda_pid{0};
+static cudaError_t usable_here() {
+  pid_t me = getpid(), owner = 0;
+  if (g_cuda_pid.compare_exchange_strong(owner, me)) return cudaSuccess;
+  return owner == me ? cudaSuccess : cudaErrorInitializationError;
+}
+#define REQUIRE_USABLE()                      \
+  do {                                        \
+    cudaError_t usable = usable_here();       \
+    if (usable != cudaSuccess) return usable; \
+  } while (0)
+
 // EMU_GPUS devices (default 2, so that two ranks of an MPI job each have
 // their own, as NCCL requires); all alike.
 static int device_count() { return emu::env_int("EMU_GPUS", 2); }
@@ -269,6 +288,7 @@ cudaError_t cudaGetDeviceCount(int *count) {
 }
 
 cudaError_t cudaSetDevice(int device) {
+  REQUIRE_USABLE();
   return device >= 0 && device < device_count() ? cudaSuccess : cudaErrorInvalidDevice;
 }
 
@@ -289,6 +309,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device) {
 }
 
 cudaError_t cudaMalloc(void **ptr, size_t bytes) {
+  REQUIRE_USABLE();
   emu::note_allocation();
   if (posix_memalign(ptr, 256, bytes ? bytes : 1) != 0) return cudaErrorMemoryAllocation;
   memset(*ptr, 0xff, bytes);
@@ -303,6 +324,7 @@ cudaError_t cudaFree(void *ptr) {
 }
 
 cudaError_t cudaMallocHost(void **ptr, size_t bytes) {
+  REQUIRE_USABLE();
   emu::note_allocation();
   if (posix_memalign(ptr, 256, bytes ? bytes : 1) != 0) return cudaErrorMemoryAllocation;
   return cudaSuccess;
@@ -328,6 +350,7 @@ static void run_on_legacy_stream(std::function<void()> op) {
 }
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
+  REQUIRE_USABLE();
   emu::note_host_wait("cudaMemcpy");
   (void)kind;
   run_on_legacy_stream([=]() {
@@ -356,6 +379,7 @@ cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t 
 }
 
 cudaError_t cudaMemset(void *ptr, int value, size_t bytes) {
+  REQUIRE_USABLE();
   emu::note_host_wait("cudaMemset");
   run_on_legacy_stream([=]() {
     if (bytes) memset(ptr, value, bytes);
@@ -370,6 +394,7 @@ cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t str
 }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags) {
+  REQUIRE_USABLE();
   if (!stream) return cudaErrorInvalidValue;
   emu::Stream *s = new emu::Stream{!(flags & cudaStreamNonBlocking), {}, nullptr};
   std::lock_guard<std::mutex> hold(emu::g_lock);
@@ -428,6 +453,7 @@ cudaError_t cudaDeviceSynchronize(void) {
 }
 
 cudaError_t cudaEventCreate(cudaEvent_t *event) {
+  REQUIRE_USABLE();
   if (!event) return cudaErrorInvalidValue;
   Event *e = new (std::nothrow) Event{std::make_shared<double>(0.0), nullptr};
   if (!e) return cudaErrorMemoryAllocation;
@@ -436,6 +462,7 @@ cudaError_t cudaEventCreate(cudaEvent_t *event) {
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned flags) {
+  REQUIRE_USABLE();
   (void)flags;
   return cudaEventCreate(event);
 }
@@ -502,6 +529,7 @@ const char *cudaGetErrorString(cudaError_t error) {
     case cudaErrorInvalidPitchValue: return "invalid pitch argument";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorInitializationError: return "initialization error";
     default: return "emulated CUDA error";
   }
 }

@@ -16,6 +16,9 @@
 #include <cstring>
 #include <thread>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "emu_activity.h"
 #include "emu_test.h"
 
@@ -248,6 +251,31 @@ static void activity_counts_this_thread() {
   cudaFree(x);
 }
 
+// A child forked after the parent used CUDA gets "initialization error" from
+// the calls that allocate, copy or make streams, as on a GPU; the parent's
+// CUDA goes on working.
+static void forked_child_has_no_cuda() {
+  uint8_t *x = device_bytes(kBytes);
+  fflush(stdout);
+  pid_t child = fork();
+  if (child == 0) {
+    void *p = NULL;
+    cudaStream_t st;
+    bool refused = cudaMalloc(&p, 16) == cudaErrorInitializationError &&
+                   cudaMallocHost(&p, 16) == cudaErrorInitializationError &&
+                   cudaMemset(x, 0, kBytes) == cudaErrorInitializationError &&
+                   cudaStreamCreate(&st) == cudaErrorInitializationError;
+    _exit(refused ? 0 : 1);
+  }
+  int status = 0;
+  bool ok = child > 0 && waitpid(child, &status, 0) == child && WIFEXITED(status) &&
+            WEXITSTATUS(status) == 0;
+  check(ok, "forked_child_has_no_cuda", "a forked child's CUDA calls did not fail as on a GPU");
+  check(cudaMemset(x, 3, kBytes) == cudaSuccess && all_are(x, kBytes, 3), "parent_keeps_cuda_after_fork",
+        "the parent's CUDA stopped working after the fork");
+  cudaFree(x);
+}
+
 int main() {
   const char *reverse = getenv("EMU_REVERSE");
   g_reverse = reverse && atoi(reverse) == 1;
@@ -264,5 +292,6 @@ int main() {
   destroyed_handles();
   nccl_collective_is_queued();
   activity_counts_this_thread();
+  forked_child_has_no_cuda();
   return g_failures ? 1 : 0;
 }
