@@ -23,7 +23,17 @@ GENERATORS = {
     "gen_optim": ["optim.gld"],
     # also writes state_dict_fixture.pth (torch.save's format, not a .gld)
     "gen_resnet34": ["resnet34.gld"],
+    "gen_ssd": ["ssd.gld"],
 }
+
+
+def tile_rows(a, b, rows):
+    """(rows, ...) float32: row r is a[r % len(a)] + b[r % len(b)] (one fp32
+    add, so numpy and torch give the same bits). A large input stored as two
+    small tables: with len(a), len(b) coprime, the first len(a) * len(b) rows
+    are all different."""
+    r = np.arange(rows)
+    return np.asarray(a, np.float32)[r % len(a)] + np.asarray(b, np.float32)[r % len(b)]
 
 
 def metadata(script):

@@ -20,6 +20,10 @@ HALF = F32(0.5)
 # kSsd300Boxes): default_boxes(**SSD300) gives 8,732.
 SSD300 = dict(image_size=300, feat_size=[38, 19, 10, 5, 3, 1], steps=[8, 16, 32, 64, 100, 300],
               scales=[21, 45, 99, 153, 207, 261, 315], ratios=[[2], [2, 3], [2, 3], [2, 3], [2], [2]])
+# A small SSD (84 boxes) with dyadic centres and sizes: box corners are
+# exact, so IoU 0.5 can be exact.
+SMALL = dict(image_size=64, feat_size=[4, 2, 1], steps=[16, 32, 64], scales=[16, 32, 48, 64],
+             ratios=[[2], [2], [2]])
 
 
 def default_boxes(image_size, feat_size, steps, scales, ratios):

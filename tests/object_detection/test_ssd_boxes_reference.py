@@ -9,9 +9,11 @@ small SSD (84 boxes) whose first image has so many positives that mining
 runs out of negatives, and whose second has ground truth meeting default
 boxes at IoU 0.5 exactly (the threshold is strict).
 
-Labels, matches and the NMS keep lists must agree exactly (both sides round
-the same fp32 operations, log/exp/softmax in float64 rounded once); floats
-within 1e-5 relative (one or two fp32 roundings apart, ~1e-7).
+Labels, matches, the mined sets and the NMS keep lists must agree exactly
+(both sides round the same fp32 operations, log/exp/softmax in float64
+rounded once); floats within 1e-5 relative (one or two fp32 roundings
+apart, ~1e-7). run_c and check serve test_ssd_boxes_golden.py (PyTorch's
+values from tests/golden/ssd.gld) too.
 
     python3 tests/object_detection/test_ssd_boxes_reference.py BUILD_DIR
 """
@@ -29,10 +31,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 F32 = np.float32
 TOL = 1e-5
 failures = 0
-
-# Dyadic centres and sizes: box corners are exact, so IoU 0.5 can be exact.
-SMALL = dict(image_size=64, feat_size=[4, 2, 1], steps=[16, 32, 64], scales=[16, 32, 48, 64],
-             ratios=[[2], [2], [2]])
 
 
 def case(name, ok, why=""):
@@ -82,9 +80,12 @@ def close(got, want):
                np.abs(got - want).max(initial=0) / scale)
 
 
-def compare(name, layout, images, ploc, logits, build):
+def run_c(name, layout, images, ploc, logits, build):
+    """What test_ssd_boxes --io computes, as a dict (None, and a failed
+    case, if it fails): xywh, ltrb (n, 4); labels (B, n), offsets (B, n, 4);
+    loss, dloc (B, n, 4), dlogits (B, n, C); dets: per image a list of
+    (box, label, score, ltrb), best first."""
     batch, n, classes = logits.shape
-    xywh, ltrb = ref.default_boxes(**layout)
     with tempfile.TemporaryDirectory() as tmp:
         inp, out = os.path.join(tmp, "in"), os.path.join(tmp, "out")
         write_input(inp, layout, images, ploc, logits)
@@ -92,50 +93,76 @@ def compare(name, layout, images, ploc, logits, build):
         run = subprocess.run([prog, "--io", inp, out], capture_output=True, text=True)
         if run.returncode != 0:
             case(name + "_runs", False, "exit %d: %s" % (run.returncode, run.stderr.strip()[-300:]))
-            return
+            return None
         r = Reader(out)
-        c_xywh, c_ltrb = r.take("<f4", n * 4).reshape(n, 4), r.take("<f4", n * 4).reshape(n, 4)
-        case(name + "_default_boxes", len(xywh) == n and np.array_equal(c_xywh, xywh)
-             and np.array_equal(c_ltrb, ltrb), "xywh or ltrb differ from the reference's")
-        labels, gloc, bad = [], [], []
-        for b, (gt, gt_label) in enumerate(images):
-            c_lab, c_off = r.take("<i4", n), r.take("<f4", n * 4).reshape(n, 4)
-            want_lab, want_off = ref.match(xywh, ltrb, gt, gt_label)
-            if not np.array_equal(c_lab, want_lab):
-                diff = np.nonzero(c_lab != want_lab)[0]
-                bad.append("image %d: %d labels differ, first box %d: %d vs %d" % (
-                    b, len(diff), diff[0], c_lab[diff[0]], want_lab[diff[0]]))
-            elif close(c_off, want_off) > TOL:
-                bad.append("image %d: offsets off by %.3g" % (b, close(c_off, want_off)))
-            labels.append(want_lab)
-            gloc.append(want_off)
-        case(name + "_matching", not bad, "; ".join(bad))
-        glabel, gloc = np.stack(labels), np.stack(gloc)
-        want_loss, want_dloc, want_dlogits = ref.loss(ploc, logits, gloc, glabel)
-        c_loss = float(r.take("<f4", 1)[0])
-        c_dloc = r.take("<f4", batch * n * 4).reshape(ploc.shape)
-        c_dlogits = r.take("<f4", batch * n * classes).reshape(logits.shape)
-        errs = {"loss": abs(c_loss - want_loss) / max(abs(want_loss), 1e-30),
-                "dloc": close(c_dloc, want_dloc), "dlogits": close(c_dlogits, want_dlogits)}
-        case(name + "_loss", all(e <= TOL for e in errs.values()),
-             "loss %.7g vs %.7g; relative errors %s" % (c_loss, want_loss, ", ".join(
-                 "%s %.3g" % kv for kv in errs.items())))
-        bad = []
-        for b in range(batch):
-            count = int(r.take("<i4", 1)[0])
-            got = [(int(r.take("<i4", 1)[0]), int(r.take("<i4", 1)[0]), r.take("<f4", 1)[0],
-                    r.take("<f4", 4)) for _ in range(count)]
-            want = ref.detect(xywh, ploc[b], logits[b])
-            keys = lambda dets: [(d[0], d[1]) for d in dets]
-            if keys(got) != keys(want):
-                first = next((i for i, (g, w) in enumerate(zip(keys(got), keys(want))) if g != w),
-                             min(len(got), len(want)))
-                bad.append("image %d: %d vs %d detections, first difference at %d" % (
-                    b, len(got), len(want), first))
-            elif got and (close([g[2] for g in got], [w[2] for w in want]) > TOL
-                          or close([g[3] for g in got], [w[3] for w in want]) > TOL):
-                bad.append("image %d: scores or boxes differ" % b)
-        case(name + "_nms", not bad, "; ".join(bad))
+    got = {"xywh": r.take("<f4", n * 4).reshape(n, 4), "ltrb": r.take("<f4", n * 4).reshape(n, 4)}
+    per_image = [(r.take("<i4", n), r.take("<f4", n * 4).reshape(n, 4)) for _ in range(batch)]
+    got["labels"] = np.stack([p[0] for p in per_image])
+    got["offsets"] = np.stack([p[1] for p in per_image])
+    got["loss"] = float(r.take("<f4", 1)[0])
+    got["dloc"] = r.take("<f4", batch * n * 4).reshape(ploc.shape)
+    got["dlogits"] = r.take("<f4", batch * n * classes).reshape(logits.shape)
+    got["dets"] = []
+    for _ in range(batch):
+        count = int(r.take("<i4", 1)[0])
+        got["dets"].append([(int(r.take("<i4", 1)[0]), int(r.take("<i4", 1)[0]),
+                             r.take("<f4", 1)[0], r.take("<f4", 4)) for _ in range(count)])
+    return got
+
+
+def check(name, got, want, tol):
+    """The cases <name>_default_boxes, _matching, _loss, _nms: got and want
+    as run_c's dicts; boxes, labels, mined sets and keep lists exactly,
+    floats within tol (close())."""
+    case(name + "_default_boxes", np.array_equal(got["xywh"], want["xywh"])
+         and np.array_equal(got["ltrb"], want["ltrb"]), "xywh or ltrb differ")
+    bad = []
+    for b, (c_lab, want_lab) in enumerate(zip(got["labels"], want["labels"])):
+        if not np.array_equal(c_lab, want_lab):
+            diff = np.nonzero(c_lab != want_lab)[0]
+            bad.append("image %d: %d labels differ, first box %d: %d vs %d" % (
+                b, len(diff), diff[0], c_lab[diff[0]], want_lab[diff[0]]))
+        elif close(got["offsets"][b], want["offsets"][b]) > tol:
+            bad.append("image %d: offsets off by %.3g" % (
+                b, close(got["offsets"][b], want["offsets"][b])))
+    case(name + "_matching", not bad, "; ".join(bad))
+    mined = lambda d: np.any(d["dlogits"] != 0, axis=2)
+    errs = {"loss": abs(got["loss"] - want["loss"]) / max(abs(want["loss"]), 1e-30),
+            "dloc": close(got["dloc"], want["dloc"]),
+            "dlogits": close(got["dlogits"], want["dlogits"])}
+    case(name + "_loss", np.array_equal(mined(got), mined(want))
+         and all(e <= tol for e in errs.values()),
+         "loss %.7g vs %.7g; %d rows of dlogits zero on one side only; relative errors %s" % (
+             got["loss"], want["loss"], (mined(got) != mined(want)).sum(),
+             ", ".join("%s %.3g" % kv for kv in errs.items())))
+    bad = []
+    for b, (c_dets, w_dets) in enumerate(zip(got["dets"], want["dets"])):
+        keys = lambda dets: [(d[0], d[1]) for d in dets]
+        if keys(c_dets) != keys(w_dets):
+            first = next((i for i, (g, w) in enumerate(zip(keys(c_dets), keys(w_dets))) if g != w),
+                         min(len(c_dets), len(w_dets)))
+            bad.append("image %d: %d vs %d detections, first difference at %d" % (
+                b, len(c_dets), len(w_dets), first))
+        elif c_dets and (close([g[2] for g in c_dets], [w[2] for w in w_dets]) > tol
+                         or close([g[3] for g in c_dets], [w[3] for w in w_dets]) > tol):
+            bad.append("image %d: scores or boxes differ" % b)
+    case(name + "_nms", not bad, "; ".join(bad))
+    return errs
+
+
+def compare(name, layout, images, ploc, logits, build):
+    got = run_c(name, layout, images, ploc, logits, build)
+    if got is None:
+        return
+    xywh, ltrb = ref.default_boxes(**layout)
+    want = {"xywh": xywh, "ltrb": ltrb}
+    matches = [ref.match(xywh, ltrb, gt, gt_label) for gt, gt_label in images]
+    want["labels"] = np.stack([m[0] for m in matches])
+    want["offsets"] = np.stack([m[1] for m in matches])
+    want["loss"], want["dloc"], want["dlogits"] = ref.loss(ploc, logits, want["offsets"],
+                                                           want["labels"])
+    want["dets"] = [ref.detect(xywh, ploc[b], logits[b]) for b in range(len(images))]
+    check(name, got, want, TOL)
 
 
 def main():
@@ -165,7 +192,7 @@ def main():
     exact = np.array([[0, 0, 0.25, 0.5], [0.5, 0.5, 1.0, 0.75]], F32)
     images = [(random_gt(rng, 60, 0.2, 0.5), rng.integers(1, classes, 60)),
               (exact, np.array([2, 4]))]
-    xywh, ltrb = ref.default_boxes(**SMALL)
+    xywh, ltrb = ref.default_boxes(**ref.SMALL)
     ious = ref.iou(exact, ltrb)
     forced = ious.argmax(axis=1)
     at_half = [(g, a) for g, a in zip(*np.nonzero(ious == F32(0.5))) if a not in forced]
@@ -175,7 +202,7 @@ def main():
     case("reference_mining_runs_out", 4 * pos0 > n, "%d positives of %d boxes" % (pos0, n))
     ploc = rng.normal(0, 1, (2, n, 4)).astype(F32)
     logits = rng.normal(0, 2, (2, n, classes)).astype(F32)
-    compare("small", SMALL, images, ploc, logits, build)
+    compare("small", ref.SMALL, images, ploc, logits, build)
     return 1 if failures else 0
 
 
