@@ -5,9 +5,9 @@ set -euo pipefail
 
 debs=(build-essential pkg-config libopenmpi-dev openmpi-bin liblmdb-dev lmdb-utils
       libturbojpeg0-dev libpng-dev libopenblas-dev libcjson-dev zlib1g-dev
-      dataset-fashion-mnist opencv-doc clang libclang-rt-14-dev)
+      dataset-fashion-mnist opencv-doc clang libclang-rt-14-dev libutf8proc-dev trans-de-en)
 # Python module name -> PyPI package name.
-pymods=(numpy:numpy yaml:PyYAML mlperf_logging:mlperf-logging PIL:Pillow pycocotools:pycocotools)
+pymods=(numpy:numpy yaml:PyYAML mlperf_logging:mlperf-logging PIL:Pillow pycocotools:pycocotools sacrebleu:sacrebleu)
 python=${PYTHON:-python3}
 
 missing_debs=()
