@@ -1,6 +1,7 @@
 // tensor.c: dtypes, tensors, arenas and parameter sets.
 #include "device/tensor.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,6 +150,13 @@ void arena_init(Arena *a, const char *name, DeviceKind device, size_t capacity_b
   a->base = device_alloc(device, capacity_bytes);
 }
 
+void arena_init_measuring(Arena *a, const char *name) {
+  memset(a, 0, sizeof *a);
+  a->name = name;
+  a->device = DEVICE_CPU;
+  a->capacity_bytes = SIZE_MAX;
+}
+
 void arena_free(Arena *a) {
   device_free(a->device, a->base);
   memset(a, 0, sizeof *a);
@@ -156,7 +164,7 @@ void arena_free(Arena *a) {
 
 void *arena_alloc(Arena *a, size_t bytes) {
   size_t start = (a->used_bytes + ARENA_ALIGN_BYTES - 1) / ARENA_ALIGN_BYTES * ARENA_ALIGN_BYTES;
-  if (start + bytes > a->capacity_bytes) {
+  if (bytes > a->capacity_bytes - start) {
     char detail[160];
     snprintf(detail, sizeof detail, "arena '%s': %zu bytes wanted, %zu of %zu free", a->name,
              bytes, a->capacity_bytes - start, a->capacity_bytes);
@@ -165,7 +173,7 @@ void *arena_alloc(Arena *a, size_t bytes) {
   }
   a->used_bytes = start + bytes;
   if (a->used_bytes > a->peak_bytes) a->peak_bytes = a->used_bytes;
-  return a->base + start;
+  return a->base ? a->base + start : NULL;  // NULL: a measuring arena
 }
 
 Tensor arena_tensor(Arena *a, DType dtype, int ndim, const int64_t *shape) {

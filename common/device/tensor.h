@@ -71,6 +71,10 @@ typedef struct Arena {
 #define ARENA_ALIGN_BYTES 256
 
 void arena_init(Arena *a, const char *name, DeviceKind device, size_t capacity_bytes);
+// An arena that only counts: its allocations are NULL and unlimited, and
+// peak_bytes afterwards is the capacity the same carving needs (a model
+// carves its buffers twice, measuring, then for real).
+void arena_init_measuring(Arena *a, const char *name);
 void arena_free(Arena *a);
 void *arena_alloc(Arena *a, size_t bytes);
 Tensor arena_tensor(Arena *a, DType dtype, int ndim, const int64_t *shape);

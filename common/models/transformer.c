@@ -1,0 +1,419 @@
+// transformer.c: the pre-norm transformer layer over the op library
+// (dispatched to CPU or CUDA by dev->kind).
+#include "models/transformer.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/check.h"
+#include "core/rng.h"
+#include "ops/activation.h"
+#include "ops/attention.h"
+#include "ops/conv.h"
+#include "ops/dense.h"
+#include "ops/elementwise.h"
+#include "ops/layout.h"
+#include "ops/norm.h"
+#include "train/amp.h"
+
+#define TFM_LN_EPS 1e-6f  // the reference's layer-norm epsilon
+
+// Dropout streams of a layer, from TfmPass.stream on.
+enum { DROP_SELF, DROP_CROSS, DROP_RELU, DROP_FFN };
+
+static const char *const kRoleNames[TFM_ROLES] = {
+    "ln1_g", "ln1_b", "wq", "wk", "wv", "wo", "lnc_g", "lnc_b", "wqc", "wkc", "wvc", "woc",
+    "ln2_g", "ln2_b", "w1", "b1", "w2", "b2"};
+
+static bool role_in(TfmRole r, bool cross) { return cross || r < TFM_LNC_G || r > TFM_WOC; }
+
+void tfm_layer_specs(ParamSpec *specs, char (*names)[TFM_NAME_BYTES], int *count,
+                     const char *prefix, const TfmDims *d, bool cross, int index[TFM_ROLES]) {
+  int64_t dm = d->d_model, ff = d->d_ff;
+  for (int r = 0; r < TFM_ROLES; r++) {
+    index[r] = -1;
+    if (!role_in((TfmRole)r, cross)) continue;
+    int i = (*count)++;
+    index[r] = i;
+    snprintf(names[i], TFM_NAME_BYTES, "%s.%s", prefix, kRoleNames[r]);
+    ParamSpec *s = &specs[i];
+    memset(s, 0, sizeof *s);
+    s->name = names[i];
+    bool vector = r == TFM_LN1_G || r == TFM_LN1_B || r == TFM_LNC_G || r == TFM_LNC_B ||
+                  r == TFM_LN2_G || r == TFM_LN2_B || r == TFM_B1 || r == TFM_B2;
+    s->flags = vector ? PARAM_NO_DECAY : 0;
+    s->ndim = vector ? 1 : 2;
+    s->shape[0] = r == TFM_W1 || r == TFM_B1 ? ff : dm;
+    s->shape[1] = r == TFM_W1 ? dm : r == TFM_W2 ? ff : dm;
+  }
+}
+
+void tfm_layer_init(float *host_params, const ParamSet *ps, const int index[TFM_ROLES],
+                    uint64_t seed, uint64_t first_stream) {
+  for (int r = 0; r < TFM_ROLES; r++) {
+    int i = index[r];
+    if (i < 0) continue;
+    float *p = host_params + ps->offsets[i];
+    int64_t n = ps->numels[i];
+    const ParamSpec *s = &ps->specs[i];
+    if (s->ndim == 2) {
+      double limit = sqrt(6.0 / (double)(s->shape[0] + s->shape[1]));  // Glorot uniform
+      rng_fill_uniform_cpu(p, n, seed, first_stream + (uint64_t)r, 0, (float)-limit,
+                           (float)limit);
+    } else {
+      float v = r == TFM_LN1_G || r == TFM_LNC_G || r == TFM_LN2_G ? 1.0f : 0.0f;
+      for (int64_t j = 0; j < n; j++) p[j] = v;
+    }
+  }
+}
+
+// ---------------------------------------------------------------- buffers
+
+static Tensor buf2(Arena *a, DType dt, int64_t rows, int64_t cols) {
+  return arena_tensor(a, dt, 2, (int64_t[]){rows, cols});
+}
+
+static void attn_alloc(TfmAttnActs *a, Arena *arena, const TfmDims *d, int64_t rows,
+                       int64_t key_rows, int64_t max_probs) {
+  a->h = buf2(arena, d->dtype, rows, d->d_model);
+  a->mean = arena_tensor(arena, DT_F32, 1, (int64_t[]){rows});
+  a->rstd = arena_tensor(arena, DT_F32, 1, (int64_t[]){rows});
+  a->q = buf2(arena, d->dtype, rows, d->d_model);
+  a->k = buf2(arena, d->dtype, key_rows, d->d_model);
+  a->v = buf2(arena, d->dtype, key_rows, d->d_model);
+  a->att = buf2(arena, d->dtype, rows, d->d_model);
+  a->probs = arena_tensor(arena, d->dtype, 1, (int64_t[]){max_probs});
+  a->out = buf2(arena, d->dtype, rows, d->d_model);
+}
+
+void tfm_layer_alloc(TfmLayer *l, Arena *arena, const TfmDims *d, int64_t max_rows,
+                     int64_t max_key_rows, int64_t max_probs) {
+  attn_alloc(&l->self, arena, d, max_rows, max_rows, max_probs);
+  if (l->cross) attn_alloc(&l->xattn, arena, d, max_rows, max_key_rows, max_probs);
+  TfmFfnActs *f = &l->ffn;
+  f->h = buf2(arena, d->dtype, max_rows, d->d_model);
+  f->mean = arena_tensor(arena, DT_F32, 1, (int64_t[]){max_rows});
+  f->rstd = arena_tensor(arena, DT_F32, 1, (int64_t[]){max_rows});
+  f->f = buf2(arena, d->dtype, max_rows, d->d_ff);
+  f->fd = d->keep_prob < 1.0f ? buf2(arena, d->dtype, max_rows, d->d_ff) : f->f;
+  f->out = buf2(arena, d->dtype, max_rows, d->d_model);
+}
+
+void tfm_scratch_alloc(TfmScratch *s, Arena *arena, const TfmDims *d, int64_t max_rows,
+                       int64_t max_probs) {
+  Tensor *rows[] = {&s->tmp, &s->dh, &s->dq, &s->dk, &s->dv, &s->datt, &s->dtmp};
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+    *rows[i] = buf2(arena, d->dtype, max_rows, d->d_model);
+  s->df = buf2(arena, d->dtype, max_rows, d->d_ff);
+  s->attn = arena_tensor(arena, d->dtype, 1, (int64_t[]){max_probs});
+}
+
+void tfm_cache_alloc(TfmCache *c, Arena *arena, const TfmDims *d, int64_t max_seqs,
+                     int64_t max_len, int64_t max_src) {
+  for (int i = 0; i < 2; i++) {
+    c->k[i] = buf2(arena, d->dtype, max_seqs * max_len, d->d_model);
+    c->v[i] = buf2(arena, d->dtype, max_seqs * max_len, d->d_model);
+  }
+  c->mem_k = buf2(arena, d->dtype, max_seqs * max_src, d->d_model);
+  c->mem_v = buf2(arena, d->dtype, max_seqs * max_src, d->d_model);
+}
+
+// ---------------------------------------------------------------- views
+
+static Tensor view(const Tensor *t, int ndim, const int64_t *shape) {
+  Tensor v = *t;
+  v.ndim = ndim;
+  memcpy(v.shape, shape, (size_t)ndim * sizeof(int64_t));
+  if (tensor_numel(&v) > tensor_numel(t))
+    DIE("transformer: a view of %lld elements on a buffer of %lld", (long long)tensor_numel(&v),
+        (long long)tensor_numel(t));
+  return v;
+}
+
+Tensor tfm_view2(const Tensor *t, int64_t rows, int64_t cols) {
+  return view(t, 2, (int64_t[]){rows, cols});
+}
+
+// (B, T, H, Dh): the head view attention reads.
+static Tensor heads(const Tensor *t, const TfmDims *d, int64_t b, int64_t len) {
+  return view(t, 4, (int64_t[]){b, len, d->heads, d->d_model / d->heads});
+}
+
+static Tensor vec(const Tensor *t, int64_t n) { return view(t, 1, (int64_t[]){n}); }
+
+Tensor tfm_weight(const TfmWeights *w, const TfmLayer *l, TfmRole role) {
+  int i = l->p[role];
+  if (i < 0) DIE("transformer: the layer has no %s", kRoleNames[role]);
+  bool matrix = w->ps->specs[i].ndim == 2;
+  if (w->lowp && matrix) return amp_weight_view(w->ps, w->lowp, w->dtype, 0, i);
+  return paramset_param(w->ps, i);
+}
+
+static Tensor param(const TfmWeights *w, const TfmLayer *l, TfmRole role) {
+  return paramset_param(w->ps, l->p[role]);
+}
+
+static Tensor grad(const TfmWeights *w, const TfmLayer *l, TfmRole role) {
+  return paramset_grad(w->ps, l->p[role]);
+}
+
+// ---------------------------------------------------------------- forward
+
+// out = x + dropout(y) (y is overwritten by the dropout).
+static void residual_fwd(const TfmPass *p, const Tensor *x, const Tensor *y, const Tensor *out,
+                         int site) {
+  if (p->keep_prob < 1.0f)
+    op_dropout_fwd(p->dev, y, y, p->keep_prob, p->seed, p->stream + (uint64_t)site);
+  op_add(p->dev, x, y, out);
+}
+
+// The gradient of y in out = x + dropout(y), from dout: dout itself when
+// there is no dropout, else into scratch.
+static Tensor residual_bwd(const TfmPass *p, const Tensor *dout, const Tensor *scratch,
+                           int site) {
+  if (p->keep_prob >= 1.0f) return *dout;
+  Tensor dy = tfm_view2(scratch, dout->shape[0], dout->shape[1]);
+  op_dropout_bwd(p->dev, dout, &dy, p->keep_prob, p->seed, p->stream + (uint64_t)site);
+  return dy;
+}
+
+static void layernorm_fwd(const TfmPass *p, const TfmLayer *l, TfmRole gamma, const Tensor *x,
+                          const Tensor *h, const Tensor *mean, const Tensor *rstd) {
+  Tensor g = param(p->w, l, gamma), b = param(p->w, l, (TfmRole)(gamma + 1));
+  op_layernorm_fwd(p->dev, x, &g, &b, TFM_LN_EPS, h, mean, rstd);
+}
+
+// Views of a sub-layer's buffers for this batch: r query rows, rk key rows.
+typedef struct AttnViews {
+  Tensor h, mean, rstd, q, k, v, att, probs, out;
+} AttnViews;
+
+static AttnViews attn_views(const TfmAttnActs *a, const TfmDims *d, int64_t b, int64_t t,
+                            int64_t tk) {
+  int64_t r = b * t, rk = b * tk, dm = d->d_model;
+  return (AttnViews){
+      .h = tfm_view2(&a->h, r, dm), .mean = vec(&a->mean, r), .rstd = vec(&a->rstd, r),
+      .q = tfm_view2(&a->q, r, dm), .k = tfm_view2(&a->k, rk, dm), .v = tfm_view2(&a->v, rk, dm),
+      .att = tfm_view2(&a->att, r, dm),
+      .probs = view(&a->probs, 4, (int64_t[]){b, d->heads, t, tk}),
+      .out = tfm_view2(&a->out, r, dm)};
+}
+
+// x -> a->out: x + dropout(attention(LN(x) Wq, src Wk, src Wv) Wo), src = mem
+// for cross-attention, LN(x) for self-attention. key_len masks keys;
+// causal: position i sees keys up to i.
+static void attn_fwd(const TfmLayer *l, const TfmAttnActs *a, const TfmPass *p,
+                     const TfmScratch *s, const Tensor *x, const Tensor *mem, bool causal) {
+  const TfmDims *d = p->d;
+  bool cross = mem != NULL;
+  int64_t tk = cross ? p->tk : p->t;
+  TfmRole base = cross ? TFM_LNC_G : TFM_LN1_G;
+  AttnViews v = attn_views(a, d, p->b, p->t, tk);
+  layernorm_fwd(p, l, base, x, &v.h, &v.mean, &v.rstd);
+  const Tensor *src = cross ? mem : &v.h;
+  Tensor wq = tfm_weight(p->w, l, (TfmRole)(base + 2)), wk = tfm_weight(p->w, l, (TfmRole)(base + 3));
+  Tensor wv = tfm_weight(p->w, l, (TfmRole)(base + 4)), wo = tfm_weight(p->w, l, (TfmRole)(base + 5));
+  op_linear_fwd(p->dev, &v.h, &wq, NULL, &v.q);
+  op_linear_fwd(p->dev, src, &wk, NULL, &v.k);
+  op_linear_fwd(p->dev, src, &wv, NULL, &v.v);
+  Tensor q4 = heads(&v.q, d, p->b, p->t), k4 = heads(&v.k, d, p->b, tk);
+  Tensor v4 = heads(&v.v, d, p->b, tk), att4 = heads(&v.att, d, p->b, p->t);
+  op_attention_fwd(p->dev, &q4, &k4, &v4, causal ? NULL : p->key_len, causal, &v.probs, &att4);
+  Tensor o = tfm_view2(&s->tmp, p->b * p->t, d->d_model);
+  op_linear_fwd(p->dev, &v.att, &wo, NULL, &o);
+  residual_fwd(p, x, &o, &v.out, cross ? DROP_CROSS : DROP_SELF);
+}
+
+static void ffn_fwd(const TfmLayer *l, const TfmPass *p, const TfmScratch *s, const Tensor *x) {
+  const TfmDims *d = p->d;
+  const TfmFfnActs *a = &l->ffn;
+  int64_t r = p->b * p->t;
+  Tensor h = tfm_view2(&a->h, r, d->d_model), mean = vec(&a->mean, r), rstd = vec(&a->rstd, r);
+  Tensor f = tfm_view2(&a->f, r, d->d_ff), out = tfm_view2(&a->out, r, d->d_model);
+  layernorm_fwd(p, l, TFM_LN2_G, x, &h, &mean, &rstd);
+  Tensor w1 = tfm_weight(p->w, l, TFM_W1), b1 = param(p->w, l, TFM_B1);
+  Tensor w2 = tfm_weight(p->w, l, TFM_W2), b2 = param(p->w, l, TFM_B2);
+  op_linear_fwd(p->dev, &h, &w1, &b1, &f);
+  op_relu_fwd(p->dev, &f, &f);
+  Tensor fd = f;
+  if (p->keep_prob < 1.0f) {
+    fd = tfm_view2(&a->fd, r, d->d_ff);
+    op_dropout_fwd(p->dev, &f, &fd, p->keep_prob, p->seed, p->stream + DROP_RELU);
+  }
+  Tensor y = tfm_view2(&s->tmp, r, d->d_model);
+  op_linear_fwd(p->dev, &fd, &w2, &b2, &y);
+  residual_fwd(p, x, &y, &out, DROP_FFN);
+}
+
+void tfm_layer_fwd(TfmLayer *l, const TfmPass *p, const TfmScratch *s, const Tensor *x,
+                   const Tensor *mem) {
+  if (p->keep_prob < 1.0f && l->ffn.fd.data == l->ffn.f.data)
+    DIE("transformer: a layer allocated without dropout buffers runs with dropout");
+  attn_fwd(l, &l->self, p, s, x, NULL, l->cross);
+  Tensor h = tfm_view2(&l->self.out, p->b * p->t, p->d->d_model);
+  if (l->cross) {
+    attn_fwd(l, &l->xattn, p, s, &h, mem, false);
+    h = tfm_view2(&l->xattn.out, p->b * p->t, p->d->d_model);
+  }
+  ffn_fwd(l, p, s, &h);
+}
+
+// ---------------------------------------------------------------- backward
+
+// dx += LN backward of dh (the layer norm of x with gamma's role).
+static void layernorm_bwd(const TfmPass *p, const TfmLayer *l, TfmRole gamma, const Tensor *x,
+                          const Tensor *mean, const Tensor *rstd, const Tensor *dh,
+                          const Tensor *dtmp, const Tensor *dx) {
+  Tensor g = param(p->w, l, gamma);
+  Tensor dg = grad(p->w, l, gamma), db = grad(p->w, l, (TfmRole)(gamma + 1));
+  Tensor dln = tfm_view2(dtmp, dx->shape[0], dx->shape[1]);
+  op_layernorm_bwd(p->dev, x, &g, mean, rstd, dh, &dln, &dg, &db, true);
+  op_add(p->dev, dx, &dln, dx);
+}
+
+// dacc += the input gradient of y = x W (into dtmp first).
+static void linear_bwd_add(const TfmPass *p, const Tensor *x, const Tensor *w, const Tensor *dy,
+                           const Tensor *dw, const Tensor *dtmp, const Tensor *dacc) {
+  Tensor dx = tfm_view2(dtmp, dacc->shape[0], dacc->shape[1]);
+  op_linear_bwd(p->dev, x, w, dy, &dx, dw, NULL, true);
+  op_add(p->dev, dacc, &dx, dacc);
+}
+
+static void attn_bwd(const TfmLayer *l, const TfmAttnActs *a, const TfmPass *p,
+                     const TfmScratch *s, const Tensor *x, const Tensor *mem, const Tensor *dx,
+                     const Tensor *dmem) {
+  const TfmDims *d = p->d;
+  bool cross = mem != NULL;
+  int64_t tk = cross ? p->tk : p->t, r = p->b * p->t, rk = p->b * tk, dm = d->d_model;
+  TfmRole base = cross ? TFM_LNC_G : TFM_LN1_G;
+  TfmRole rq = (TfmRole)(base + 2), rk_ = (TfmRole)(base + 3), rv = (TfmRole)(base + 4),
+          ro = (TfmRole)(base + 5);
+  AttnViews v = attn_views(a, d, p->b, p->t, tk);
+  Tensor dq = tfm_view2(&s->dq, r, dm), dk = tfm_view2(&s->dk, rk, dm);
+  Tensor dv = tfm_view2(&s->dv, rk, dm), datt = tfm_view2(&s->datt, r, dm);
+  Tensor dh = tfm_view2(&s->dh, r, dm);
+  Tensor wq = tfm_weight(p->w, l, rq), wk = tfm_weight(p->w, l, rk_);
+  Tensor wv = tfm_weight(p->w, l, rv), wo = tfm_weight(p->w, l, ro);
+  Tensor gq = grad(p->w, l, rq), gk = grad(p->w, l, rk_), gv = grad(p->w, l, rv);
+  Tensor go = grad(p->w, l, ro);
+
+  Tensor dout = residual_bwd(p, dx, &s->dtmp, cross ? DROP_CROSS : DROP_SELF);
+  op_linear_bwd(p->dev, &v.att, &wo, &dout, &datt, &go, NULL, true);
+  Tensor q4 = heads(&v.q, d, p->b, p->t), k4 = heads(&v.k, d, p->b, tk);
+  Tensor v4 = heads(&v.v, d, p->b, tk), datt4 = heads(&datt, d, p->b, p->t);
+  Tensor dq4 = heads(&dq, d, p->b, p->t), dk4 = heads(&dk, d, p->b, tk);
+  Tensor dv4 = heads(&dv, d, p->b, tk);
+  Tensor scratch = view(&s->attn, 4, v.probs.shape);
+  op_attention_bwd(p->dev, &q4, &k4, &v4, &v.probs, &datt4, &scratch, &dq4, &dk4, &dv4);
+  op_linear_bwd(p->dev, &v.h, &wq, &dq, &dh, &gq, NULL, true);
+  if (cross) {
+    linear_bwd_add(p, mem, &wk, &dk, &gk, &s->dtmp, dmem);
+    linear_bwd_add(p, mem, &wv, &dv, &gv, &s->dtmp, dmem);
+  } else {
+    linear_bwd_add(p, &v.h, &wk, &dk, &gk, &s->dtmp, &dh);
+    linear_bwd_add(p, &v.h, &wv, &dv, &gv, &s->dtmp, &dh);
+  }
+  layernorm_bwd(p, l, base, x, &v.mean, &v.rstd, &dh, &s->dtmp, dx);
+}
+
+static void ffn_bwd(const TfmLayer *l, const TfmPass *p, const TfmScratch *s, const Tensor *x,
+                    const Tensor *dx) {
+  const TfmDims *d = p->d;
+  const TfmFfnActs *a = &l->ffn;
+  int64_t r = p->b * p->t;
+  Tensor h = tfm_view2(&a->h, r, d->d_model), mean = vec(&a->mean, r), rstd = vec(&a->rstd, r);
+  Tensor f = tfm_view2(&a->f, r, d->d_ff);
+  Tensor fd = p->keep_prob < 1.0f ? tfm_view2(&a->fd, r, d->d_ff) : f;
+  Tensor df = tfm_view2(&s->df, r, d->d_ff), dh = tfm_view2(&s->dh, r, d->d_model);
+  Tensor w1 = tfm_weight(p->w, l, TFM_W1), w2 = tfm_weight(p->w, l, TFM_W2);
+  Tensor g1 = grad(p->w, l, TFM_W1), gb1 = grad(p->w, l, TFM_B1);
+  Tensor g2 = grad(p->w, l, TFM_W2), gb2 = grad(p->w, l, TFM_B2);
+
+  Tensor dy = residual_bwd(p, dx, &s->dtmp, DROP_FFN);
+  op_linear_bwd(p->dev, &fd, &w2, &dy, &df, &g2, &gb2, true);
+  if (p->keep_prob < 1.0f)
+    op_dropout_bwd(p->dev, &df, &df, p->keep_prob, p->seed, p->stream + DROP_RELU);
+  op_relu_bwd(p->dev, &f, &df, &df);
+  op_linear_bwd(p->dev, &h, &w1, &df, &dh, &g1, &gb1, true);
+  layernorm_bwd(p, l, TFM_LN2_G, x, &mean, &rstd, &dh, &s->dtmp, dx);
+}
+
+void tfm_layer_bwd(const TfmLayer *l, const TfmPass *p, const TfmScratch *s, const Tensor *x,
+                   const Tensor *mem, const Tensor *dx, const Tensor *dmem) {
+  int64_t r = p->b * p->t, dm = p->d->d_model;
+  Tensor self_out = tfm_view2(&l->self.out, r, dm);
+  if (l->cross) {
+    Tensor xattn_out = tfm_view2(&l->xattn.out, r, dm);
+    ffn_bwd(l, p, s, &xattn_out, dx);
+    attn_bwd(l, &l->xattn, p, s, &self_out, mem, dx, dmem);
+  } else {
+    ffn_bwd(l, p, s, &self_out, dx);
+  }
+  attn_bwd(l, &l->self, p, s, x, NULL, dx, NULL);
+}
+
+// ---------------------------------------------------------------- decoding
+
+void tfm_layer_memory(const TfmLayer *l, const TfmPass *p, const Tensor *mem, TfmCache *c) {
+  int64_t rk = p->b * p->tk, dm = p->d->d_model;
+  Tensor wk = tfm_weight(p->w, l, TFM_WKC), wv = tfm_weight(p->w, l, TFM_WVC);
+  Tensor k = tfm_view2(&c->mem_k, rk, dm), v = tfm_view2(&c->mem_v, rk, dm);
+  op_linear_fwd(p->dev, mem, &wk, NULL, &k);
+  op_linear_fwd(p->dev, mem, &wv, NULL, &v);
+}
+
+// cache[1] (B, t + 1, D) = cache[0] (B, t, D) with row (B, 1, D) appended.
+static void cache_append(const TfmPass *p, const Tensor cache[2], const Tensor *row, int64_t t) {
+  int64_t dm = p->d->d_model;
+  Tensor next = view(&cache[1], 3, (int64_t[]){p->b, t + 1, dm});
+  Tensor parts[2] = {view(&cache[0], 3, (int64_t[]){p->b, t, dm}),
+                     view(row, 3, (int64_t[]){p->b, 1, dm})};
+  // The first position has no cache before it: a one-part concatenation copies the row.
+  op_concat(p->dev, t == 0 ? &parts[1] : parts, t == 0 ? 1 : 2, 1, &next);
+}
+
+// One position of self- or cross-attention against keys/values k, v
+// (B, len, D) (mask: key_len, or none).
+static void attn_step(const TfmLayer *l, const TfmAttnActs *a, const TfmPass *p,
+                      const TfmScratch *s, const Tensor *x, TfmRole base, const Tensor *k,
+                      const Tensor *v, int64_t len, const Tensor *key_len, int site) {
+  const TfmDims *d = p->d;
+  AttnViews w = attn_views(a, d, p->b, 1, len);
+  Tensor wq = tfm_weight(p->w, l, (TfmRole)(base + 2)), wo = tfm_weight(p->w, l, (TfmRole)(base + 5));
+  op_linear_fwd(p->dev, &w.h, &wq, NULL, &w.q);
+  Tensor q4 = heads(&w.q, d, p->b, 1), k4 = heads(k, d, p->b, len), v4 = heads(v, d, p->b, len);
+  Tensor att4 = heads(&w.att, d, p->b, 1);
+  op_attention_fwd(p->dev, &q4, &k4, &v4, key_len, false, &w.probs, &att4);
+  Tensor o = tfm_view2(&s->tmp, p->b, d->d_model);
+  op_linear_fwd(p->dev, &w.att, &wo, NULL, &o);
+  residual_fwd(p, x, &o, &w.out, site);
+}
+
+void tfm_layer_step(TfmLayer *l, const TfmPass *p, const TfmScratch *s, TfmCache *c,
+                    int64_t t, const Tensor *x) {
+  const TfmDims *d = p->d;
+  if (!l->cross) DIE("transformer: a decoding step needs a decoder layer");
+  if (p->keep_prob < 1.0f) DIE("transformer: decoding runs without dropout");
+  TfmPass one = *p;
+  one.t = 1;
+  int64_t dm = d->d_model;
+  // Self-attention: this position's key and value join the cache.
+  AttnViews w = attn_views(&l->self, d, p->b, 1, t + 1);
+  layernorm_fwd(&one, l, TFM_LN1_G, x, &w.h, &w.mean, &w.rstd);
+  Tensor wk = tfm_weight(p->w, l, TFM_WK), wv = tfm_weight(p->w, l, TFM_WV);
+  Tensor k_new = tfm_view2(&s->dk, p->b, dm), v_new = tfm_view2(&s->dv, p->b, dm);
+  op_linear_fwd(p->dev, &w.h, &wk, NULL, &k_new);
+  op_linear_fwd(p->dev, &w.h, &wv, NULL, &v_new);
+  cache_append(&one, c->k, &k_new, t);
+  cache_append(&one, c->v, &v_new, t);
+  attn_step(l, &l->self, &one, s, x, TFM_LN1_G, &c->k[1], &c->v[1], t + 1, NULL, DROP_SELF);
+  // Cross-attention over the encoder output's keys and values.
+  Tensor h = tfm_view2(&l->self.out, p->b, dm);
+  AttnViews xw = attn_views(&l->xattn, d, p->b, 1, p->tk);
+  layernorm_fwd(&one, l, TFM_LNC_G, &h, &xw.h, &xw.mean, &xw.rstd);
+  attn_step(l, &l->xattn, &one, s, &h, TFM_LNC_G, &c->mem_k, &c->mem_v, p->tk, p->key_len,
+            DROP_CROSS);
+  Tensor h2 = tfm_view2(&l->xattn.out, p->b, dm);
+  ffn_fwd(l, &one, s, &h2);
+}
