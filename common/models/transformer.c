@@ -184,20 +184,23 @@ static void layernorm_fwd(const TfmPass *p, const TfmLayer *l, TfmRole gamma, co
   op_layernorm_fwd(p->dev, x, &g, &b, TFM_LN_EPS, h, mean, rstd);
 }
 
-// Views of a sub-layer's buffers for this batch: r query rows, rk key rows.
+// Views of a sub-layer's buffers for this batch: b t query rows, b tk key
+// rows (keys and values only with_kv: a decoding step reads them from its
+// cache instead).
 typedef struct AttnViews {
   Tensor h, mean, rstd, q, k, v, att, probs, out;
 } AttnViews;
 
 static AttnViews attn_views(const TfmAttnActs *a, const TfmDims *d, int64_t b, int64_t t,
-                            int64_t tk) {
+                            int64_t tk, bool with_kv) {
   int64_t r = b * t, rk = b * tk, dm = d->d_model;
-  return (AttnViews){
+  AttnViews v = {
       .h = tfm_view2(&a->h, r, dm), .mean = vec(&a->mean, r), .rstd = vec(&a->rstd, r),
-      .q = tfm_view2(&a->q, r, dm), .k = tfm_view2(&a->k, rk, dm), .v = tfm_view2(&a->v, rk, dm),
-      .att = tfm_view2(&a->att, r, dm),
+      .q = tfm_view2(&a->q, r, dm), .att = tfm_view2(&a->att, r, dm),
       .probs = view(&a->probs, 4, (int64_t[]){b, d->heads, t, tk}),
       .out = tfm_view2(&a->out, r, dm)};
+  if (with_kv) v.k = tfm_view2(&a->k, rk, dm), v.v = tfm_view2(&a->v, rk, dm);
+  return v;
 }
 
 // x -> a->out: x + dropout(attention(LN(x) Wq, src Wk, src Wv) Wo), src = mem
@@ -209,7 +212,7 @@ static void attn_fwd(const TfmLayer *l, const TfmAttnActs *a, const TfmPass *p,
   bool cross = mem != NULL;
   int64_t tk = cross ? p->tk : p->t;
   TfmRole base = cross ? TFM_LNC_G : TFM_LN1_G;
-  AttnViews v = attn_views(a, d, p->b, p->t, tk);
+  AttnViews v = attn_views(a, d, p->b, p->t, tk, true);
   layernorm_fwd(p, l, base, x, &v.h, &v.mean, &v.rstd);
   const Tensor *src = cross ? mem : &v.h;
   Tensor wq = tfm_weight(p->w, l, (TfmRole)(base + 2)), wk = tfm_weight(p->w, l, (TfmRole)(base + 3));
@@ -219,7 +222,8 @@ static void attn_fwd(const TfmLayer *l, const TfmAttnActs *a, const TfmPass *p,
   op_linear_fwd(p->dev, src, &wv, NULL, &v.v);
   Tensor q4 = heads(&v.q, d, p->b, p->t), k4 = heads(&v.k, d, p->b, tk);
   Tensor v4 = heads(&v.v, d, p->b, tk), att4 = heads(&v.att, d, p->b, p->t);
-  op_attention_fwd(p->dev, &q4, &k4, &v4, causal ? NULL : p->key_len, causal, &v.probs, &att4);
+  Tensor key_len = vec(p->key_len, p->b);  // the batch's part of the lengths buffer
+  op_attention_fwd(p->dev, &q4, &k4, &v4, causal ? NULL : &key_len, causal, &v.probs, &att4);
   Tensor o = tfm_view2(&s->tmp, p->b * p->t, d->d_model);
   op_linear_fwd(p->dev, &v.att, &wo, NULL, &o);
   residual_fwd(p, x, &o, &v.out, cross ? DROP_CROSS : DROP_SELF);
@@ -289,7 +293,7 @@ static void attn_bwd(const TfmLayer *l, const TfmAttnActs *a, const TfmPass *p,
   TfmRole base = cross ? TFM_LNC_G : TFM_LN1_G;
   TfmRole rq = (TfmRole)(base + 2), rk_ = (TfmRole)(base + 3), rv = (TfmRole)(base + 4),
           ro = (TfmRole)(base + 5);
-  AttnViews v = attn_views(a, d, p->b, p->t, tk);
+  AttnViews v = attn_views(a, d, p->b, p->t, tk, true);
   Tensor dq = tfm_view2(&s->dq, r, dm), dk = tfm_view2(&s->dk, rk, dm);
   Tensor dv = tfm_view2(&s->dv, rk, dm), datt = tfm_view2(&s->datt, r, dm);
   Tensor dh = tfm_view2(&s->dh, r, dm);
@@ -379,12 +383,13 @@ static void attn_step(const TfmLayer *l, const TfmAttnActs *a, const TfmPass *p,
                       const TfmScratch *s, const Tensor *x, TfmRole base, const Tensor *k,
                       const Tensor *v, int64_t len, const Tensor *key_len, int site) {
   const TfmDims *d = p->d;
-  AttnViews w = attn_views(a, d, p->b, 1, len);
+  AttnViews w = attn_views(a, d, p->b, 1, len, false);
   Tensor wq = tfm_weight(p->w, l, (TfmRole)(base + 2)), wo = tfm_weight(p->w, l, (TfmRole)(base + 5));
   op_linear_fwd(p->dev, &w.h, &wq, NULL, &w.q);
   Tensor q4 = heads(&w.q, d, p->b, 1), k4 = heads(k, d, p->b, len), v4 = heads(v, d, p->b, len);
   Tensor att4 = heads(&w.att, d, p->b, 1);
-  op_attention_fwd(p->dev, &q4, &k4, &v4, key_len, false, &w.probs, &att4);
+  Tensor lens = key_len ? vec(key_len, p->b) : (Tensor){0};
+  op_attention_fwd(p->dev, &q4, &k4, &v4, key_len ? &lens : NULL, false, &w.probs, &att4);
   Tensor o = tfm_view2(&s->tmp, p->b, d->d_model);
   op_linear_fwd(p->dev, &w.att, &wo, NULL, &o);
   residual_fwd(p, x, &o, &w.out, site);
@@ -399,7 +404,7 @@ void tfm_layer_step(TfmLayer *l, const TfmPass *p, const TfmScratch *s, TfmCache
   one.t = 1;
   int64_t dm = d->d_model;
   // Self-attention: this position's key and value join the cache.
-  AttnViews w = attn_views(&l->self, d, p->b, 1, t + 1);
+  AttnViews w = attn_views(&l->self, d, p->b, 1, t + 1, false);
   layernorm_fwd(&one, l, TFM_LN1_G, x, &w.h, &w.mean, &w.rstd);
   Tensor wk = tfm_weight(p->w, l, TFM_WK), wv = tfm_weight(p->w, l, TFM_WV);
   Tensor k_new = tfm_view2(&s->dk, p->b, dm), v_new = tfm_view2(&s->dv, p->b, dm);
@@ -410,7 +415,7 @@ void tfm_layer_step(TfmLayer *l, const TfmPass *p, const TfmScratch *s, TfmCache
   attn_step(l, &l->self, &one, s, x, TFM_LN1_G, &c->k[1], &c->v[1], t + 1, NULL, DROP_SELF);
   // Cross-attention over the encoder output's keys and values.
   Tensor h = tfm_view2(&l->self.out, p->b, dm);
-  AttnViews xw = attn_views(&l->xattn, d, p->b, 1, p->tk);
+  AttnViews xw = attn_views(&l->xattn, d, p->b, 1, p->tk, false);
   layernorm_fwd(&one, l, TFM_LNC_G, &h, &xw.h, &xw.mean, &xw.rstd);
   attn_step(l, &l->xattn, &one, s, &h, TFM_LNC_G, &c->mem_k, &c->mem_v, p->tk, p->key_len,
             DROP_CROSS);

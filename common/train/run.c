@@ -245,6 +245,12 @@ void run_start(Run *run, int64_t epoch_samples, int64_t epoch_steps) {
   catch_stop_signals(run);
 }
 
+void run_set_epoch_size(Run *run, int64_t epoch_samples, int64_t epoch_steps) {
+  run->epoch_samples = epoch_samples;
+  run->epoch_steps = epoch_steps;
+  run->progress.total_steps = run->max_epochs * epoch_steps;
+}
+
 bool run_progress_due(const Run *run) {
   return run->rank == 0 && progress_due(&run->progress);
 }

@@ -151,6 +151,10 @@ void run_resume(Run *run, ParamSet *params, ParamSet *buffers, Optimizer *opt, L
 // epoch_samples, epoch_steps: the samples (over all ranks) and the steps of
 // an epoch.
 void run_start(Run *run, int64_t epoch_samples, int64_t epoch_steps);
+// For a trainer whose epoch length follows from the data it reads after
+// run_start (batches by token count): the epoch's samples and steps once
+// known, for the progress line and the epoch line's rate.
+void run_set_epoch_size(Run *run, int64_t epoch_samples, int64_t epoch_steps);
 // The next epoch (run->epoch): false once the target was reached or after
 // max_epochs; else logs block_start (when a block begins) and epoch_start.
 bool run_next_epoch(Run *run);
