@@ -97,7 +97,7 @@ static void read_pair(LmdbTxn *t, const char *path, int64_t index, Record *r, ch
   const void *value = lmdb_txn_get(t, index, &value_bytes);
   record_parse(value, value_bytes, name, r);
   if (r->kind != RECORD_TOKENS)
-    die_input(name, "a %s record; want TOKENS (source, target)", record_kind_name(r->kind));
+    die_input(name, "%s record; want tokens (source, target)", record_kind_name(r->kind));
   if (r->seq_count != 2)
     die_input(name, "%d token sequences; want 2 (source, target)", r->seq_count);
   for (int side = 0; side < 2; side++)
