@@ -2,6 +2,7 @@
 // pairs, the length-bucketed token batches of the MLPerf reference.
 #include "translation/wmt_data.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
