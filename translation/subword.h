@@ -34,6 +34,10 @@ void subword_free(Subword *sw);
 int32_t subword_size(const Subword *sw);
 const char *subword_entry(const Subword *sw, int32_t id);  // unquoted entry text
 
+// The byte offset of the first invalid UTF-8 sequence in text, -1 when
+// there is none: how callers check text before encoding it.
+int64_t subword_invalid_utf8(const char *text, size_t n_bytes);
+
 // Ids of UTF-8 text (valid UTF-8 of n_bytes; the caller checks) into ids
 // (capacity max_ids); returns how many the text needs, which may exceed
 // max_ids (then only max_ids were written). No EOS is appended.

@@ -16,36 +16,21 @@ import json
 import os
 import shutil
 import struct
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from convert_check import check_prepare, records, report, run
 
 ROOT = Path(__file__).resolve().parents[2]
 FMNIST = Path("/usr/share/datasets/fashion-mnist")
 PHOTOS = Path("/usr/share/doc/opencv-doc/examples/data")
 
 
-def report(name, problem):
-    print(f"PASS {name}" if not problem else f"FAIL {name}: {problem}", flush=True)
-
-
-def run(cmd, **kw):
-    return subprocess.run(cmd, shell=True, capture_output=True, text=True, **kw)
-
-
 def generate(build, out, seed=1):
     p = run(f"{build}/bin/coco_generate --out={out} --train_count=40 --val_count=10 --side=64 --seed={seed}")
     if p.returncode:
         raise SystemExit(f"FAIL coco_generate: status {p.returncode}: {p.stderr.strip()[-300:]}")
-
-
-def records(lmdb_dir):
-    """The values of an LMDB, in key order, from mdb_dump."""
-    out = subprocess.run(["mdb_dump", str(lmdb_dir)], capture_output=True, text=True, check=True).stdout
-    lines = out.split("HEADER=END\n", 1)[1].split("\n")
-    data = [bytes.fromhex(line.strip()) for line in lines if line.startswith(" ")]
-    return data[1::2]
 
 
 def decode(value):
@@ -158,14 +143,9 @@ def main():
         report("coco_to_lmdb_val_only", None if p.returncode == 0 and not (tmp / "val_only/train").exists()
                and (tmp / "val_only/val").is_dir() else f"status {p.returncode}: {p.stderr[-300:]}")
 
-        data = tmp / "prepared"
         env = dict(os.environ, TRAIN_COUNT="30", VAL_COUNT="8", SIDE="64")
-        script = ROOT / "object_detection" / "prepare_data.sh"
-        p = run(f"bash {script} small {data} {build}", env=env, cwd=ROOT)
-        p2 = run(f"bash {script} small {data} {build}", env=env, cwd=ROOT)
-        n_val = len(records(data / "lmdb" / "val")) if (data / "lmdb" / "val").is_dir() else -1
-        report("coco_prepare_small", None if p.returncode == 0 and n_val == 8 and "is ready" in p2.stdout
-               else f"status {p.returncode}, {n_val} val records: {p.stderr[-300:]}{p2.stdout[-200:]}")
+        check_prepare("coco_prepare_small", ROOT / "object_detection" / "prepare_data.sh", tmp / "prepared", build,
+                      env, ROOT, "val", 8)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

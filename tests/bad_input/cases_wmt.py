@@ -1,0 +1,109 @@
+"""Bad input of the translation converter (wmt_to_lmdb) on a tiny parallel
+set made under {tmp}/raw, and of the generator (wmt_generate).
+
+The good set: train.en/train.de of three pairs, newstest2014.en/.de of two.
+A row's setup replaces files: a name mapped to bytes is written, to None
+left out. Every error comes before anything is written."""
+from case import Case
+
+TRAIN_EN = b"The cat sleeps.\nA dog barks loudly.\nWe go home.\n"
+TRAIN_DE = "Die Katze schläft.\nEin Hund bellt laut.\nWir gehen nach Hause.\n".encode()
+EVAL_EN = b"The dog sleeps.\nWe bark.\n"
+EVAL_DE = "Der Hund schläft.\nWir bellen.\n".encode()
+GOOD = {"train.en": TRAIN_EN, "train.de": TRAIN_DE, "newstest2014.en": EVAL_EN, "newstest2014.de": EVAL_DE}
+RAW = "{tmp}/raw"
+FILES = (f"--train_src={RAW}/train.en --train_tgt={RAW}/train.de "
+         f"--eval_src={RAW}/newstest2014.en --eval_tgt={RAW}/newstest2014.de")
+CONVERT = f"{{build}}/bin/wmt_to_lmdb {FILES} --vocab_size=100 --out={{tmp}}/lmdb"
+GENERATE = "{build}/bin/wmt_generate --out={tmp}/gen"
+BAD_UTF8 = b"The cat sleeps.\nA dog \xc3\x28barks.\nWe go home.\n"  # 0xC3 then not a continuation byte
+NUL = "Der Hund schläft.\nWir\0bellen.\n".encode()
+LONG = TRAIN_DE + b"a" * 70000 + b"\n"
+
+
+def wmt(**files):
+    """A setup: the good set with files replaced (None: left out)."""
+    def setup(t):
+        for name, content in {**GOOD, **files}.items():
+            if content is not None:
+                t.write("raw/" + name, content)
+    return setup
+
+
+def no_output(t, proc):
+    left = [p for p in ("train", "eval", "eval.ref", "vocab.subwords") if (t.path / "lmdb" / p).exists()]
+    return f"a failed run left {left}" if left else None
+
+
+def printed(text):
+    return lambda t, proc: None if text in proc.stdout else f"no '{text}' on stdout: {proc.stdout[-300:]}"
+
+
+def reference_is(want):
+    def check(t, proc):
+        got = (t.path / "lmdb" / "eval.ref").read_bytes()
+        return None if got == want else f"eval.ref is {got!r}, want {want!r}"
+    return check
+
+
+CASES = [
+    Case("wmt_line_counts_differ", CONVERT,
+         f"error: {RAW}/train.de: 2 lines, but {RAW}/train.en has 3: the two files of a pair must be parallel", 2,
+         "a target file a line short (a truncated download)",
+         setup=wmt(**{"train.de": TRAIN_DE[:TRAIN_DE.index(b"Wir")]}), check=no_output),
+    Case("wmt_invalid_utf8", CONVERT,
+         f"error: {RAW}/train.en: line 2: invalid UTF-8 at byte offset {BAD_UTF8.index(0xc3)}", 2,
+         "a byte sequence that is not UTF-8 (a Latin-1 file)", setup=wmt(**{"train.en": BAD_UTF8}), check=no_output),
+    Case("wmt_nul_byte", CONVERT,
+         f"error: {RAW}/newstest2014.de: line 2: a NUL byte at byte offset {NUL.index(0)}: not text", 2,
+         "a NUL byte in the eval reference", setup=wmt(**{"newstest2014.de": NUL}), check=no_output),
+    Case("wmt_line_too_long", CONVERT,
+         f"error: {RAW}/train.de: line 4: 70000 bytes, more than 65536 (not one sentence a line?)", 2,
+         "a line of 70,000 bytes (the limit is 64 KiB)",
+         setup=wmt(**{"train.de": LONG, "train.en": TRAIN_EN + b"x\n"}), check=no_output),
+    Case("wmt_missing_file", CONVERT,
+         f"error: --eval_src: '{RAW}/newstest2014.en': No such file or directory", 2,
+         "the eval source file is not there", setup=wmt(**{"newstest2014.en": None}), check=no_output),
+    Case("wmt_missing_flag", f"{{build}}/bin/wmt_to_lmdb --train_src={RAW}/train.en --train_tgt={RAW}/train.de "
+         f"--eval_src={RAW}/newstest2014.en --vocab_size=100 --out={{tmp}}/lmdb",
+         "error: --eval_tgt: missing: a text file, one sentence a line", 2, "no --eval_tgt", setup=wmt()),
+    Case("wmt_eval_empty_line", CONVERT,
+         f"error: {RAW}/newstest2014.de: line 2: empty: every eval line is needed (the BLEU reference)", 2,
+         "a white-space-only eval line", setup=wmt(**{"newstest2014.de": "Der Hund schläft.\n \t\n".encode()}),
+         check=no_output),
+    Case("wmt_train_empty_pair_skipped", CONVERT, None, 0,
+         "a training pair whose German is empty (WMT17's files hold a few): skipped and counted",
+         setup=wmt(**{"train.de": "Die Katze schläft.\n\nWir gehen nach Hause.\n".encode()}),
+         check=printed("train: 2 pairs, ")),
+    Case("wmt_crlf_accepted", CONVERT, None, 0,
+         "CRLF line ends and a byte-order mark (files written on Windows): the CR and the mark are dropped",
+         setup=wmt(**{"newstest2014.de": b"\xef\xbb\xbf" + EVAL_DE.replace(b"\n", b"\r\n")}),
+         check=reference_is(EVAL_DE)),
+    Case("wmt_no_final_newline", CONVERT, None, 0, "a file whose last line has no line end",
+         setup=wmt(**{"newstest2014.de": EVAL_DE[:-1]}), check=reference_is(EVAL_DE)),
+    Case("wmt_out_exists", CONVERT, "error: {tmp}/lmdb/train: already exists; remove it first", 2,
+         "--out holds a converted set already", setup=wmt(**{"../lmdb/train/x": b""})),
+    Case("wmt_out_not_a_folder", f"{{build}}/bin/wmt_to_lmdb {FILES} --vocab_size=100 --out={RAW}/train.en",
+         f"error: --out: '{RAW}/train.en' is not a folder", 2, "--out is a file", setup=wmt()),
+    Case("wmt_out_cannot_be_made", f"{{build}}/bin/wmt_to_lmdb {FILES} --vocab_size=100 --out={RAW}/train.en/x",
+         f"error: {RAW}/train.en/x: cannot create directory: Not a directory", 2,
+         "--out below a file (an unwritable place)", setup=wmt()),
+    Case("wmt_vocab_and_size", f"{{build}}/bin/wmt_to_lmdb {FILES} --vocab_size=100 --vocab={RAW}/train.en "
+         "--out={tmp}/lmdb",
+         "error: --vocab: give one of --vocab (an existing vocabulary) and --vocab_size (build one), not both", 2,
+         "both a vocabulary and a size", setup=wmt()),
+    Case("wmt_no_vocab", f"{{build}}/bin/wmt_to_lmdb {FILES} --out={{tmp}}/lmdb",
+         "error: --vocab_size: give one of --vocab (an existing vocabulary) and --vocab_size (build one)", 2,
+         "neither a vocabulary nor a size", setup=wmt()),
+    Case("wmt_vocab_missing", f"{{build}}/bin/wmt_to_lmdb {FILES} --vocab={RAW}/vocab.ende.32768 --out={{tmp}}/lmdb",
+         f"error: --vocab: '{RAW}/vocab.ende.32768': No such file or directory", 2,
+         "--vocab names no file", setup=wmt()),
+    Case("wmt_generate_eval_too_many", f"{GENERATE} --eval_pairs=100000 --max_words=4",
+         "error: --eval_pairs: 100000, but only 676 sentence pairs of at most 4 words were found", 2,
+         "more eval pairs than sentence pairs"),
+    Case("wmt_generate_out_exists", f"{GENERATE} --eval_pairs=10",
+         "error: {tmp}/gen/train.en: already exists; remove it first", 2, "--out holds a generated set already",
+         setup=wmt(**{"../gen/train.en": b"x\n"})),
+    Case("wmt_generate_no_dictionary", f"{GENERATE} --dict={{tmp}}/none",
+         "error: {tmp}/none: cannot open: No such file or directory", 2, "--dict names no file"),
+]
