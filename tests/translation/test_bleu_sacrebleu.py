@@ -29,6 +29,10 @@ import subprocess
 import sys
 import tempfile
 import unicodedata
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "harness"))
+from cases import run_case  # noqa: E402
 
 DICTIONARY = "/usr/share/trans/de-en"
 # bleu_score prints %.10g: 10 significant digits of a score below 100 are
@@ -174,13 +178,8 @@ def main():
     failed = 0
     with tempfile.TemporaryDirectory() as dir_:
         for name, hyps, refs in corpora():
-            name = f"bleu_matches_sacrebleu_{name}"
-            try:
-                why = compare(build, hyps, refs, dir_)
-            except Exception as e:  # a crash of either side is this case's failure
-                why = f"{type(e).__name__}: {e}"
-            print(f"FAIL {name}: {why}" if why else f"PASS {name}")
-            failed += why is not None
+            failed += not run_case(f"bleu_matches_sacrebleu_{name}", compare, build, hyps, refs,
+                                   dir_)
     return 1 if failed else 0
 
 
