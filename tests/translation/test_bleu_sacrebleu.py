@@ -163,6 +163,10 @@ def corpora():
     # tokeniser carry the score.
     hyps = [move_punctuation(rng, change_case(rng, s)) for s in special]
     yield "special_text_case_and_punctuation", hyps, special
+    # Words in reverse order: unigrams match, no 3- or 4-gram does, so the
+    # score rests on the smoothing of orders without a match.
+    refs = ["der kleine Hund läuft schnell nach Hause", "wir essen heute Äpfel und Birnen"]
+    yield "orders_without_matches", [" ".join(r.split()[::-1]) for r in refs], refs
 
 
 def main():
