@@ -21,6 +21,10 @@ import random
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "harness"))
+from cases import run_case  # noqa: E402
 
 SEEDS = range(1, 9)
 CATEGORY_IDS = [1, 3, 7, 18, 44, 90]
@@ -151,13 +155,8 @@ def main():
     failed = 0
     with tempfile.TemporaryDirectory() as dir_:
         for seed in SEEDS:
-            name = f"coco_eval_matches_pycocotools_seed{seed}"
-            try:
-                why = check_seed(build, seed, dir_)
-            except Exception as e:  # a crash of either side is this case's failure
-                why = f"{type(e).__name__}: {e}"
-            print(f"FAIL {name}: {why}" if why else f"PASS {name}")
-            failed += why is not None
+            failed += not run_case(f"coco_eval_matches_pycocotools_seed{seed}", check_seed,
+                                   build, seed, dir_)
     return 1 if failed else 0
 
 
