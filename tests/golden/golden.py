@@ -24,6 +24,7 @@ GENERATORS = {
     # also writes state_dict_fixture.pth (torch.save's format, not a .gld)
     "gen_resnet34": ["resnet34.gld"],
     "gen_ssd": ["ssd.gld"],
+    "gen_nmt": ["nmt.gld"],
 }
 
 
