@@ -1,0 +1,442 @@
+// train.c: the Transformer on WMT-layout parallel text (English to German)
+// to an uncased BLEU target, MLPerf style. Reads top to bottom as the
+// procedure:
+//   init: flags, device, ranks, the data set's counts, model, Adam, the
+//         rsqrt schedule with warmup
+//   run:  epochs of batches by token count (length buckets, shuffled per
+//         epoch); after each epoch the eval set translated by beam search
+//         (beam 4, length penalty 0.6), detokenised, and scored with the
+//         reference's BLEU, until BLEU >= target (run_stop success) or the
+//         epoch limit (aborted)
+//
+//   transformer --config=translation/configs/small.conf --data_dir=data/transformer/small
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/check.h"
+#include "core/config.h"
+#include "core/file.h"
+#include "core/progress.h"
+#include "core/rng.h"
+#include "device/profile.h"
+#include "train/amp.h"
+#include "train/dist.h"
+#include "train/optim.h"
+#include "train/run.h"
+#include "train/schedule.h"
+#include "translation/beam.h"
+#include "translation/bleu.h"
+#include "translation/nmt_model.h"
+#include "translation/subword.h"
+#include "translation/wmt_data.h"
+
+#define NMT_BUCKET_BYTES ((size_t)25 << 20)  // gradient all-reduce buckets
+#define NMT_BENCH_WARMUP 5  // untimed steps before a bench_steps measurement
+
+static const ConfigKey kKeys[] = {
+    // Model (defaults: Transformer-big).
+    {"d_model", CFG_INT, "1024", "model width", "[2, 65536]"},
+    {"d_ff", CFG_INT, "4096", "feed-forward width", "[1, 1048576]"},
+    {"heads", CFG_INT, "16", "attention heads (d_model a multiple of them)", "[1, 1024]"},
+    {"enc_layers", CFG_INT, "6", "encoder layers", "[1, 16]"},
+    {"dec_layers", CFG_INT, "6", "decoder layers", "[1, 16]"},
+    {"dropout", CFG_FLOAT, "0.1", "dropout on sub-layer outputs, after the ReLU and on the embedded inputs", "[0, 1)"},
+    {"label_smoothing", CFG_FLOAT, "0.1", "label smoothing of the training loss", "[0, 1)"},
+    {"max_positions", CFG_INT, "512",
+     "positions the model encodes and decodes; longer eval sources are cut to it", "[2, 65536]"},
+    // Data.
+    {"max_length", CFG_INT, "256",
+     "max_sequence_length: training pairs with a longer side (tokens with EOS) are cut or dropped", "[2, 65536]"},
+    {"length_method", CFG_STRING, "discard", "what max_length does: discard or truncate", NULL},
+    {"max_tokens", CFG_INT, "5120", "tokens per batch per rank, padding included", "[2, inf)"},
+    // Optimisation.
+    {"learning_rate", CFG_FLOAT, "0.0019", "peak learning rate, at the end of the warmup", "(0, inf)"},
+    {"warmup_steps", CFG_INT, "750", "linear warmup, then lr x sqrt(warmup / step)", "[1, inf)"},
+    {"adam_beta1", CFG_FLOAT, "0.9", "Adam beta1", "[0, 1)"},
+    {"adam_beta2", CFG_FLOAT, "0.997", "Adam beta2 (the MLPerf reference; NVIDIA used 0.98)", "[0, 1)"},
+    {"adam_eps", CFG_FLOAT, "1e-9", "Adam epsilon", "(0, inf)"},
+    // Evaluation.
+    {"beam", CFG_INT, "4", "beam width", "[1, 64]"},
+    {"alpha", CFG_FLOAT, "0.6", "length penalty exponent", "[0, 10]"},
+    {"extra_decode_length", CFG_INT, "50", "decode up to the source length plus this many tokens", "[1, 65536]"},
+    {"eval_batch", CFG_INT, "64", "sentences decoded at once per rank", "[1, 65536]"},
+    {"translations_out", CFG_STRING, "",
+     "write the last eval's detokenised translations here, one per line (score them with sacrebleu)", NULL},
+    // Throughput.
+    {"bench_steps", CFG_INT, "0",
+     "throughput only: time this many steps (after 5 warm-up) of random pairs of max_length "
+     "tokens a side, max_tokens / max_length pairs a batch; no eval or target", "[0, inf)"},
+    {"bench_vocab", CFG_INT, "33708", "a bench run's vocabulary size (it reads no data set)",
+     "[8, 1048576]"},
+    {"profile_steps", CFG_INT, "0",
+     "after a bench_steps run: this many more steps timed op by op, printed as a table", "[0, inf)"},
+};
+
+static const RunSpec kSpec = {
+    .benchmark = "transformer", .metric = "BLEU", .max_epochs = "30", .target = "0.25",
+    .eval_every = "1", .keys = kKeys, .n_keys = (int)(sizeof kKeys / sizeof kKeys[0]),
+    .resume_may_change = (const char *const[]){"eval_batch", "translations_out", "bench_steps",
+                                                "profile_steps", NULL},
+};
+
+typedef struct NmtTrainer {
+  Run run;
+  const Device *dev;
+  WmtCounts counts;     // the data set's sizes, checked before run_start
+  WmtSplit train, eval; // read after run_start
+  Subword *vocab;
+  char **refs;          // (eval pairs) the reference translations
+  int64_t n_refs;
+  AmpConfig amp;
+  LossScaler scaler;
+  NmtModel model;
+  Optimizer opt;
+  Schedule sched;
+  WmtBatches plan;      // this epoch's batches
+  WmtBatch batch;       // host buffers of one batch
+  int64_t max_tokens, max_length, eval_batch, max_positions;
+  WmtLengthMethod method;
+  BeamConfig beam;
+  LossMean epoch_loss;
+} NmtTrainer;
+
+static WmtLengthMethod parse_method(const char *name) {
+  if (!strcmp(name, "discard")) return WMT_DISCARD;
+  if (!strcmp(name, "truncate")) return WMT_TRUNCATE;
+  die_input("--length_method", "want discard or truncate, got \"%s\"", name);
+}
+
+// Adam with the rsqrt schedule, logged under the checker's keys.
+static OptConfig nmt_optimizer(NmtTrainer *r) {
+  const Config *cfg = &r->run.cfg;
+  OptConfig oc = optim_defaults(OPT_ADAM);
+  oc.beta1 = (float)config_float(cfg, "adam_beta1");
+  oc.beta2 = (float)config_float(cfg, "adam_beta2");
+  oc.eps = (float)config_float(cfg, "adam_eps");
+  optim_log(&oc, &r->run.log);
+  r->sched = (Schedule){.kind = SCHED_RSQRT, .base_lr = config_float(cfg, "learning_rate"),
+                        .warmup_steps = config_int(cfg, "warmup_steps")};
+  schedule_check(&r->sched);
+  schedule_log(&r->sched, OPT_ADAM, &r->run.log);
+  return oc;
+}
+
+// The model and its buffers: a training batch holds at most max_tokens
+// token rows; an eval batch eval_batch sources of up to max_positions, each
+// decoded as beam hypotheses.
+static void nmt_setup(NmtTrainer *r, const OptConfig *oc) {
+  const Config *cfg = &r->run.cfg;
+  int64_t eval_rows = r->eval_batch * r->max_positions;
+  NmtShape shape = {
+      .vocab = r->counts.vocab_size, .d_model = config_int(cfg, "d_model"),
+      .d_ff = config_int(cfg, "d_ff"), .heads = config_int(cfg, "heads"),
+      .enc_layers = (int)config_int(cfg, "enc_layers"), .dec_layers = (int)config_int(cfg, "dec_layers"),
+      .dropout = (float)config_float(cfg, "dropout"),
+      .label_smoothing = (float)config_float(cfg, "label_smoothing"),
+      .dtype = amp_compute_dtype(r->amp.precision),
+      .max_rows = r->max_tokens > eval_rows ? r->max_tokens : eval_rows,
+      .max_len = r->max_positions, .max_decode_seqs = r->eval_batch * r->beam.beam};
+  if (shape.d_model % shape.heads || shape.d_model % 2)
+    die_input("--d_model", "%lld is not an even multiple of the %lld heads",
+              (long long)shape.d_model, (long long)shape.heads);
+  nmt_model_init(&r->model, &shape, optim_state_count(OPT_ADAM), (uint64_t)config_int(cfg, "seed"),
+                 r->dev->kind);
+  optim_init(&r->opt, oc, &r->model.ps);
+  dist_attach(&r->run.dist, r->dev, &r->model.ps, NMT_BUCKET_BYTES);
+  dist_broadcast_params(&r->run.dist);
+  loss_mean_init(&r->epoch_loss, r->dev);
+  int64_t cap = shape.max_rows;  // a batch's pairs times its padded length
+  r->batch.src = xmalloc((size_t)cap * sizeof(int32_t));
+  r->batch.tgt_in = xmalloc((size_t)cap * sizeof(int32_t));
+  r->batch.tgt_out = xmalloc((size_t)cap * sizeof(int32_t));
+  r->batch.src_len = xmalloc((size_t)cap * sizeof(int32_t));
+  if (r->run.rank == 0)
+    printf("transformer: %lld training pairs, %lld eval pairs, vocabulary %d; %lld parameters; "
+           "batches of %lld tokens per rank; %s\n",
+           (long long)r->counts.train_pairs, (long long)r->counts.eval_pairs,
+           r->counts.vocab_size, (long long)paramset_count_params(&r->model.ps),
+           (long long)r->max_tokens, amp_precision_name(r->amp.precision));
+}
+
+// Splits text into lines in place; returns the count.
+static int64_t split_lines(char *text, char ***lines) {
+  int64_t n = 0, cap = 0;
+  *lines = NULL;
+  for (char *p = text; *p;) {
+    char *end = strchr(p, '\n');
+    if (end) *end = '\0';
+    if (n == cap) {
+      cap = cap ? 2 * cap : 1024;
+      char **grown = xmalloc((size_t)cap * sizeof(char *));
+      if (n) memcpy(grown, *lines, (size_t)n * sizeof(char *));
+      free(*lines);
+      *lines = grown;
+    }
+    (*lines)[n++] = p;
+    if (!end) break;
+    p = end + 1;
+  }
+  return n;
+}
+
+// The data set into memory (after run_start: this reads it).
+static void nmt_open_data(NmtTrainer *r) {
+  const char *dir = run_data_dir(&r->run);
+  char path[4096];
+  wmt_split_read(&r->train, dir, "train", r->max_length, r->method);
+  wmt_split_read(&r->eval, dir, "eval", r->max_positions, WMT_TRUNCATE);
+  snprintf(path, sizeof path, "%s/vocab.subwords", dir);
+  r->vocab = subword_load(path);
+  snprintf(path, sizeof path, "%s/eval.ref", dir);
+  size_t n_bytes;
+  uint8_t *bytes = file_read(path, &n_bytes);
+  char *text = xmalloc(n_bytes + 1);
+  memcpy(text, bytes, n_bytes);
+  text[n_bytes] = '\0';
+  free(bytes);
+  r->n_refs = split_lines(text, &r->refs);
+  if (r->n_refs != r->eval.n_pairs)
+    die_input(path, "%lld lines for %lld eval pairs", (long long)r->n_refs, (long long)r->eval.n_pairs);
+  if (r->run.rank == 0 && (r->train.dropped || r->eval.dropped))
+    printf("transformer: max_length %lld (%s) dropped %lld training pairs\n",
+           (long long)r->max_length, r->method == WMT_DISCARD ? "discard" : "truncate",
+           (long long)r->train.dropped);
+}
+
+static double nmt_loss_now(const NmtTrainer *r) {
+  float loss;
+  device_sync(r->dev);
+  device_copy(DEVICE_CPU, &loss, r->dev->kind, r->model.loss.data, sizeof loss);
+  return loss;
+}
+
+static void nmt_train_step(NmtTrainer *r, int64_t epoch, int64_t i) {
+  wmt_batch_fill(&r->plan, &r->train, i, &r->batch);
+  float lr = (float)schedule_lr(&r->sched, r->opt.step);
+  nmt_model_train_step(&r->model, r->dev, &r->batch, amp_loss_scale(&r->scaler),
+                       (uint64_t)config_int(&r->run.cfg, "seed"), (epoch << 24) + i,
+                       dist_grad_hook(&r->run.dist));
+  loss_mean_add(&r->epoch_loss, r->dev, &r->model.loss);
+  run_update(r->dev, &r->run.dist, &r->scaler, &r->opt, &r->model.ps, lr);
+}
+
+// One epoch of training; returns the mean loss of this rank's batches.
+static double nmt_train_epoch(NmtTrainer *r, int64_t epoch) {
+  wmt_batches_free(&r->plan);
+  wmt_batches_plan(&r->plan, &r->train, r->max_tokens, (uint64_t)config_int(&r->run.cfg, "seed"),
+                   epoch, r->run.dist.rank, r->run.dist.size);
+  run_set_epoch_size(&r->run, r->train.n_pairs, r->plan.n_batches);
+  loss_mean_reset(&r->epoch_loss, r->dev);
+  int64_t pairs = 0;
+  for (int64_t i = 0; i < r->plan.n_batches; i++) {
+    nmt_train_step(r, epoch, i);
+    pairs += r->plan.count[i] * r->run.dist.size;
+    if (run_progress_due(&r->run)) run_progress(&r->run, i + 1, pairs, nmt_loss_now(r));
+  }
+  return loss_mean_read(&r->epoch_loss, r->dev);
+}
+
+// The beam search's view of the model.
+static void beam_step(void *ctx, const int32_t *ids, int64_t n, int64_t t, float *logits) {
+  NmtTrainer *r = ctx;
+  Tensor out = nmt_model_decode_step(&r->model, r->dev, ids, t);
+  if (out.dtype == DT_F32) {
+    device_copy(DEVICE_CPU, logits, r->dev->kind, out.data, (size_t)(n * r->model.shape.vocab) * sizeof(float));
+    return;
+  }
+  size_t bytes = tensor_bytes(&out);
+  void *raw = xmalloc(bytes);
+  device_copy(DEVICE_CPU, raw, r->dev->kind, out.data, bytes);
+  for (int64_t i = 0; i < n * r->model.shape.vocab; i++) logits[i] = dtype_load_f32(raw, out.dtype, i);
+  free(raw);
+}
+
+static void beam_reorder(void *ctx, const int32_t *parent, int64_t n, int64_t t) {
+  NmtTrainer *r = ctx;
+  (void)n;
+  nmt_model_reorder(&r->model, r->dev, parent, t);
+}
+
+// Translates this rank's share of the eval set, eval_batch sentences at a
+// time (sorted by length), into hyps[pair] (detokenised, malloc'd).
+static void nmt_translate(NmtTrainer *r, char **hyps) {
+  WmtBatches all;
+  wmt_batches_plan_eval(&all, &r->eval, INT64_MAX / 4, r->run.dist.rank, r->run.dist.size);
+  int64_t width = r->beam.max_len, n_order = 0;
+  for (int64_t i = 0; i < all.n_batches; i++) n_order += all.count[i];
+  int32_t *out = xmalloc((size_t)(r->eval_batch * width) * sizeof(int32_t));
+  int64_t *out_len = xmalloc((size_t)r->eval_batch * sizeof(int64_t));
+  BeamModel bm = {.ctx = r, .vocab = r->model.shape.vocab, .step = beam_step, .reorder = beam_reorder};
+  WmtBatches chunk = all;  // eval_batch pairs at a time, in the sorted order
+  int64_t first = all.n_batches ? all.first[0] : 0;
+  for (int64_t done = 0; done < n_order; done += r->eval_batch) {
+    int64_t count = n_order - done < r->eval_batch ? n_order - done : r->eval_batch;
+    chunk.n_batches = 1;
+    chunk.first = &(int64_t){first + done};
+    chunk.count = &count;
+    wmt_batch_fill(&chunk, &r->eval, 0, &r->batch);
+    nmt_model_encode(&r->model, r->dev, &r->batch, r->beam.beam);
+    beam_search(&bm, &r->beam, r->batch.b, r->batch.src_len, out, out_len);
+    for (int64_t j = 0; j < count; j++) {
+      int64_t pair = all.order[first + done + j];
+      size_t need = subword_decode(r->vocab, out + j * width, out_len[j], NULL, 0);
+      hyps[pair] = xmalloc(need + 1);
+      subword_decode(r->vocab, out + j * width, out_len[j], hyps[pair], need + 1);
+    }
+  }
+  free(out_len);
+  free(out);
+  wmt_batches_free(&all);
+}
+
+static void write_translations(NmtTrainer *r, char **hyps) {
+  const char *path = config_string(&r->run.cfg, "translations_out");
+  if (!*path || r->run.rank != 0) return;
+  FILE *f = fopen(path, "w");
+  if (!f) die_input("--translations_out", "cannot write '%s'", path);
+  for (int64_t i = 0; i < r->eval.n_pairs; i++) fprintf(f, "%s\n", hyps[i] ? hyps[i] : "");
+  if (fclose(f) != 0) die_input("--translations_out", "cannot write '%s'", path);
+}
+
+// A bench run's batch: max_tokens / max_length pairs of max_length random
+// ids a side (EOS last), no padding: the shape a PyTorch model is timed at
+// beside it (tests/bench/bench_transformer.py).
+static void nmt_bench_batch(NmtTrainer *r) {
+  WmtBatch *b = &r->batch;
+  int64_t len = r->max_length, n = r->max_tokens / len;
+  Rng rng = rng_make((uint64_t)config_int(&r->run.cfg, "seed"), 77);
+  *b = (WmtBatch){.b = n, .s = len, .t = len, .src = b->src, .tgt_in = b->tgt_in,
+                  .tgt_out = b->tgt_out, .src_len = b->src_len, .n_tokens = n * len};
+  uint32_t ids = (uint32_t)r->counts.vocab_size - 2;
+  for (int64_t i = 0; i < n * len; i++) {
+    bool last = i % len == len - 1;
+    b->src[i] = last ? SUBWORD_EOS : 2 + (int32_t)rng_next_below(&rng, ids);
+    b->tgt_out[i] = last ? SUBWORD_EOS : 2 + (int32_t)rng_next_below(&rng, ids);
+  }
+  for (int64_t i = 0; i < n * len; i++) b->tgt_in[i] = i % len ? b->tgt_out[i - 1] : SUBWORD_PAD;
+  for (int64_t i = 0; i < n; i++) b->src_len[i] = (int32_t)len;
+}
+
+static void nmt_bench_step(void *ctx, int64_t i) {
+  NmtTrainer *r = ctx;
+  float lr = (float)schedule_lr(&r->sched, r->opt.step);
+  nmt_model_train_step(&r->model, r->dev, &r->batch, amp_loss_scale(&r->scaler),
+                       (uint64_t)config_int(&r->run.cfg, "seed"), i, dist_grad_hook(&r->run.dist));
+  run_update(r->dev, &r->run.dist, &r->scaler, &r->opt, &r->model.ps, lr);
+}
+
+// Throughput only: `steps` timed training steps of the bench batch after
+// NMT_BENCH_WARMUP untimed ones; returns the tokens (source and target) per
+// second over all ranks.
+static double nmt_bench(NmtTrainer *r, int64_t steps) {
+  nmt_bench_batch(r);
+  for (int64_t s = 0; s < NMT_BENCH_WARMUP; s++) nmt_bench_step(r, s);
+  device_sync(r->dev);
+  double t0 = time_now_s();
+  for (int64_t s = 0; s < steps; s++) nmt_bench_step(r, NMT_BENCH_WARMUP + s);
+  device_sync(r->dev);
+  double seconds = time_now_s() - t0;
+  double tokens = (double)(2 * r->batch.b * r->max_length * r->run.dist.size * steps);
+  if (r->run.rank == 0)
+    printf("transformer: bench: %lld steps of %lld pairs x %lld tokens a side: %.3f ms/step, "
+           "%.0f tokens/s (loss %.4f)\n",
+           (long long)steps, (long long)r->batch.b, (long long)r->max_length,
+           1e3 * seconds / (double)steps, tokens / seconds, nmt_loss_now(r));
+  profile_run(r->dev, config_int(&r->run.cfg, "profile_steps"), nmt_bench_step, r,
+              r->run.rank == 0 ? stdout : NULL);
+  return tokens / seconds;
+}
+
+// BLEU / 100 over the whole eval set: each rank translates and counts its
+// share, and the n-gram counts are summed over the ranks.
+static double nmt_evaluate(NmtTrainer *r, char *more, size_t more_bytes) {
+  char **hyps = xcalloc((size_t)r->eval.n_pairs, sizeof(char *));
+  nmt_translate(r, hyps);
+  BleuStats st = {0};
+  for (int64_t i = 0; i < r->eval.n_pairs; i++)
+    if (hyps[i]) bleu_add(&st, hyps[i], r->refs[i]);
+  dist_sum_f64(&r->run.dist, (double *)&st, (int)(sizeof st / sizeof(double)));
+  write_translations(r, hyps);
+  for (int64_t i = 0; i < r->eval.n_pairs; i++) free(hyps[i]);
+  free(hyps);
+  double bleu = bleu_score(&st);
+  snprintf(more, more_bytes, "BLEU %.2f", bleu);
+  return bleu / 100.0;
+}
+
+int main(int argc, char **argv) {
+  NmtTrainer r = {0};
+  run_init(&r.run, &kSpec, &argc, &argv);
+  const Config *cfg = &r.run.cfg;
+  r.dev = &r.run.dev;
+  amp_setup(cfg, r.dev, &r.amp, &r.scaler);
+  r.max_tokens = config_int(cfg, "max_tokens");
+  r.max_length = config_int(cfg, "max_length");
+  r.max_positions = config_int(cfg, "max_positions");
+  r.eval_batch = config_int(cfg, "eval_batch");
+  r.method = parse_method(config_string(cfg, "length_method"));
+  if (r.max_length >= r.max_tokens)
+    die_input("--max_tokens", "%lld tokens do not hold a pair of --max_length %lld (want more)",
+              (long long)r.max_tokens, (long long)r.max_length);
+  if (r.max_length > r.max_positions)
+    die_input("--max_length", "%lld is more than the model's %lld positions (--max_positions)",
+              (long long)r.max_length, (long long)r.max_positions);
+  r.beam = (BeamConfig){.beam = (int)config_int(cfg, "beam"), .alpha = (float)config_float(cfg, "alpha"),
+                        .extra_len = config_int(cfg, "extra_decode_length"),
+                        .max_len = r.max_positions, .eos = SUBWORD_EOS};
+  if (config_int(cfg, "profile_steps") > 0 && config_int(cfg, "bench_steps") == 0)
+    die_input("--profile_steps", "profiles the steps after a bench run: give --bench_steps=N too");
+  if (*config_string(cfg, "translations_out") && r.run.dist.size > 1)
+    die_input("--translations_out", "is written by a single rank; run without mpirun to write it");
+
+  // The data set, checked before run_start (run.h): its counts. A bench
+  // run reads none.
+  int64_t bench_steps = config_int(cfg, "bench_steps");
+  if (bench_steps > 0)
+    r.counts.vocab_size = (int32_t)config_int(cfg, "bench_vocab");
+  else
+    r.counts = wmt_data_check(run_data_dir(&r.run));
+  run_check(&r.run);
+  MLLOG_POINT(&r.run.log, "global_batch_size", mlv_int(r.max_tokens * r.run.dist.size));
+  MLLOG_POINT(&r.run.log, "gradient_accumulation_steps", mlv_int(1));
+  MLLOG_POINT(&r.run.log, "max_sequence_length", mlv_int(r.max_length),
+              {"method", mlv_str(r.method == WMT_DISCARD ? "discard" : "truncate")});
+  OptConfig oc = nmt_optimizer(&r);
+  nmt_setup(&r, &oc);
+  run_resume(&r.run, &r.model.ps, NULL, &r.opt, &r.scaler);
+
+  if (bench_steps > 0) {
+    run_start_benchmark(&r.run, "training steps on random pairs");
+    run_stop_benchmark(&r.run, nmt_bench(&r, bench_steps), "tokens/s");
+  } else {
+    run_start(&r.run, r.counts.train_pairs, 1);
+    nmt_open_data(&r);
+    MLLOG_POINT(&r.run.log, "train_samples", mlv_int(r.train.n_pairs));
+    MLLOG_POINT(&r.run.log, "eval_samples", mlv_int(r.eval.n_pairs));
+    char more[64];
+    while (run_next_epoch(&r.run)) {
+      double loss = nmt_train_epoch(&r, r.run.epoch);
+      if (run_epoch_stop(&r.run, loss)) run_eval_stop(&r.run, nmt_evaluate(&r, more, sizeof more), more);
+    }
+    run_stop(&r.run);
+  }
+
+  free(r.batch.src);
+  free(r.batch.tgt_in);
+  free(r.batch.tgt_out);
+  free(r.batch.src_len);
+  if (r.refs) free(r.refs[0]);
+  free(r.refs);
+  subword_free(r.vocab);
+  wmt_batches_free(&r.plan);
+  wmt_split_free(&r.train);
+  wmt_split_free(&r.eval);
+  loss_mean_free(&r.epoch_loss);
+  amp_scaler_free(&r.scaler);
+  optim_free(&r.opt);
+  nmt_model_free(&r.model);
+  run_close(&r.run);
+  return 0;
+}
