@@ -100,6 +100,20 @@ static void nmt_fill_positions(NmtModel *m) {
   free(host);
 }
 
+// The two rows (0s, 1s) the pad mask is looked up from, in fp32 and in the
+// activation dtype.
+static void nmt_fill_kept_tables(NmtModel *m) {
+  int64_t dm = m->shape.d_model;
+  const Tensor *tables[2] = {&m->kept_table, &m->kept_table_lowp};
+  for (int k = 0; k < 2; k++) {
+    DType dt = tables[k]->dtype;
+    void *host = xmalloc((size_t)(2 * dm) * dtype_size(dt));  // (2, D)
+    for (int64_t i = 0; i < 2 * dm; i++) dtype_store_f32(host, dt, i, i < dm ? 0.0f : 1.0f);
+    device_copy(m->ps.device, tables[k]->data, DEVICE_CPU, host, tensor_bytes(tables[k]));
+    free(host);
+  }
+}
+
 static Tensor nmt_buf(NmtModel *m, DType dt, int64_t rows, int64_t cols) {
   return cols ? arena_tensor(&m->arena, dt, 2, (int64_t[]){rows, cols})
               : arena_tensor(&m->arena, dt, 1, (int64_t[]){rows});
@@ -127,6 +141,11 @@ static void nmt_carve(NmtModel *m) {
   m->tgt_pos = nmt_buf(m, DT_I32, rows, 0);
   m->src_len = nmt_buf(m, DT_I32, rows, 0);
   m->beam_rows = nmt_buf(m, DT_I32, seqs, 0);
+  m->src_kept = nmt_buf(m, DT_I32, rows, 0);
+  m->tgt_kept = nmt_buf(m, DT_I32, rows, 0);
+  m->kept_table = nmt_buf(m, DT_F32, 2, dm);
+  m->kept_table_lowp = d->dtype == DT_F32 ? m->kept_table : nmt_buf(m, d->dtype, 2, dm);
+  m->kept_rows = nmt_buf(m, DT_F32, rows, dm);
   m->positions = nmt_buf(m, d->dtype, s->max_len, dm);
   m->emb_f32 = nmt_buf(m, DT_F32, rows, dm);
   m->pos_rows = nmt_buf(m, d->dtype, rows, dm);
@@ -173,6 +192,7 @@ void nmt_model_init(NmtModel *m, const NmtShape *shape, int n_state, uint64_t se
   nmt_carve(m);
   nmt_init_params(m, seed);
   nmt_fill_positions(m);
+  nmt_fill_kept_tables(m);
   m->host_ids = xmalloc((size_t)(2 * shape->max_rows + shape->max_decode_seqs) * sizeof(int32_t));
 }
 
@@ -205,6 +225,12 @@ static void upload_positions(NmtModel *m, const Tensor *dst, int64_t b, int64_t 
   upload(m, dst, m->host_ids, b * len);
 }
 
+// 1 for each id that is a token, 0 for a pad, into dst.
+static void upload_kept(NmtModel *m, const Tensor *dst, const int32_t *ids, int64_t n) {
+  for (int64_t i = 0; i < n; i++) m->host_ids[i] = ids[i] != SUBWORD_PAD;
+  upload(m, dst, m->host_ids, n);
+}
+
 static void nmt_upload_batch(NmtModel *m, const WmtBatch *bt) {
   if (bt->b * bt->s > m->shape.max_rows || bt->b * bt->t > m->shape.max_rows ||
       bt->s > m->shape.max_len || bt->t > m->shape.max_len)
@@ -215,6 +241,8 @@ static void nmt_upload_batch(NmtModel *m, const WmtBatch *bt) {
   upload(m, &m->tgt_in, bt->tgt_in, bt->b * bt->t);
   upload(m, &m->tgt_out, bt->tgt_out, bt->b * bt->t);
   upload(m, &m->src_len, bt->src_len, bt->b);
+  upload_kept(m, &m->src_kept, bt->src, bt->b * bt->s);
+  upload_kept(m, &m->tgt_kept, bt->tgt_in, bt->b * bt->t);
   upload_positions(m, &m->src_pos, bt->b, bt->s, 0);
   upload_positions(m, &m->tgt_pos, bt->b, bt->t, 0);
 }
@@ -224,14 +252,18 @@ static Tensor weight(const NmtModel *m, int i) {
   return paramset_param(&m->ps, i);
 }
 
-// x = dropout(E[ids] sqrt(D) + P[pos]) for n rows.
-static void nmt_embed(const NmtModel *m, const Device *dev, const Tensor *ids, const Tensor *pos,
-                      int64_t n, const Tensor *x, float keep, uint64_t seed, uint64_t stream) {
+// x = dropout(E[ids] kept sqrt(D) + P[pos]) for n rows (kept: 0 for a pad).
+static void nmt_embed(const NmtModel *m, const Device *dev, const Tensor *ids, const Tensor *kept,
+                      const Tensor *pos, int64_t n, const Tensor *x, float keep, uint64_t seed,
+                      uint64_t stream) {
   int64_t dm = m->shape.d_model;
-  Tensor id = rows_of(ids, n), ps = rows_of(pos, n);
+  Tensor id = rows_of(ids, n), ps = rows_of(pos, n), kp = rows_of(kept, n);
   Tensor e = tfm_view2(&m->emb_f32, n, dm), out = tfm_view2(x, n, dm);
   Tensor p = tfm_view2(&m->pos_rows, n, dm), table = paramset_param(&m->ps, m->emb);
+  Tensor mask = tfm_view2(&m->kept_rows, n, dm);
   op_embedding_fwd(dev, &id, &table, &e);
+  op_embedding_fwd(dev, &kp, &m->kept_table, &mask);
+  op_mul(dev, &e, &mask, &e);
   op_scale(dev, &e, sqrtf((float)dm), &e);
   if (m->lowp) op_cast(dev, &e, &out);
   op_embedding_fwd(dev, &ps, &m->positions, &p);
@@ -239,12 +271,16 @@ static void nmt_embed(const NmtModel *m, const Device *dev, const Tensor *ids, c
   if (keep < 1.0f) op_dropout_fwd(dev, &out, &out, keep, seed, stream);
 }
 
-// dE[ids] += sqrt(D) dropout_bwd(dx) (dx is overwritten).
-static void nmt_embed_bwd(const NmtModel *m, const Device *dev, const Tensor *ids, int64_t n,
-                          const Tensor *dx, float keep, uint64_t seed, uint64_t stream) {
+// dE[ids] += sqrt(D) kept dropout_bwd(dx) (dx is overwritten).
+static void nmt_embed_bwd(const NmtModel *m, const Device *dev, const Tensor *ids,
+                          const Tensor *kept, int64_t n, const Tensor *dx, float keep,
+                          uint64_t seed, uint64_t stream) {
   int64_t dm = m->shape.d_model;
-  Tensor id = rows_of(ids, n), d = tfm_view2(dx, n, dm), dtable = paramset_grad(&m->ps, m->emb);
+  Tensor id = rows_of(ids, n), kp = rows_of(kept, n), d = tfm_view2(dx, n, dm);
+  Tensor mask = tfm_view2(&m->pos_rows, n, dm), dtable = paramset_grad(&m->ps, m->emb);
   if (keep < 1.0f) op_dropout_bwd(dev, &d, &d, keep, seed, stream);
+  op_embedding_fwd(dev, &kp, &m->kept_table_lowp, &mask);
+  op_mul(dev, &d, &mask, &d);
   op_scale(dev, &d, sqrtf((float)dm), &d);
   op_embedding_bwd(dev, &id, &d, &dtable, true);
 }
@@ -288,7 +324,8 @@ static void nmt_forward(NmtModel *m, const Device *dev, const WmtBatch *bt, cons
   const NmtShape *s = &m->shape;
   int64_t rs = bt->b * bt->s, rt = bt->b * bt->t;
   if (m->lowp) amp_cast(dev, m->ps.params, m->lowp, s->dtype, m->ps.total_numel);
-  nmt_embed(m, dev, &m->src, &m->src_pos, rs, &m->x_src, d->keep_prob, seed, base + NMT_DROP_SRC);
+  nmt_embed(m, dev, &m->src, &m->src_kept, &m->src_pos, rs, &m->x_src, d->keep_prob, seed,
+            base + NMT_DROP_SRC);
   const Tensor *x = &m->x_src;
   for (int i = 0; i < s->enc_layers; i++) {
     TfmPass p = nmt_pass(m, dev, d, bt->b, bt->s, bt->s, seed, layer_stream(base, i));
@@ -298,7 +335,8 @@ static void nmt_forward(NmtModel *m, const Device *dev, const WmtBatch *bt, cons
   }
   final_norm_fwd(m, dev, m->enc_ln, x, &m->enc_out, &m->enc_mean, &m->enc_rstd, rs);
   Tensor mem = tfm_view2(&m->enc_out, rs, s->d_model);
-  nmt_embed(m, dev, &m->tgt_in, &m->tgt_pos, rt, &m->x_tgt, d->keep_prob, seed, base + NMT_DROP_TGT);
+  nmt_embed(m, dev, &m->tgt_in, &m->tgt_kept, &m->tgt_pos, rt, &m->x_tgt, d->keep_prob, seed,
+            base + NMT_DROP_TGT);
   x = &m->x_tgt;
   for (int i = 0; i < s->dec_layers; i++) {
     TfmPass p = nmt_pass(m, dev, d, bt->b, bt->t, bt->s, seed, layer_stream(base, s->enc_layers + i));
@@ -336,7 +374,7 @@ static void nmt_backward(NmtModel *m, const Device *dev, const WmtBatch *bt, uin
     Tensor x = tfm_view2(i ? &m->dec[i - 1].ffn.out : &m->x_tgt, rt, dm);
     tfm_layer_bwd(&m->dec[i], &p, &m->scratch, &x, &mem, &dy, &dmem);
   }
-  nmt_embed_bwd(m, dev, &m->tgt_in, rt, &dy, d->keep_prob, seed, base + NMT_DROP_TGT);
+  nmt_embed_bwd(m, dev, &m->tgt_in, &m->tgt_kept, rt, &dy, d->keep_prob, seed, base + NMT_DROP_TGT);
   Tensor dx = tfm_view2(&m->d_x, rs, dm);
   final_norm_bwd(m, dev, m->enc_ln, &m->enc[s->enc_layers - 1].ffn.out, &m->enc_mean,
                  &m->enc_rstd, &dmem, &dx, rs);
@@ -345,7 +383,7 @@ static void nmt_backward(NmtModel *m, const Device *dev, const WmtBatch *bt, uin
     Tensor x = tfm_view2(i ? &m->enc[i - 1].ffn.out : &m->x_src, rs, dm);
     tfm_layer_bwd(&m->enc[i], &p, &m->scratch, &x, NULL, &dx, NULL);
   }
-  nmt_embed_bwd(m, dev, &m->src, rs, &dx, d->keep_prob, seed, base + NMT_DROP_SRC);
+  nmt_embed_bwd(m, dev, &m->src, &m->src_kept, rs, &dx, d->keep_prob, seed, base + NMT_DROP_SRC);
 }
 
 void nmt_model_train_step(NmtModel *m, const Device *dev, const WmtBatch *batch,
@@ -388,7 +426,7 @@ void nmt_model_encode(NmtModel *m, const Device *dev, const WmtBatch *batch, int
   nmt_upload_batch(m, batch);
   if (m->lowp) amp_cast(dev, m->ps.params, m->lowp, s->dtype, m->ps.total_numel);
   int64_t rs = batch->b * batch->s;
-  nmt_embed(m, dev, &m->src, &m->src_pos, rs, &m->x_src, 1.0f, 0, 0);
+  nmt_embed(m, dev, &m->src, &m->src_kept, &m->src_pos, rs, &m->x_src, 1.0f, 0, 0);
   const Tensor *x = &m->x_src;
   for (int i = 0; i < s->enc_layers; i++) {
     TfmPass p = nmt_pass(m, dev, &m->eval_dims, batch->b, batch->s, batch->s, 0, 0);
@@ -417,9 +455,10 @@ Tensor nmt_model_decode_step(NmtModel *m, const Device *dev, const int32_t *ids,
   int64_t n = m->dec_seqs, dm = s->d_model;
   if (t >= s->max_len) DIE("nmt: decoding position %lld beyond %lld", (long long)t, (long long)s->max_len);
   upload(m, &m->tgt_in, ids, n);
+  upload_kept(m, &m->tgt_kept, ids, n);
   for (int64_t i = 0; i < n; i++) m->host_ids[i] = (int32_t)t;
   upload(m, &m->tgt_pos, m->host_ids, n);
-  nmt_embed(m, dev, &m->tgt_in, &m->tgt_pos, n, &m->x_tgt, 1.0f, 0, 0);
+  nmt_embed(m, dev, &m->tgt_in, &m->tgt_kept, &m->tgt_pos, n, &m->x_tgt, 1.0f, 0, 0);
   const Tensor *x = &m->x_tgt;
   for (int i = 0; i < s->dec_layers; i++) {
     TfmPass p = nmt_pass(m, dev, &m->eval_dims, n, 1, m->dec_src, 0, 0);

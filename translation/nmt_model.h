@@ -54,6 +54,10 @@ typedef struct NmtModel {
   Tensor src, tgt_in, tgt_out;  // (R) int32 ids and labels
   Tensor src_pos, tgt_pos;      // (R) int32 positions 0..T-1 of each row
   Tensor src_len;               // (B) int32
+  Tensor src_kept, tgt_kept;    // (R) int32: 1 for a token, 0 for a pad
+  Tensor kept_table;            // (2, D) fp32: rows of 0s and 1s, looked up by *_kept
+  Tensor kept_table_lowp;       // the same in the activation dtype (the gradients')
+  Tensor kept_rows;             // (R, D) fp32 the lookup's mask
   Tensor positions;             // (max_len, D) the sinusoid table, activation dtype
   Tensor emb_f32, pos_rows;     // (R, D) fp32 lookup; (R, D) positions looked up
   Tensor x_src, x_tgt;          // (R, D) embedded inputs

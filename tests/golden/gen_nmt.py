@@ -102,7 +102,9 @@ def positions(n):
 
 
 def embed(p, ids):
-    return F.embedding(ids, p["embedding"]) * math.sqrt(D) + positions(ids.shape[1])
+    # Pad ids embed as zeros (the reference masks their lookups).
+    kept = (ids != 0).unsqueeze(-1).to(p["embedding"].dtype)
+    return F.embedding(ids, p["embedding"]) * kept * math.sqrt(D) + positions(ids.shape[1])
 
 
 def attention(p, layer, suffix, x, mem, key_mask, causal):
