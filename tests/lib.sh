@@ -62,3 +62,27 @@ expect_error() {
     echo "FAIL $name: exit $rc, '$err' lacks '$want'"
   fi
 }
+
+# cuda_reaches_target BENCH TRAINER TARGET FLAGS...: on a machine with a GPU
+# and a CUDA build, the trainer (with FLAGS: its config and data) run on
+# the GPU in fp32, bf16 and fp16 must reach its target and write a log the
+# checker accepts: "PASS BENCH_cuda_P_reaches_target" per precision; SKIP
+# lines without a GPU. Logs go to $tmp/cuda_P.{log,out}.
+cuda_reaches_target() {
+  local bench=$1 trainer=$2 target=$3 p rc
+  shift 3
+  if ! nvidia-smi -L >/dev/null 2>&1 || ! ldd "$trainer" | grep libcudart >/dev/null; then
+    for p in fp32 bf16 fp16; do echo "SKIP ${bench}_cuda_${p}_reaches_target: no GPU"; done
+    return
+  fi
+  for p in fp32 bf16 fp16; do
+    "$trainer" "$@" --device=cuda --precision=$p --log_file="$tmp/cuda_$p.log" >"$tmp/cuda_$p.out" 2>&1
+    rc=$?
+    if [[ $rc == 0 ]] && grep -q "$bench: target reached" "$tmp/cuda_$p.out" &&
+      python3 logs/result.py --target "$target" --require-success "$tmp/cuda_$p.log" >/dev/null 2>&1; then
+      echo "PASS ${bench}_cuda_${p}_reaches_target ($(grep -o 'time to train [0-9.]* s' "$tmp/cuda_$p.out"), $(grep "^$bench: epoch" "$tmp/cuda_$p.out" | tail -n 1 | cut -d, -f1))"
+    else
+      echo "FAIL ${bench}_cuda_${p}_reaches_target: exit $rc; $(grep -E "^error|^$bench: epoch|time to train|amp:" "$tmp/cuda_$p.out" | tail -n 4 | tr '\n' ' ')"
+    fi
+  done
+}

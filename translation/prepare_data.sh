@@ -3,8 +3,10 @@
 # DATA_DIR/lmdb/{train,eval} (LMDBs), DATA_DIR/lmdb/eval.ref and
 # DATA_DIR/lmdb/vocab.subwords (datasets/wmt_to_lmdb; translation/wmt_data.h):
 #   small   generated in WMT's raw layout from Debian's trans-de-en
-#           (datasets/wmt_generate, defaults: pairs of at most 8 words, about
-#           69,000 train / 500 eval) into DATA_DIR/raw, then converted with a
+#           (datasets/wmt_generate: the sentence pairs of at most 8 words,
+#           8,433 train / 500 eval, without the dictionary's phrase pairs,
+#           which two CPU cores cannot also get through in the few minutes
+#           the small run has) into DATA_DIR/raw, then converted with a
 #           vocabulary of about 2,048 subwords built from its training text:
 #           the shared embedding and the softmax grow with the vocabulary, and
 #           at 4k they cost a 2+2-layer, 128-wide model as much as all its
@@ -23,7 +25,7 @@
 #             newstest2014.en, .de       the eval set (3,003 lines)
 #             vocab.ende.32768           the reference's vocabulary (its
 #                                        process_data.py writes it)
-# TRAIN_PAIRS, EVAL_PAIRS, MAX_WORDS and VOCAB_SIZE in the environment override
+# TRAIN_PAIRS, EVAL_PAIRS, MAX_WORDS, PHRASES and VOCAB_SIZE in the environment override
 # a generated scale's sizes. A finished data set of the same sizes is kept
 # (DATA_DIR/lmdb/.complete holds them); one of other sizes is rebuilt.
 # Usage: prepare_data.sh SCALE DATA_DIR BUILD_DIR
@@ -35,8 +37,8 @@ convert() {  # convert RAW_DIR TRAIN_PREFIX VOCAB_FLAG
     --eval_tgt="$1/newstest2014.de" --out="$data/lmdb" "$3"
 }
 case $scale in
-  small) train=0 eval=500 words=8 vocab=2048 ;;
-  medium) train=0 eval=1000 words=16 vocab=8192 ;;
+  small) train=0 eval=500 words=8 phrases=false vocab=2048 ;;
+  medium) train=0 eval=1000 words=16 phrases=true vocab=8192 ;;
   full*)
     src=${WMT_DIR:-$data/raw}
     if [[ -f $data/lmdb/.complete ]]; then
@@ -73,8 +75,9 @@ case $scale in
     exit 0 ;;
   *) echo "prepare_data: unknown scale '$scale' (small, medium or full)" >&2; exit 2 ;;
 esac
-train=${TRAIN_PAIRS:-$train} eval=${EVAL_PAIRS:-$eval} words=${MAX_WORDS:-$words} vocab=${VOCAB_SIZE:-$vocab}
-stamp="train=$train eval=$eval max_words=$words vocab=$vocab"
+train=${TRAIN_PAIRS:-$train} eval=${EVAL_PAIRS:-$eval} words=${MAX_WORDS:-$words}
+phrases=${PHRASES:-$phrases} vocab=${VOCAB_SIZE:-$vocab}
+stamp="train=$train eval=$eval max_words=$words phrases=$phrases vocab=$vocab"
 marker=$data/lmdb/.complete
 if [[ -f $marker && $(cat "$marker") == "$stamp" ]]; then
   echo "prepare_data: $data is ready ($stamp)"
@@ -82,6 +85,7 @@ if [[ -f $marker && $(cat "$marker") == "$stamp" ]]; then
 fi
 rm -rf "$data/raw" "$data/lmdb"
 mkdir -p "$data"
-"$build/bin/wmt_generate" --out="$data/raw" --train_pairs="$train" --eval_pairs="$eval" --max_words="$words"
+"$build/bin/wmt_generate" --out="$data/raw" --train_pairs="$train" --eval_pairs="$eval" --max_words="$words" \
+  --phrases="$phrases"
 convert "$data/raw" "$data/raw/train" --vocab_size="$vocab"
 echo "$stamp" >"$marker"

@@ -10,6 +10,7 @@
 //         epoch limit (aborted)
 //
 //   transformer --config=translation/configs/small.conf --data_dir=data/transformer/small
+// (the data set in DATA_DIR/lmdb: translation/prepare_data.sh, wmt_data.h)
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,6 +85,7 @@ static const RunSpec kSpec = {
 typedef struct NmtTrainer {
   Run run;
   const Device *dev;
+  char lmdb[4096];      // DATA_DIR/lmdb: the converted data set
   WmtCounts counts;     // the data set's sizes, checked before run_start
   WmtSplit train, eval; // read after run_start
   Subword *vocab;
@@ -183,8 +185,8 @@ static int64_t split_lines(char *text, char ***lines) {
 
 // The data set into memory (after run_start: this reads it).
 static void nmt_open_data(NmtTrainer *r) {
-  const char *dir = run_data_dir(&r->run);
-  char path[4096];
+  const char *dir = r->lmdb;
+  char path[4200];
   wmt_split_read(&r->train, dir, "train", r->max_length, r->method);
   wmt_split_read(&r->eval, dir, "eval", r->max_positions, WMT_TRUNCATE);
   snprintf(path, sizeof path, "%s/vocab.subwords", dir);
@@ -394,10 +396,11 @@ int main(int argc, char **argv) {
   // The data set, checked before run_start (run.h): its counts. A bench
   // run reads none.
   int64_t bench_steps = config_int(cfg, "bench_steps");
+  if (bench_steps == 0) snprintf(r.lmdb, sizeof r.lmdb, "%s/lmdb", run_data_dir(&r.run));
   if (bench_steps > 0)
     r.counts.vocab_size = (int32_t)config_int(cfg, "bench_vocab");
   else
-    r.counts = wmt_data_check(run_data_dir(&r.run));
+    r.counts = wmt_data_check(r.lmdb);
   run_check(&r.run);
   MLLOG_POINT(&r.run.log, "global_batch_size", mlv_int(r.max_tokens * r.run.dist.size));
   MLLOG_POINT(&r.run.log, "gradient_accumulation_steps", mlv_int(1));

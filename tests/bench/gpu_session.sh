@@ -19,7 +19,8 @@
 #          left, in that order, and everything in at most 8 files under
 #          OUT_DIR. first:tests,trainers,bench,san runs only the steps named;
 #          GPU_SESSION_TESTS (program names), GPU_SESSION_SSD_PRECISIONS,
-#          GPU_SESSION_RESNET_PRECISIONS and GPU_SESSION_BENCH narrow them;
+#          GPU_SESSION_RESNET_PRECISIONS, GPU_SESSION_TRANSFORMER_PRECISIONS
+#          and GPU_SESSION_BENCH narrow them;
 #          step extra runs the command GPU_SESSION_EXTRA (after bench)
 #   setup  only the unpacking and checks every part starts with
 # Usage: tests/bench/gpu_session.sh BUILD_DIR LIB_DIR OUT_DIR [PART]
@@ -167,6 +168,13 @@ if [[ $part == first || $part == first:* ]]; then
         capped 30 "$build/bin/movielens_convert" --input="$data/ncf/ratings.csv" --out="$data/ncf" \
           >>"$logs/prep_ncf.txt" 2>&1 &&
         trainer 50 ncf_fp32 "$build/bin/ncf" --config=recommendation/configs/small.conf --data_dir="$data/ncf"
+      # The small translation set comes prepared (prepare_carry.sh): the GPU
+      # machine lacks Debian's trans-de-en dictionary it is made from.
+      for p in ${GPU_SESSION_TRANSFORMER_PRECISIONS:-fp32 bf16}; do
+        [[ -d $libs/transformer-small ]] || { echo "transformer: no $libs/transformer-small"; break; }
+        trainer 60 transformer_$p "$build/bin/transformer" --config=translation/configs/small.conf \
+          --data_dir="$libs/transformer-small" --precision=$p
+      done
     } 2>&1 | tee "$out/trainers.txt"
     rm -rf "$data"
   fi
@@ -187,7 +195,7 @@ if [[ $part == first || $part == first:* ]]; then
   if step san; then
     echo "== compute-sanitizer memcheck"
     for name in test_ops_table test_ops_async test_device test_amp test_optim test_rng \
-      test_ssd_boxes_cuda test_ncf_model test_ckpt test_loader test_ssd_model test_resnet; do
+      test_ssd_boxes_cuda test_ncf_model test_ckpt test_loader test_ssd_model test_resnet test_nmt_model; do
       [[ -x $build/tests/$name ]] || continue
       capped 40 compute-sanitizer --tool memcheck --error-exitcode 99 "$build/tests/$name" \
         >"$logs/san_$name.txt" 2>&1

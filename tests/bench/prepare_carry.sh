@@ -16,6 +16,9 @@
 #                       small and medium image data sets are made from them
 #   opencv-photos/      opencv-doc's sample JPEGs and PNGs (10 MB): the
 #                       detection data sets' backgrounds
+#   transformer-small/  the small translation data set, prepared (1 MB): it
+#                       is made from Debian's trans-de-en (25 MB), which the
+#                       GPU machine lacks
 # tests/bench/gpu_session.sh unpacks and installs all of it there.
 # Usage: tests/bench/prepare_carry.sh [BUILD_DIR] [DIR]
 set -euo pipefail
@@ -48,6 +51,9 @@ mkdir -p "$dir/fashion-mnist"
 cp /usr/share/datasets/fashion-mnist/*.gz "$dir/fashion-mnist/"
 mkdir -p "$dir/opencv-photos"
 cp /usr/share/doc/opencv-doc/examples/data/*.{jpg,png} "$dir/opencv-photos/"
+rm -rf "$dir/transformer-small"
+bash translation/prepare_data.sh small "$dir/transformer-small" "$build" >/dev/null
+rm -rf "$dir/transformer-small/raw"
 rm -rf "$dir/lib"  # what a local run of gpu_session.sh unpacked
 tar -tJf "$dir/libs.tar.xz" | sed "s|^./||" | grep . | tr "\n" " "; echo
 du -sh "$dir"

@@ -137,18 +137,4 @@ fi
 # 5. The GPU: the small run to its target in each precision (fp32 on CUDA
 # against the CPU's pace; bf16 and fp16 the mixed-precision path end to end,
 # fp16 with dynamic loss scaling).
-if ! nvidia-smi -L >/dev/null 2>&1 || ! ldd "$build/bin/resnet" | grep libcudart >/dev/null; then
-  for p in fp32 bf16 fp16; do echo "SKIP resnet_cuda_${p}_reaches_target: no GPU"; done
-else
-  for p in fp32 bf16 fp16; do
-    "$build/bin/resnet" --config=$conf --data_dir="$tmp/data" --device=cuda --precision=$p \
-      --log_file="$tmp/cuda_$p.log" >"$tmp/cuda_$p.out" 2>&1
-    rc=$?
-    if [[ $rc == 0 ]] && grep -q "resnet: target reached" "$tmp/cuda_$p.out" &&
-      python3 logs/result.py --target "$target" --require-success "$tmp/cuda_$p.log" >/dev/null 2>&1; then
-      echo "PASS resnet_cuda_${p}_reaches_target ($(grep -o 'time to train [0-9.]* s' "$tmp/cuda_$p.out"), $(grep '^resnet: epoch' "$tmp/cuda_$p.out" | tail -n 1 | cut -d, -f1))"
-    else
-      echo "FAIL resnet_cuda_${p}_reaches_target: exit $rc; $(grep -E '^error|^resnet: epoch|time to train|amp:' "$tmp/cuda_$p.out" | tail -n 4 | tr '\n' ' ')"
-    fi
-  done
-fi
+cuda_reaches_target resnet "$build/bin/resnet" "$target" --config=$conf --data_dir="$tmp/data"

@@ -164,18 +164,4 @@ else
 fi
 
 # 7. The GPU: the small run to its target in each precision.
-if ! nvidia-smi -L >/dev/null 2>&1 || ! ldd "$trainer" | grep libcudart >/dev/null; then
-  for p in fp32 bf16 fp16; do echo "SKIP ssd_cuda_${p}_reaches_target: no GPU"; done
-else
-  for p in fp32 bf16 fp16; do
-    "$trainer" --config=$conf --data_dir="$tmp/data" --device=cuda --precision=$p \
-      --log_file="$tmp/cuda_$p.log" >"$tmp/cuda_$p.out" 2>&1
-    rc=$?
-    if [[ $rc == 0 ]] && grep -q "ssd: target reached" "$tmp/cuda_$p.out" &&
-      python3 logs/result.py --target "$target" --require-success "$tmp/cuda_$p.log" >/dev/null 2>&1; then
-      echo "PASS ssd_cuda_${p}_reaches_target ($(grep -o 'time to train [0-9.]* s' "$tmp/cuda_$p.out"), $(grep '^ssd: epoch' "$tmp/cuda_$p.out" | tail -n 1 | cut -d, -f1))"
-    else
-      echo "FAIL ssd_cuda_${p}_reaches_target: exit $rc; $(grep -E '^error|^ssd: epoch|time to train|amp:' "$tmp/cuda_$p.out" | tail -n 4 | tr '\n' ' ')"
-    fi
-  done
-fi
+cuda_reaches_target ssd "$trainer" "$target" --config=$conf --data_dir="$tmp/data"
