@@ -1,12 +1,12 @@
-// transformer.h: pre-norm transformer layers (Vaswani et al. 2017 as the
-// MLPerf Transformer reference builds them): self-attention, optional
+// transformer.h: pre-norm transformer layers (Vaswani et al. 2017, as the
+// translation model of the MLPerf suite builds them): self-attention, optional
 // cross-attention over an encoder's output, and a ReLU feed-forward block,
 // each sub-layer  x + dropout(f(layer_norm(x))); no bias on the Q/K/V and
 // output projections (the reference's attention layer), biases on the
 // feed-forward layers. Forward, backward, and the one-token decoder step of
-// incremental decoding with a key/value cache. Shared by the translation
-// Transformer (encoder and decoder stacks); BERT's post-norm GELU variant
-// will add its switches here.
+// incremental decoding with a key/value cache. Shared by the encoder-decoder
+// translation model (both stacks) and, with post-norm and GELU switches to
+// come, by the encoder-only language model.
 //
 // Rows: a layer works on (B, T, D) activations, B sequences of T positions,
 // seen as (B T, D) rows by the dense ops and as (B, T, H, D / H) by
