@@ -8,7 +8,7 @@
 // (len counts the EOS), which keeps its beam best; the rest (best first, up
 // to beam) stay alive. A sentence stops when no alive hypothesis can beat
 // its worst finished one even at the longest length (its log-probability
-// can only fall: alive_best / lp(max_len) <= worst finished), or at
+// can only fall: alive_best / lp(max_len) < worst finished), or at
 // max_len = source length + extra_len tokens (at most the model's
 // positions). The result is the best finished hypothesis, or the best alive
 // one when none finished.
