@@ -127,13 +127,13 @@ static void nmt_carve(NmtModel *m) {
   int64_t rows = r > seqs ? r : seqs;  // decoding runs a hypothesis per row
   int64_t probs = s->heads * rows * s->max_len;
   for (int i = 0; i < s->enc_layers; i++) tfm_layer_alloc(&m->enc[i], &m->arena, d, rows, rows, probs);
+  // Decoding reads its keys and values from the caches, never from a
+  // layer's key rows: rows bound every layer buffer and the scratch.
   for (int i = 0; i < s->dec_layers; i++) {
-    tfm_layer_alloc(&m->dec[i], &m->arena, d, rows, rows > seqs * s->max_len ? rows : seqs * s->max_len,
-                    probs);
+    tfm_layer_alloc(&m->dec[i], &m->arena, d, rows, rows, probs);
     tfm_cache_alloc(&m->cache[i], &m->arena, d, seqs, s->max_len, s->max_len);
   }
-  tfm_scratch_alloc(&m->scratch, &m->arena, d, rows > seqs * s->max_len ? rows : seqs * s->max_len,
-                    probs);
+  tfm_scratch_alloc(&m->scratch, &m->arena, d, rows, probs);
   m->src = nmt_buf(m, DT_I32, rows, 0);
   m->tgt_in = nmt_buf(m, DT_I32, rows, 0);
   m->tgt_out = nmt_buf(m, DT_I32, rows, 0);
