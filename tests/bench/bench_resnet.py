@@ -138,10 +138,14 @@ def main():
         eager = torch_images_per_s(torch, args, prec)
         compiled = torch_images_per_s(torch, args, prec, compile_it=True) if prec == "bf16" else None
         rows.append({"precision": prec, "ours": ours, "torch_eager": eager, "torch_compile": compiled})
+        # A row as soon as it is measured: a run cut short still says what it found.
+        print(f"{prec}: ours {ours:.1f} images/s, torchvision eager {eager:.1f}"
+              + (f", torch.compile {compiled:.1f}" if compiled else ""), flush=True)
     real_prec = precisions[1] if args.device == "cuda" else precisions[0]
     with tempfile.TemporaryDirectory() as tmp:
         data_note = make_jpegs(args, tmp)
         ours_real, waited = run_ours(args, real_prec, data_dir=tmp)
+        print(f"{real_prec} real input: ours {ours_real:.1f} images/s", flush=True)
         torch_real = torch_real_images_per_s(torch, args, os.path.join(tmp, "raw", "train"))
     real = {"precision": real_prec, "data": data_note, "loader_threads": args.loader_threads,
             "ours": ours_real, "ours_loader_wait": waited, "torch_eager": torch_real}

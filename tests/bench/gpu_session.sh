@@ -20,7 +20,8 @@
 #          OUT_DIR. first:tests,trainers,bench,san runs only the steps named;
 #          GPU_SESSION_TESTS (program names), GPU_SESSION_SSD_PRECISIONS,
 #          GPU_SESSION_RESNET_PRECISIONS, GPU_SESSION_TRANSFORMER_PRECISIONS
-#          and GPU_SESSION_BENCH narrow them;
+#          (set empty: that trainer is not run), GPU_SESSION_NCF=0,
+#          GPU_SESSION_SAN (program names) and GPU_SESSION_BENCH narrow them;
 #          step extra runs the command GPU_SESSION_EXTRA (after bench)
 #   setup  only the unpacking and checks every part starts with
 # Usage: tests/bench/gpu_session.sh BUILD_DIR LIB_DIR OUT_DIR [PART]
@@ -152,25 +153,28 @@ if [[ $part == first || $part == first:* ]]; then
         "$logs/$name.txt" | grep -v MLLOG | tail -n 4 | tr '\n' ' ')"
     }
     {
-      capped 60 bash object_detection/prepare_data.sh small "$data/ssd" "$build" >"$logs/prep_ssd.txt" 2>&1 ||
-        tail -n 2 "$logs/prep_ssd.txt"
-      for p in ${GPU_SESSION_SSD_PRECISIONS:-fp32 bf16 fp16}; do
+      ssd_precisions=${GPU_SESSION_SSD_PRECISIONS-fp32 bf16 fp16}
+      [[ -n $ssd_precisions ]] && { capped 60 bash object_detection/prepare_data.sh small "$data/ssd" \
+        "$build" >"$logs/prep_ssd.txt" 2>&1 || tail -n 2 "$logs/prep_ssd.txt"; }
+      for p in $ssd_precisions; do
         trainer 110 ssd_$p "$build/bin/ssd" --config=object_detection/configs/small.conf \
           --data_dir="$data/ssd" --loader_threads=8 --precision=$p
       done
-      capped 40 bash image_classification/prepare_data.sh small "$data/resnet" "$build" \
-        >"$logs/prep_resnet.txt" 2>&1 || tail -n 2 "$logs/prep_resnet.txt"
-      for p in ${GPU_SESSION_RESNET_PRECISIONS:-fp32 bf16 fp16}; do
+      resnet_precisions=${GPU_SESSION_RESNET_PRECISIONS-fp32 bf16 fp16}
+      [[ -n $resnet_precisions ]] && { capped 40 bash image_classification/prepare_data.sh small \
+        "$data/resnet" "$build" >"$logs/prep_resnet.txt" 2>&1 || tail -n 2 "$logs/prep_resnet.txt"; }
+      for p in $resnet_precisions; do
         trainer 70 resnet_$p "$build/bin/resnet" --config=image_classification/configs/small.conf \
           --data_dir="$data/resnet" --loader_threads=8 --precision=$p
       done
-      capped 30 "$build/bin/movielens_generate" --size=small --out="$data/ncf" >"$logs/prep_ncf.txt" 2>&1 &&
+      [[ ${GPU_SESSION_NCF-1} == 1 ]] &&
+        capped 30 "$build/bin/movielens_generate" --size=small --out="$data/ncf" >"$logs/prep_ncf.txt" 2>&1 &&
         capped 30 "$build/bin/movielens_convert" --input="$data/ncf/ratings.csv" --out="$data/ncf" \
           >>"$logs/prep_ncf.txt" 2>&1 &&
         trainer 50 ncf_fp32 "$build/bin/ncf" --config=recommendation/configs/small.conf --data_dir="$data/ncf"
       # The small translation set comes prepared (prepare_carry.sh): the GPU
       # machine lacks Debian's trans-de-en dictionary it is made from.
-      for p in ${GPU_SESSION_TRANSFORMER_PRECISIONS:-fp32 bf16}; do
+      for p in ${GPU_SESSION_TRANSFORMER_PRECISIONS-fp32 bf16}; do
         [[ -d $libs/transformer-small ]] || { echo "transformer: no $libs/transformer-small"; break; }
         trainer 60 transformer_$p "$build/bin/transformer" --config=translation/configs/small.conf \
           --data_dir="$libs/transformer-small" --precision=$p
@@ -194,8 +198,8 @@ if [[ $part == first || $part == first:* ]]; then
 
   if step san; then
     echo "== compute-sanitizer memcheck"
-    for name in test_ops_table test_ops_async test_device test_amp test_optim test_rng \
-      test_ssd_boxes_cuda test_ncf_model test_ckpt test_loader test_ssd_model test_resnet test_nmt_model; do
+    for name in ${GPU_SESSION_SAN-test_ops_table test_ops_async test_device test_amp test_optim test_rng \
+      test_ssd_boxes_cuda test_ncf_model test_ckpt test_loader test_ssd_model test_resnet test_nmt_model}; do
       [[ -x $build/tests/$name ]] || continue
       capped 40 compute-sanitizer --tool memcheck --error-exitcode 99 "$build/tests/$name" \
         >"$logs/san_$name.txt" 2>&1
