@@ -17,8 +17,8 @@
 #include "train/amp.h"
 
 #define NMT_LN_EPS 1e-6f
-// Dropout streams of a step: the two embedded inputs, then 4 per layer
-// (transformer.h); a step's streams start at step << NMT_STREAM_BITS.
+// Dropout streams of a step: the two embedded inputs, then TFM_DROP_STREAMS
+// per layer; a step's streams start at step << NMT_STREAM_BITS.
 #define NMT_STREAM_BITS 10
 enum { NMT_DROP_SRC, NMT_DROP_TGT, NMT_DROP_LAYERS };
 #define NMT_INIT_STREAM 300  // parameter init streams: 300 + 32 per layer
@@ -177,9 +177,10 @@ void nmt_model_init(NmtModel *m, const NmtShape *shape, int n_state, uint64_t se
     DIE("nmt_model_init: d_model %lld is not an even multiple of %lld heads",
         (long long)shape->d_model, (long long)shape->heads);
   m->dims = (TfmDims){.d_model = shape->d_model, .d_ff = shape->d_ff, .heads = shape->heads,
-                      .keep_prob = 1.0f - shape->dropout, .dtype = shape->dtype};
+                      .keep_prob = 1.0f - shape->dropout,
+                      .attn_keep_prob = 1.0f - shape->attention_dropout, .dtype = shape->dtype};
   m->eval_dims = m->dims;
-  m->eval_dims.keep_prob = 1.0f;
+  m->eval_dims.keep_prob = m->eval_dims.attn_keep_prob = 1.0f;
   int count = nmt_build_specs(m);
   paramset_init(&m->ps, m->specs, count, n_state, device);
   if (shape->dtype != DT_F32)
@@ -310,12 +311,13 @@ static void final_norm_bwd(const NmtModel *m, const Device *dev, int g, const Te
 static TfmPass nmt_pass(const NmtModel *m, const Device *dev, const TfmDims *d, int64_t b,
                         int64_t t, int64_t tk, uint64_t seed, uint64_t stream) {
   return (TfmPass){.dev = dev, .d = d, .w = &m->w, .b = b, .t = t, .tk = tk,
-                   .key_len = &m->src_len, .keep_prob = d->keep_prob, .seed = seed,
+                   .key_len = &m->src_len, .keep_prob = d->keep_prob,
+                   .attn_keep_prob = d->attn_keep_prob, .seed = seed,
                    .stream = stream};
 }
 
 static uint64_t layer_stream(uint64_t base, int layer) {
-  return base + NMT_DROP_LAYERS + 4 * (uint64_t)layer;
+  return base + NMT_DROP_LAYERS + TFM_DROP_STREAMS * (uint64_t)layer;
 }
 
 // Both stacks over the uploaded batch; the decoder's final norm in dec_out.

@@ -28,7 +28,8 @@ extern "C" {
 typedef struct NmtShape {
   int64_t vocab, d_model, d_ff, heads;
   int enc_layers, dec_layers;
-  float dropout;
+  float dropout;            // on the embedded inputs, sub-layer outputs, after the ReLU
+  float attention_dropout;  // on the attention probabilities
   float label_smoothing;
   DType dtype;
   // Buffer sizes: token rows of a training batch (padded), positions of a

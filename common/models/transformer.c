@@ -19,8 +19,9 @@
 
 #define TFM_LN_EPS 1e-6f  // the reference's layer-norm epsilon
 
-// Dropout streams of a layer, from TfmPass.stream on.
-enum { DROP_SELF, DROP_CROSS, DROP_RELU, DROP_FFN };
+// Dropout streams of a layer, from TfmPass.stream on (TFM_DROP_STREAMS).
+enum { DROP_SELF, DROP_CROSS, DROP_RELU, DROP_FFN, DROP_SELF_PROBS, DROP_CROSS_PROBS };
+_Static_assert(DROP_CROSS_PROBS + 1 == TFM_DROP_STREAMS, "transformer.h's stream count");
 
 static const char *const kRoleNames[TFM_ROLES] = {
     "ln1_g", "ln1_b", "wq", "wk", "wv", "wo", "lnc_g", "lnc_b", "wqc", "wkc", "wvc", "woc",
@@ -203,6 +204,12 @@ static AttnViews attn_views(const TfmAttnActs *a, const TfmDims *d, int64_t b, i
   return v;
 }
 
+// The dropout on a sub-layer's attention probabilities.
+static AttnDropout probs_dropout(const TfmPass *p, bool cross) {
+  return (AttnDropout){p->attn_keep_prob, p->seed,
+                       p->stream + (uint64_t)(cross ? DROP_CROSS_PROBS : DROP_SELF_PROBS)};
+}
+
 // x -> a->out: x + dropout(attention(LN(x) Wq, src Wk, src Wv) Wo), src = mem
 // for cross-attention, LN(x) for self-attention. key_len masks keys;
 // causal: position i sees keys up to i.
@@ -223,7 +230,10 @@ static void attn_fwd(const TfmLayer *l, const TfmAttnActs *a, const TfmPass *p,
   Tensor q4 = heads(&v.q, d, p->b, p->t), k4 = heads(&v.k, d, p->b, tk);
   Tensor v4 = heads(&v.v, d, p->b, tk), att4 = heads(&v.att, d, p->b, p->t);
   Tensor key_len = vec(p->key_len, p->b);  // the batch's part of the lengths buffer
-  op_attention_fwd(p->dev, &q4, &k4, &v4, causal ? NULL : &key_len, causal, &v.probs, &att4);
+  AttnDropout drop = probs_dropout(p, cross);
+  Tensor dropped = view(&s->attn, 4, v.probs.shape);
+  op_attention_fwd(p->dev, &q4, &k4, &v4, causal ? NULL : &key_len, causal, &drop, &v.probs,
+                   &dropped, &att4);
   Tensor o = tfm_view2(&s->tmp, p->b * p->t, d->d_model);
   op_linear_fwd(p->dev, &v.att, &wo, NULL, &o);
   residual_fwd(p, x, &o, &v.out, cross ? DROP_CROSS : DROP_SELF);
@@ -309,7 +319,8 @@ static void attn_bwd(const TfmLayer *l, const TfmAttnActs *a, const TfmPass *p,
   Tensor dq4 = heads(&dq, d, p->b, p->t), dk4 = heads(&dk, d, p->b, tk);
   Tensor dv4 = heads(&dv, d, p->b, tk);
   Tensor scratch = view(&s->attn, 4, v.probs.shape);
-  op_attention_bwd(p->dev, &q4, &k4, &v4, &v.probs, &datt4, &scratch, &dq4, &dk4, &dv4);
+  AttnDropout drop = probs_dropout(p, cross);
+  op_attention_bwd(p->dev, &q4, &k4, &v4, &v.probs, &drop, &datt4, &scratch, &dq4, &dk4, &dv4);
   op_linear_bwd(p->dev, &v.h, &wq, &dq, &dh, &gq, NULL, true);
   if (cross) {
     linear_bwd_add(p, mem, &wk, &dk, &gk, &s->dtmp, dmem);
@@ -389,7 +400,8 @@ static void attn_step(const TfmLayer *l, const TfmAttnActs *a, const TfmPass *p,
   Tensor q4 = heads(&w.q, d, p->b, 1), k4 = heads(k, d, p->b, len), v4 = heads(v, d, p->b, len);
   Tensor att4 = heads(&w.att, d, p->b, 1);
   Tensor lens = key_len ? vec(key_len, p->b) : (Tensor){0};
-  op_attention_fwd(p->dev, &q4, &k4, &v4, key_len ? &lens : NULL, false, &w.probs, &att4);
+  op_attention_fwd(p->dev, &q4, &k4, &v4, key_len ? &lens : NULL, false, NULL, &w.probs, NULL,
+                   &att4);
   Tensor o = tfm_view2(&s->tmp, p->b, d->d_model);
   op_linear_fwd(p->dev, &w.att, &wo, NULL, &o);
   residual_fwd(p, x, &o, &w.out, site);
@@ -399,7 +411,8 @@ void tfm_layer_step(TfmLayer *l, const TfmPass *p, const TfmScratch *s, TfmCache
                     int64_t t, const Tensor *x) {
   const TfmDims *d = p->d;
   if (!l->cross) DIE("transformer: a decoding step needs a decoder layer");
-  if (p->keep_prob < 1.0f) DIE("transformer: decoding runs without dropout");
+  if (p->keep_prob < 1.0f || p->attn_keep_prob < 1.0f)
+    DIE("transformer: decoding runs without dropout");
   TfmPass one = *p;
   one.t = 1;
   int64_t dm = d->d_model;

@@ -1,9 +1,9 @@
 // transformer.h: pre-norm transformer layers (Vaswani et al. 2017, as the
 // translation model of the MLPerf suite builds them): self-attention, optional
 // cross-attention over an encoder's output, and a ReLU feed-forward block,
-// each sub-layer  x + dropout(f(layer_norm(x))); no bias on the Q/K/V and
-// output projections (the reference's attention layer), biases on the
-// feed-forward layers. Forward, backward, and the one-token decoder step of
+// each sub-layer  x + dropout(f(layer_norm(x))), with dropout on the attention
+// probabilities too; no bias on the Q/K/V and output projections (the
+// reference's attention layer), biases on the feed-forward layers. Forward, backward, and the one-token decoder step of
 // incremental decoding with a key/value cache. Shared by the encoder-decoder
 // translation model (both stacks) and, with post-norm and GELU switches to
 // come, by the encoder-only language model.
@@ -39,8 +39,9 @@ typedef enum {
 
 typedef struct TfmDims {
   int64_t d_model, d_ff, heads;
-  float keep_prob;  // 1 - dropout, on the sub-layer outputs and after the ReLU
-  DType dtype;      // activations
+  float keep_prob;       // 1 - dropout, on the sub-layer outputs and after the ReLU
+  float attn_keep_prob;  // 1 - dropout on the attention probabilities
+  DType dtype;           // activations
 } TfmDims;
 
 // Names and shapes of a layer's parameters: appended to specs (with their
@@ -79,7 +80,8 @@ typedef struct TfmLayer {
 typedef struct TfmScratch {
   Tensor tmp, dh, dq, dk, dv, datt, dtmp;  // (R, D) rows (dk, dv: max key rows)
   Tensor df;                               // (R, F)
-  Tensor attn;                             // (B, H, T, Tk) attention backward scratch
+  Tensor attn;                             // (B, H, T, Tk): the dropped attention
+                                           // probabilities (forward), the backward's scratch
 } TfmScratch;
 
 // Where a layer's weights and gradients are: the parameter tables the ops
@@ -100,9 +102,13 @@ typedef struct TfmPass {
   const TfmWeights *w;
   int64_t b, t, tk;      // batch, positions, key positions of cross-attention
   const Tensor *key_len; // (B) int32: valid source positions
-  float keep_prob;
-  uint64_t seed, stream; // stream: the layer's first dropout stream (4 are used)
+  float keep_prob, attn_keep_prob;
+  uint64_t seed, stream; // stream: the layer's first dropout stream (TFM_DROP_STREAMS)
 } TfmPass;
+// Dropout streams a layer uses, from TfmPass.stream on: the self- and
+// cross-attention outputs, the ReLU, the feed-forward output, and the self-
+// and cross-attention probabilities.
+#define TFM_DROP_STREAMS 6
 
 // Carves a layer's activations (max_rows rows, keys up to max_key_rows,
 // attention of at most max_probs elements per sub-layer) from arena.

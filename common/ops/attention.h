@@ -14,6 +14,15 @@
 extern "C" {
 #endif
 
+// Dropout on the attention probabilities, after the softmax and before they
+// weigh the values (inverted, as op_dropout: element i of probs, row-major,
+// is kept when rng_uniform(seed, stream, i) < keep_prob). NULL, or keep_prob
+// 1: none.
+typedef struct AttnDropout {
+  float keep_prob;
+  uint64_t seed, stream;
+} AttnDropout;
+
 #define OPS_ATTENTION(X)                                                                \
   /* In the layout the projections produce (no permutes):                               \
        q: (B, Tq, H, Dh); k, v: (B, Tk, H, Dh); out: (B, Tq, H, Dh)                     \
@@ -22,6 +31,9 @@ extern "C" {
        key_len: (B) int32 valid key count per sequence (keys j >= key_len[b]            \
          are masked), or NULL; on the op's device.                                      \
        causal: key j > query i is masked (needs Tq == Tk).                              \
+       drop: out = dropout(probs) v; probs keeps the undropped values (the              \
+         softmax's backward needs them) and scratch, shaped as probs, receives the      \
+         dropped ones (NULL without dropout).                                           \
      A query row whose keys are all masked gets zero probabilities (and output).        \
      CUDA: per head, cuBLAS strided-batched GEMMs (over the batch) for                  \
      q k^T / sqrt(Dh) and probs v, reading heads in place (row stride H Dh), and        \
@@ -31,16 +43,18 @@ extern "C" {
      pieces that are each checked against the CPU. */                                   \
   X(op_attention_fwd,                                                                   \
     (const Device *dev, const Tensor *q, const Tensor *k, const Tensor *v,              \
-     const Tensor *key_len, bool causal, const Tensor *probs, const Tensor *out),       \
-    (dev, q, k, v, key_len, causal, probs, out))                                        \
-  /* The masks live in probs (zeros), so bwd does not take them.                        \
+     const Tensor *key_len, bool causal, const AttnDropout *drop, const Tensor *probs,  \
+     const Tensor *scratch, const Tensor *out),                                         \
+    (dev, q, k, v, key_len, causal, drop, probs, scratch, out))                         \
+  /* The masks live in probs (zeros), so bwd does not take them; the dropout            \
+     mask is drawn again from drop's (seed, stream), as fwd drew it.                    \
        dout: (B, Tq, H, Dh); scratch: (B, H, Tq, Tk) in q's dtype, overwritten;         \
        dq, dk, dv: shaped as q, k, v, overwritten. */                                   \
   X(op_attention_bwd,                                                                   \
     (const Device *dev, const Tensor *q, const Tensor *k, const Tensor *v,              \
-     const Tensor *probs, const Tensor *dout, const Tensor *scratch, const Tensor *dq,  \
-     const Tensor *dk, const Tensor *dv),                                               \
-    (dev, q, k, v, probs, dout, scratch, dq, dk, dv))
+     const Tensor *probs, const AttnDropout *drop, const Tensor *dout,                  \
+     const Tensor *scratch, const Tensor *dq, const Tensor *dk, const Tensor *dv),      \
+    (dev, q, k, v, probs, drop, dout, scratch, dq, dk, dv))
 OPS_DECLARE(OPS_ATTENTION)
 
 // Shape logic shared by the two backends (attention.c); each dies naming the op.
@@ -50,6 +64,10 @@ typedef struct AttnShape {
 AttnShape op_attention_shape(const Tensor *q, const Tensor *k, const Tensor *v,
                              const Tensor *probs, const Tensor *out);
 void op_attention_mask_check(const AttnShape *s, const Tensor *key_len, bool causal);
+// Whether drop asks for dropout; if so, checks it and that scratch is shaped
+// as probs (name: the op, for the error).
+bool op_attention_dropout_check(const char *name, const AttnDropout *drop,
+                                const Tensor *probs, const Tensor *scratch);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,7 @@
 // attention_cuda.cu: attention on the GPU - cuBLAS strided-batched GEMMs
 // around the masked row softmax of activation_cuda.cu.
 #include "ops/attention.h"
+#include "ops/activation.h"
 #include "ops/cuda.cuh"
 
 // ---------------------------------------------------------------- attention
@@ -39,9 +40,11 @@ static void head_gemm(const Device *dev, DType dtype, int64_t batch, bool trans_
 
 extern "C" void op_attention_fwd_cuda(const Device *dev, const Tensor *q, const Tensor *k,
                                       const Tensor *v, const Tensor *key_len, bool causal,
-                                      const Tensor *probs, const Tensor *out) {
+                                      const AttnDropout *drop, const Tensor *probs,
+                                      const Tensor *scratch, const Tensor *out) {
   AttnShape s = op_attention_shape(q, k, v, probs, out);
   op_attention_mask_check(&s, key_len, causal);
+  bool dropout = op_attention_dropout_check("op_attention_fwd", drop, probs, scratch);
   if (s.b == 0) return;  // ops_gemm_raw takes batch >= 1
   // probs holds the scores q k^T / sqrt(Dh) first (scaled in the GEMM, so
   // fp16 scores stay in range), then the masked softmax replaces them.
@@ -52,28 +55,38 @@ extern "C" void op_attention_fwd_cuda(const Device *dev, const Tensor *q, const 
   OpsRowMask mask = {key_len ? (const int32_t *)key_len->data : NULL, s.h * s.tq, s.tq,
                   causal};
   ops_softmax_fwd_launch(dev, probs, probs, mask);
+  // The probabilities that weigh the values: dropped ones in scratch.
+  if (dropout) op_dropout_fwd_cuda(dev, probs, scratch, drop->keep_prob, drop->seed, drop->stream);
+  const Tensor *weights = dropout ? scratch : probs;
   for (int64_t h = 0; h < s.h; h++)
-    head_gemm(dev, q->dtype, s.b, false, score_view(probs, h), false, head_view(v, h),
+    head_gemm(dev, q->dtype, s.b, false, score_view(weights, h), false, head_view(v, h),
               head_view(out, h), s.tq, s.dh, s.tk, 1.0f);
 }
 
+// W = dropout(P), or P without dropout: dV = W^T dO, dW = dO V^T,
+// dP = dropout_bwd(dW), then the softmax's backward (attention.c).
 extern "C" void op_attention_bwd_cuda(const Device *dev, const Tensor *q, const Tensor *k,
                                       const Tensor *v, const Tensor *probs,
-                                      const Tensor *dout, const Tensor *scratch,
-                                      const Tensor *dq, const Tensor *dk,
-                                      const Tensor *dv) {
+                                      const AttnDropout *drop, const Tensor *dout,
+                                      const Tensor *scratch, const Tensor *dq,
+                                      const Tensor *dk, const Tensor *dv) {
   AttnShape s = op_attention_shape(q, k, v, probs, dout);
   OP_REQUIRE("op_attention_bwd", tensor_same_shape(scratch, probs));
   OP_REQUIRE("op_attention_bwd", tensor_same_shape(dq, q) && tensor_same_shape(dk, k) &&
                                      tensor_same_shape(dv, v));
+  bool dropout = op_attention_dropout_check("op_attention_bwd", drop, probs, scratch);
   if (s.b == 0) return;  // ops_gemm_raw takes batch >= 1
   DType dt = q->dtype;
-  for (int64_t h = 0; h < s.h; h++) {  // dP = dO V^T, dV = P^T dO
+  // dV = W^T dO, W drawn again into scratch.
+  if (dropout) op_dropout_fwd_cuda(dev, probs, scratch, drop->keep_prob, drop->seed, drop->stream);
+  const Tensor *weights = dropout ? scratch : probs;
+  for (int64_t h = 0; h < s.h; h++)
+    head_gemm(dev, dt, s.b, true, score_view(weights, h), false, head_view(dout, h),
+              head_view(dv, h), s.tk, s.dh, s.tq, 1.0f);
+  for (int64_t h = 0; h < s.h; h++)  // dW = dO V^T (W is no longer needed)
     head_gemm(dev, dt, s.b, false, head_view(dout, h), true, head_view(v, h),
               score_view(scratch, h), s.tq, s.tk, s.dh, 1.0f);
-    head_gemm(dev, dt, s.b, true, score_view(probs, h), false, head_view(dout, h),
-              head_view(dv, h), s.tk, s.dh, s.tq, 1.0f);
-  }
+  if (dropout) op_dropout_bwd_cuda(dev, scratch, scratch, drop->keep_prob, drop->seed, drop->stream);
   // dS = P (dP - rowsum(dP P)) / sqrt(Dh), in place.
   ops_softmax_bwd_launch(dev, probs, scratch, scratch, 1.0f / sqrtf((float)s.dh));
   for (int64_t h = 0; h < s.h; h++) {  // dQ = dS K, dK = dS^T Q

@@ -226,10 +226,11 @@ static void seq_calls(void *arg) {
   OP(op_softmax_bwd(d, &c->y, &c->dy, &c->dx));
   OP(op_dropout_fwd(d, &c->x, &c->y, 0.9f, 7, 1));
   OP(op_dropout_bwd(d, &c->dy, &c->dx, 0.9f, 7, 1));
-  OP(op_attention_fwd(d, &c->q, &c->k, &c->v, &c->key_len, false, &c->probs, &c->out));
-  OP(op_attention_fwd(d, &c->q, &c->k, &c->v, NULL, true, &c->probs, &c->out));
-  OP(op_attention_bwd(d, &c->q, &c->k, &c->v, &c->probs, &c->dout, &c->scratch, &c->dq, &c->dk,
-                   &c->dv));
+  AttnDropout drop = {0.9f, 7, 2};
+  OP(op_attention_fwd(d, &c->q, &c->k, &c->v, &c->key_len, false, NULL, &c->probs, NULL, &c->out));
+  OP(op_attention_fwd(d, &c->q, &c->k, &c->v, NULL, true, &drop, &c->probs, &c->scratch, &c->out));
+  OP(op_attention_bwd(d, &c->q, &c->k, &c->v, &c->probs, &drop, &c->dout, &c->scratch, &c->dq,
+                   &c->dk, &c->dv));
 }
 
 static void seq_family_in(DType dt) {

@@ -1,9 +1,11 @@
-// Masked multi-head attention: against PyTorch (tests/golden/seq.gld), bad
-// input. CUDA against CPU and the gradient checks: test_ops_table.c.
+// Masked multi-head attention: against PyTorch (tests/golden/seq.gld), dropout
+// on the probabilities, bad input. CUDA against CPU and the gradient checks
+// (with and without dropout): test_ops_table.c.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/activation.h"
 #include "ops/attention.h"
 #include "ops_test_util.h"
 #include "tests/harness/test.h"
@@ -49,8 +51,8 @@ static void attention_matches_torch(void) {
     attn_tensors(&c, &tq, &tk, &tv, &tp, &to, &tl);
     Tensor tdo = to, ts = tp, tdq = tq, tdk = tk, tdv = tv;
     tdo.data = dout, ts.data = scratch, tdq.data = dq, tdk.data = dk, tdv.data = dv;
-    op_attention_fwd(&cpu, &tq, &tk, &tv, &tl, c.causal, &tp, &to);
-    op_attention_bwd(&cpu, &tq, &tk, &tv, &tp, &tdo, &ts, &tdq, &tdk, &tdv);
+    op_attention_fwd(&cpu, &tq, &tk, &tv, &tl, c.causal, NULL, &tp, NULL, &to);
+    op_attention_bwd(&cpu, &tq, &tk, &tv, &tp, NULL, &tdo, &ts, &tdq, &tdk, &tdv);
     const char *outs[] = {"probs", "out", "dq", "dk", "dv"};
     float *got[] = {c.probs, c.out, dq, dk, dv};
     int64_t sizes[] = {np, nq, nq, nk, nk};
@@ -64,6 +66,59 @@ static void attention_matches_torch(void) {
   golden_free(g);
 }
 
+// ---------------------------------------------------------------- dropout
+// With dropout the probabilities stay the softmax's (the same as without),
+// and out is op_dropout of them times v: every output element against that
+// composition, computed here; keep_prob 1 is no dropout, bit for bit.
+static void dropout_weighs_values_with_dropped_probs(void) {
+  enum { B = 2, H = 2, TQ = 5, TK = 7, D = 3 };
+  int64_t nq = B * TQ * H * D, nk = B * TK * H * D, np = B * H * TQ * TK;
+  float *q = random_array(nq, 1, -1.5f, 1.5f, DT_F32), *k = random_array(nk, 2, -1.5f, 1.5f, DT_F32);
+  float *v = random_array(nk, 3, -1, 1, DT_F32);
+  int32_t len[B] = {7, 4};
+  float *p0 = out_buf(np), *o0 = out_buf(nq), *p1 = out_buf(np), *o1 = out_buf(nq);
+  float *dropped = out_buf(np), *ref = out_buf(np), *p2 = out_buf(np), *o2 = out_buf(nq);
+  Tensor tq = TENSOR(q, DT_F32, DEVICE_CPU, B, TQ, H, D), tk = TENSOR(k, DT_F32, DEVICE_CPU, B, TK, H, D);
+  Tensor tv = TENSOR(v, DT_F32, DEVICE_CPU, B, TK, H, D), tl = TENSOR(len, DT_I32, DEVICE_CPU, B);
+  Tensor tp0 = TENSOR(p0, DT_F32, DEVICE_CPU, B, H, TQ, TK), to0 = TENSOR(o0, DT_F32, DEVICE_CPU, B, TQ, H, D);
+  Tensor tp1 = tp0, to1 = to0, ts = tp0, tr = tp0, tp2 = tp0, to2 = to0;
+  tp1.data = p1, to1.data = o1, ts.data = dropped, tr.data = ref, tp2.data = p2, to2.data = o2;
+  op_attention_fwd(&cpu, &tq, &tk, &tv, &tl, false, NULL, &tp0, NULL, &to0);
+  AttnDropout drop = {0.6f, 17, 4};
+  op_attention_fwd(&cpu, &tq, &tk, &tv, &tl, false, &drop, &tp1, &ts, &to1);
+  CHECK(memcmp(p0, p1, (size_t)np * sizeof(float)) == 0);
+  op_dropout_fwd(&cpu, &tp0, &tr, drop.keep_prob, drop.seed, drop.stream);
+  int64_t zeros = 0, valid = 0;
+  for (int64_t i = 0; i < np; i++) {
+    CHECK(dropped[i] == ref[i]);
+    if (p0[i] != 0) valid++, zeros += dropped[i] == 0;
+  }
+  // Some valid probabilities dropped, most kept: the mask is really applied.
+  printf("  %lld of %lld valid probabilities dropped (keep 0.6)\n", (long long)zeros,
+         (long long)valid);
+  CHECK(zeros > valid / 5 && zeros < valid * 3 / 5);
+  double worst = 0;
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < H; h++)
+      for (int i = 0; i < TQ; i++)
+        for (int d = 0; d < D; d++) {
+          double want = 0;
+          for (int j = 0; j < TK; j++)
+            want += (double)ref[((b * H + h) * TQ + i) * TK + j] * v[((b * TK + j) * H + h) * D + d];
+          double got = o1[((b * TQ + i) * H + h) * D + d];
+          double err = fabs(got - want);
+          worst = err > worst || isnan(err) ? err : worst;
+        }
+  // Sums of 7 products of numbers under 4 in size: fp32 rounding, far under 1e-5.
+  printf("  out against dropout(probs) v: worst error %.3g\n", worst);
+  CHECK(worst < 1e-5);
+  AttnDropout none = {1.0f, 17, 4};
+  op_attention_fwd(&cpu, &tq, &tk, &tv, &tl, false, &none, &tp2, &ts, &to2);
+  CHECK(memcmp(o0, o2, (size_t)nq * sizeof(float)) == 0);
+  free(q), free(k), free(v), free(p0), free(o0), free(p1), free(o1), free(dropped), free(ref);
+  free(p2), free(o2);
+}
+
 // ---------------------------------------------------------------- bad input
 static void attn_bad_length(void *ctx) {
   (void)ctx;
@@ -73,7 +128,7 @@ static void attn_bad_length(void *ctx) {
          tp = TENSOR(p, DT_F32, DEVICE_CPU, 2, 1, 4, 4);
   Tensor to = TENSOR(o, DT_F32, DEVICE_CPU, 2, 4, 1, 2),
          tl = TENSOR(len, DT_I32, DEVICE_CPU, 2);
-  op_attention_fwd(&cpu, &tq, &tq, &tq, &tl, false, &tp, &to);
+  op_attention_fwd(&cpu, &tq, &tq, &tq, &tl, false, NULL, &tp, NULL, &to);
 }
 
 static void bad_input_dies(void) {
@@ -82,6 +137,7 @@ static void bad_input_dies(void) {
 
 int main(void) {
   TEST_RUN(attention_matches_torch);
+  TEST_RUN(dropout_weighs_values_with_dropped_probs);
   TEST_RUN(bad_input_dies);
   return test_finish();
 }

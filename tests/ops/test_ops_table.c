@@ -351,30 +351,43 @@ static const Row kNorm[] = {
 };
 
 // ================================================================ attention
-// q (B, Tq, H, D), k and v (B, Tk, H, D), probs (B, H, Tq, Tk); k[0] causal.
+// q (B, Tq, H, D), k and v (B, Tk, H, D), probs (B, H, Tq, Tk); k[0] causal;
+// f[0] > 0: dropout on the probabilities, keeping f[0] (seed 5, stream 11).
+// The forward's scratch is the backward's: the dropped probabilities are
+// not compared, the gradients that depend on them are.
 RUN(run_attention) {
-  op_attention_fwd(dev, &t[0], &t[1], &t[2], &t[3], r->k[0] != 0, &t[4], &t[5]);
-  op_attention_bwd(dev, &t[0], &t[1], &t[2], &t[4], &t[6], &t[7], &t[8], &t[9], &t[10]);
+  AttnDropout drop = {r->f[0], 5, 11};
+  const AttnDropout *d = r->f[0] > 0 ? &drop : NULL;
+  op_attention_fwd(dev, &t[0], &t[1], &t[2], &t[3], r->k[0] != 0, d, &t[4], &t[7], &t[5]);
+  op_attention_bwd(dev, &t[0], &t[1], &t[2], &t[4], d, &t[6], &t[7], &t[8], &t[9], &t[10]);
 }
 
-// d = (B, Tq, Tk, H, D); key lengths from `lens`; q and k on [-qk, qk).
-#define ATTENTION(b, tq, tk, h, dh, causal, lens, qk, dtypes, grad)                          \
+// d = (B, Tq, Tk, H, D); key lengths from `lens`; q and k on [-qk, qk);
+// keep: dropout's keep probability (0: none).
+#define ATTENTION(b, tq, tk, h, dh, causal, lens, qk, keep, dtypes, grad)                    \
   {"attention", run_attention, {b, tq, tk, h, dh},                                           \
    {{"q", 'x', "0134", -qk, qk}, {"k", 'x', "0234", -qk, qk}, {"v", 'x', "0234", -1, 1},       \
     {"key_len", 'i', "0", .values = lens}, {"probs", 'o', "0312"}, {"out", 'o', "0134"},       \
     {"dout", 'x', "0134", -1, 1}, {"scratch", 's', "0312"}, {"dq", 'o', "0134"},               \
     {"dk", 'o', "0234"}, {"dv", 'o', "0234"}},                                                 \
-   dtypes, tol_attention, .k = {causal}, .fd = grad}
+   dtypes, tol_attention, .k = {causal}, .f = {keep}, .fd = grad}
 #define GRAD_ATTN {.y = 5, .dy = 6, .n_wrt = 3, .wrt = {0, 1, 2}, .grad = {8, 9, 10}}
 
 static const Row kAttention[] = {
     // Cross-attention with padding (a sequence of one key), causal
     // self-attention with padding.
-    ATTENTION(3, 29, 45, 4, 16, 0, kPadLens, 1, ALL_DT, NO_GRAD),
-    ATTENTION(3, 33, 33, 2, 24, 1, kCausalLens, 1, ALL_DT, NO_GRAD),
-    // The same on small odd sizes for the gradient check.
-    ATTENTION(2, 3, 7, 2, 5, 0, kFdPadLens, 1.5f, FP32_DT, GRAD_ATTN),
-    ATTENTION(3, 6, 6, 1, 3, 1, kFdCausalLens, 1.5f, FP32_DT, GRAD_ATTN),
+    ATTENTION(3, 29, 45, 4, 16, 0, kPadLens, 1, 0, ALL_DT, NO_GRAD),
+    ATTENTION(3, 33, 33, 2, 24, 1, kCausalLens, 1, 0, ALL_DT, NO_GRAD),
+    // With dropout on the probabilities: the same elements dropped on both
+    // devices, so out and the gradients agree as closely as without.
+    ATTENTION(3, 29, 45, 4, 16, 0, kPadLens, 1, 0.8f, ALL_DT, NO_GRAD),
+    ATTENTION(3, 33, 33, 2, 24, 1, kCausalLens, 1, 0.8f, ALL_DT, NO_GRAD),
+    // The same on small odd sizes for the gradient check (a fixed mask:
+    // dropout is linear in the probabilities).
+    ATTENTION(2, 3, 7, 2, 5, 0, kFdPadLens, 1.5f, 0, FP32_DT, GRAD_ATTN),
+    ATTENTION(3, 6, 6, 1, 3, 1, kFdCausalLens, 1.5f, 0, FP32_DT, GRAD_ATTN),
+    ATTENTION(2, 3, 7, 2, 5, 0, kFdPadLens, 1.5f, 0.7f, FP32_DT, GRAD_ATTN),
+    ATTENTION(3, 6, 6, 1, 3, 1, kFdCausalLens, 1.5f, 0.7f, FP32_DT, GRAD_ATTN),
 };
 
 // ================================================================ dense

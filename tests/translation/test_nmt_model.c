@@ -54,7 +54,8 @@ static GoldenFile *golden_batch(Batch *bt) {
 // batches) and as many hypotheses.
 static void golden_model(NmtModel *m, GoldenFile *g, DeviceKind device, DType dt, float dropout) {
   NmtShape shape = {.vocab = VOCAB, .d_model = 16, .d_ff = 24, .heads = 2, .enc_layers = 2,
-                    .dec_layers = 2, .dropout = dropout, .label_smoothing = 0.1f, .dtype = dt,
+                    .dec_layers = 2, .dropout = dropout, .attention_dropout = dropout,
+                    .label_smoothing = 0.1f, .dtype = dt,
                     .max_rows = B * BEAM * T, .max_len = T, .max_decode_seqs = B * BEAM};
   nmt_model_init(m, &shape, 0, 1, device);
   for (int i = 0; i < m->ps.count; i++) {
@@ -349,11 +350,12 @@ static double dropout_loss(void *ctx) {
 // L(x - eps u)) / 2 eps against g . u, relative to |g| / sqrt(n), the size of
 // g . u for a random u. Errors: the rounding of a loss of ~3 (a few 2^-24 *
 // 3 / 2 eps ~ 3e-5, against g . u of 2e-3 to 3e-2) and ReLU kinks that a
-// step crosses (an error linear in eps). Measured at eps 1e-2: 2.3e-3 here,
-// and up to 0.09 on variants of the input (other positions, other masks;
-// 0.2 at eps 3e-2, 0.02 at 3e-3, below which rounding takes over). The
-// relu dropout's mask drawn from the wrong stream in the backward scores
-// 1.1; bound 0.3.
+// step crosses (an error linear in eps). Measured at eps 1e-2: 0.065 here
+// (2.3e-3 before the attention probabilities had dropout), and up to 0.09 on
+// variants of the input (other positions, other masks; 0.2 at eps 3e-2, 0.02
+// at 3e-3, below which rounding takes over). The relu dropout's mask drawn
+// from the wrong stream in the backward scores 1.1, the attention dropout's
+// 1.5; bound 0.3.
 static double directional_error(FdCtx *c, int i, const float *grad, uint64_t seed) {
   const ParamSet *ps = &c->m->ps;
   int64_t n = ps->numels[i];
