@@ -35,13 +35,7 @@ void ncf_parse_layers(const char *key, const char *text, NcfShape *shape) {
 
 static void ncf_spec(NcfModel *m, int i, const char *name, int64_t rows, int64_t cols,
                      unsigned flags) {
-  snprintf(m->names[i], sizeof m->names[i], "%s", name);
-  ParamSpec *s = &m->specs[i];
-  s->name = m->names[i];
-  s->ndim = cols ? 2 : 1;
-  s->shape[0] = rows;
-  s->shape[1] = cols;
-  s->flags = flags;
+  m->specs[i] = param_spec(m->names[i], sizeof m->names[i], name, rows, cols, flags);
 }
 
 static int ncf_build_specs(NcfModel *m) {

@@ -26,14 +26,7 @@ enum { NMT_DROP_SRC, NMT_DROP_TGT, NMT_DROP_LAYERS };
 static void nmt_spec(NmtModel *m, int *count, const char *name, int64_t rows, int64_t cols,
                      unsigned flags) {
   int i = (*count)++;
-  snprintf(m->names[i], TFM_NAME_BYTES, "%s", name);
-  ParamSpec *s = &m->specs[i];
-  memset(s, 0, sizeof *s);
-  s->name = m->names[i];
-  s->ndim = cols ? 2 : 1;
-  s->shape[0] = rows;
-  s->shape[1] = cols;
-  s->flags = flags;
+  m->specs[i] = param_spec(m->names[i], TFM_NAME_BYTES, name, rows, cols, flags);
 }
 
 // Parameter order: the embedding, the encoder layers and its final norm,
@@ -178,7 +171,8 @@ void nmt_model_init(NmtModel *m, const NmtShape *shape, int n_state, uint64_t se
         (long long)shape->d_model, (long long)shape->heads);
   m->dims = (TfmDims){.d_model = shape->d_model, .d_ff = shape->d_ff, .heads = shape->heads,
                       .keep_prob = 1.0f - shape->dropout,
-                      .attn_keep_prob = 1.0f - shape->attention_dropout, .dtype = shape->dtype};
+                      .attn_keep_prob = 1.0f - shape->attention_dropout, .ln_eps = NMT_LN_EPS,
+                      .dtype = shape->dtype};
   m->eval_dims = m->dims;
   m->eval_dims.keep_prob = m->eval_dims.attn_keep_prob = 1.0f;
   int count = nmt_build_specs(m);

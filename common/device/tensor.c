@@ -191,6 +191,13 @@ void arena_release(Arena *a, size_t mark) {
 
 // ------------------------------------------------------------ parameter sets
 
+ParamSpec param_spec(char *name_buf, size_t name_cap, const char *name, int64_t rows,
+                     int64_t cols, unsigned flags) {
+  snprintf(name_buf, name_cap, "%s", name);
+  ParamSpec s = {.name = name_buf, .ndim = cols ? 2 : 1, .shape = {rows, cols}, .flags = flags};
+  return s;
+}
+
 void paramset_init(ParamSet *ps, const ParamSpec *specs, int count, int n_state,
                    DeviceKind device) {
   if (n_state < 0 || n_state > PARAM_MAX_STATE)

@@ -113,6 +113,10 @@ typedef struct ParamSet {
 } ParamSet;
 
 // Allocates params, grads and n_state state buffers, all zeroed.
+// The spec of a (rows) vector (cols 0) or (rows, cols) matrix called name;
+// the name is copied into name_buf (name_cap bytes), which the spec points at.
+ParamSpec param_spec(char *name_buf, size_t name_cap, const char *name, int64_t rows,
+                     int64_t cols, unsigned flags);
 void paramset_init(ParamSet *ps, const ParamSpec *specs, int count, int n_state,
                    DeviceKind device);
 void paramset_free(ParamSet *ps);

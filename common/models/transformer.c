@@ -1,5 +1,5 @@
-// transformer.c: the pre-norm transformer layer over the op library
-// (dispatched to CPU or CUDA by dev->kind).
+// transformer.c: the transformer layers over the op library (dispatched to
+// CPU or CUDA by dev->kind).
 #include "models/transformer.h"
 
 #include <math.h>
@@ -17,36 +17,35 @@
 #include "ops/norm.h"
 #include "train/amp.h"
 
-#define TFM_LN_EPS 1e-6f  // the reference's layer-norm epsilon
-
 // Dropout streams of a layer, from TfmPass.stream on (TFM_DROP_STREAMS).
 enum { DROP_SELF, DROP_CROSS, DROP_RELU, DROP_FFN, DROP_SELF_PROBS, DROP_CROSS_PROBS };
 _Static_assert(DROP_CROSS_PROBS + 1 == TFM_DROP_STREAMS, "transformer.h's stream count");
 
 static const char *const kRoleNames[TFM_ROLES] = {
     "ln1_g", "ln1_b", "wq", "wk", "wv", "wo", "lnc_g", "lnc_b", "wqc", "wkc", "wvc", "woc",
-    "ln2_g", "ln2_b", "w1", "b1", "w2", "b2"};
+    "ln2_g", "ln2_b", "w1", "b1", "w2", "b2", "bq", "bk", "bv", "bo"};
 
-static bool role_in(TfmRole r, bool cross) { return cross || r < TFM_LNC_G || r > TFM_WOC; }
+static bool role_in(TfmRole r, bool cross, const TfmDims *d) {
+  if (r >= TFM_BQ) return d->proj_bias;
+  return cross || r < TFM_LNC_G || r > TFM_WOC;
+}
 
 void tfm_layer_specs(ParamSpec *specs, char (*names)[TFM_NAME_BYTES], int *count,
                      const char *prefix, const TfmDims *d, bool cross, int index[TFM_ROLES]) {
   int64_t dm = d->d_model, ff = d->d_ff;
+  if (d->post_norm && cross) DIE("transformer: post-norm layers are encoder layers");
   for (int r = 0; r < TFM_ROLES; r++) {
     index[r] = -1;
-    if (!role_in((TfmRole)r, cross)) continue;
+    if (!role_in((TfmRole)r, cross, d)) continue;
     int i = (*count)++;
     index[r] = i;
-    snprintf(names[i], TFM_NAME_BYTES, "%s.%s", prefix, kRoleNames[r]);
-    ParamSpec *s = &specs[i];
-    memset(s, 0, sizeof *s);
-    s->name = names[i];
+    char name[TFM_NAME_BYTES];
+    snprintf(name, sizeof name, "%s.%s", prefix, kRoleNames[r]);
     bool vector = r == TFM_LN1_G || r == TFM_LN1_B || r == TFM_LNC_G || r == TFM_LNC_B ||
-                  r == TFM_LN2_G || r == TFM_LN2_B || r == TFM_B1 || r == TFM_B2;
-    s->flags = vector ? PARAM_NO_DECAY : 0;
-    s->ndim = vector ? 1 : 2;
-    s->shape[0] = r == TFM_W1 || r == TFM_B1 ? ff : dm;
-    s->shape[1] = r == TFM_W1 ? dm : r == TFM_W2 ? ff : dm;
+                  r == TFM_LN2_G || r == TFM_LN2_B || r == TFM_B1 || r == TFM_B2 || r >= TFM_BQ;
+    int64_t rows = r == TFM_W1 || r == TFM_B1 ? ff : dm;
+    int64_t cols = vector ? 0 : r == TFM_W2 ? ff : dm;
+    specs[i] = param_spec(names[i], TFM_NAME_BYTES, name, rows, cols, vector ? PARAM_NO_DECAY : 0);
   }
 }
 
@@ -97,7 +96,7 @@ void tfm_layer_alloc(TfmLayer *l, Arena *arena, const TfmDims *d, int64_t max_ro
   f->mean = arena_tensor(arena, DT_F32, 1, (int64_t[]){max_rows});
   f->rstd = arena_tensor(arena, DT_F32, 1, (int64_t[]){max_rows});
   f->f = buf2(arena, d->dtype, max_rows, d->d_ff);
-  f->fd = d->keep_prob < 1.0f ? buf2(arena, d->dtype, max_rows, d->d_ff) : f->f;
+  f->fd = d->keep_prob < 1.0f || d->gelu ? buf2(arena, d->dtype, max_rows, d->d_ff) : f->f;
   f->out = buf2(arena, d->dtype, max_rows, d->d_model);
 }
 
@@ -159,6 +158,19 @@ static Tensor grad(const TfmWeights *w, const TfmLayer *l, TfmRole role) {
   return paramset_grad(w->ps, l->p[role]);
 }
 
+// A bias (fp32, as the ops take it) or its gradient, into *t; NULL when the
+// layer has none.
+static const Tensor *opt_param(const TfmWeights *w, const TfmLayer *l, TfmRole role, Tensor *t) {
+  if (l->p[role] < 0) return NULL;
+  *t = param(w, l, role);
+  return t;
+}
+static const Tensor *opt_grad(const TfmWeights *w, const TfmLayer *l, TfmRole role, Tensor *t) {
+  if (l->p[role] < 0) return NULL;
+  *t = grad(w, l, role);
+  return t;
+}
+
 // ---------------------------------------------------------------- forward
 
 // out = x + dropout(y) (y is overwritten by the dropout).
@@ -182,7 +194,7 @@ static Tensor residual_bwd(const TfmPass *p, const Tensor *dout, const Tensor *s
 static void layernorm_fwd(const TfmPass *p, const TfmLayer *l, TfmRole gamma, const Tensor *x,
                           const Tensor *h, const Tensor *mean, const Tensor *rstd) {
   Tensor g = param(p->w, l, gamma), b = param(p->w, l, (TfmRole)(gamma + 1));
-  op_layernorm_fwd(p->dev, x, &g, &b, TFM_LN_EPS, h, mean, rstd);
+  op_layernorm_fwd(p->dev, x, &g, &b, p->d->ln_eps, h, mean, rstd);
 }
 
 // Views of a sub-layer's buffers for this batch: b t query rows, b tk key
@@ -210,9 +222,25 @@ static AttnDropout probs_dropout(const TfmPass *p, bool cross) {
                        p->stream + (uint64_t)(cross ? DROP_CROSS_PROBS : DROP_SELF_PROBS)};
 }
 
-// x -> a->out: x + dropout(attention(LN(x) Wq, src Wk, src Wv) Wo), src = mem
-// for cross-attention, LN(x) for self-attention. key_len masks keys;
-// causal: position i sees keys up to i.
+// The biases of the self-attention projections (none for cross-attention).
+typedef struct ProjBias {
+  Tensor t[4];
+  const Tensor *q, *k, *v, *o;
+} ProjBias;
+
+static void proj_bias(ProjBias *b, const TfmWeights *w, const TfmLayer *l, bool cross, bool grads) {
+  const Tensor *(*get)(const TfmWeights *, const TfmLayer *, TfmRole, Tensor *) =
+      grads ? opt_grad : opt_param;
+  b->q = cross ? NULL : get(w, l, TFM_BQ, &b->t[0]);
+  b->k = cross ? NULL : get(w, l, TFM_BK, &b->t[1]);
+  b->v = cross ? NULL : get(w, l, TFM_BV, &b->t[2]);
+  b->o = cross ? NULL : get(w, l, TFM_BO, &b->t[3]);
+}
+
+// Sub-layer  f(x) = attention(in Wq, src Wk, src Wv) Wo,  in = LN(x) (pre-
+// norm) or x (post-norm), src = mem for cross-attention, in for self-
+// attention; a->out = x + dropout(f(x)), or LN of it (post-norm). key_len
+// masks keys; causal: position i sees keys up to i.
 static void attn_fwd(const TfmLayer *l, const TfmAttnActs *a, const TfmPass *p,
                      const TfmScratch *s, const Tensor *x, const Tensor *mem, bool causal) {
   const TfmDims *d = p->d;
@@ -220,13 +248,16 @@ static void attn_fwd(const TfmLayer *l, const TfmAttnActs *a, const TfmPass *p,
   int64_t tk = cross ? p->tk : p->t;
   TfmRole base = cross ? TFM_LNC_G : TFM_LN1_G;
   AttnViews v = attn_views(a, d, p->b, p->t, tk, true);
-  layernorm_fwd(p, l, base, x, &v.h, &v.mean, &v.rstd);
-  const Tensor *src = cross ? mem : &v.h;
+  const Tensor *in = x;
+  if (!d->post_norm) layernorm_fwd(p, l, base, x, &v.h, &v.mean, &v.rstd), in = &v.h;
+  const Tensor *src = cross ? mem : in;
   Tensor wq = tfm_weight(p->w, l, (TfmRole)(base + 2)), wk = tfm_weight(p->w, l, (TfmRole)(base + 3));
   Tensor wv = tfm_weight(p->w, l, (TfmRole)(base + 4)), wo = tfm_weight(p->w, l, (TfmRole)(base + 5));
-  op_linear_fwd(p->dev, &v.h, &wq, NULL, &v.q);
-  op_linear_fwd(p->dev, src, &wk, NULL, &v.k);
-  op_linear_fwd(p->dev, src, &wv, NULL, &v.v);
+  ProjBias bias;
+  proj_bias(&bias, p->w, l, cross, false);
+  op_linear_fwd(p->dev, in, &wq, bias.q, &v.q);
+  op_linear_fwd(p->dev, src, &wk, bias.k, &v.k);
+  op_linear_fwd(p->dev, src, &wv, bias.v, &v.v);
   Tensor q4 = heads(&v.q, d, p->b, p->t), k4 = heads(&v.k, d, p->b, tk);
   Tensor v4 = heads(&v.v, d, p->b, tk), att4 = heads(&v.att, d, p->b, p->t);
   Tensor key_len = vec(p->key_len, p->b);  // the batch's part of the lengths buffer
@@ -235,8 +266,9 @@ static void attn_fwd(const TfmLayer *l, const TfmAttnActs *a, const TfmPass *p,
   op_attention_fwd(p->dev, &q4, &k4, &v4, causal ? NULL : &key_len, causal, &drop, &v.probs,
                    &dropped, &att4);
   Tensor o = tfm_view2(&s->tmp, p->b * p->t, d->d_model);
-  op_linear_fwd(p->dev, &v.att, &wo, NULL, &o);
-  residual_fwd(p, x, &o, &v.out, cross ? DROP_CROSS : DROP_SELF);
+  op_linear_fwd(p->dev, &v.att, &wo, bias.o, &o);
+  residual_fwd(p, x, &o, d->post_norm ? &v.h : &v.out, cross ? DROP_CROSS : DROP_SELF);
+  if (d->post_norm) layernorm_fwd(p, l, base, &v.h, &v.out, &v.mean, &v.rstd);
 }
 
 static void ffn_fwd(const TfmLayer *l, const TfmPass *p, const TfmScratch *s, const Tensor *x) {
@@ -245,25 +277,34 @@ static void ffn_fwd(const TfmLayer *l, const TfmPass *p, const TfmScratch *s, co
   int64_t r = p->b * p->t;
   Tensor h = tfm_view2(&a->h, r, d->d_model), mean = vec(&a->mean, r), rstd = vec(&a->rstd, r);
   Tensor f = tfm_view2(&a->f, r, d->d_ff), out = tfm_view2(&a->out, r, d->d_model);
-  layernorm_fwd(p, l, TFM_LN2_G, x, &h, &mean, &rstd);
+  const Tensor *in = x;
+  if (!d->post_norm) layernorm_fwd(p, l, TFM_LN2_G, x, &h, &mean, &rstd), in = &h;
   Tensor w1 = tfm_weight(p->w, l, TFM_W1), b1 = param(p->w, l, TFM_B1);
   Tensor w2 = tfm_weight(p->w, l, TFM_W2), b2 = param(p->w, l, TFM_B2);
-  op_linear_fwd(p->dev, &h, &w1, &b1, &f);
-  op_relu_fwd(p->dev, &f, &f);
+  op_linear_fwd(p->dev, in, &w1, &b1, &f);
+  // fd: the activation after dropout (ReLU in place in f, GELU from f).
   Tensor fd = f;
-  if (p->keep_prob < 1.0f) {
+  if (d->gelu) {
     fd = tfm_view2(&a->fd, r, d->d_ff);
-    op_dropout_fwd(p->dev, &f, &fd, p->keep_prob, p->seed, p->stream + DROP_RELU);
+    op_gelu_fwd(p->dev, &f, &fd);
+  } else {
+    op_relu_fwd(p->dev, &f, &f);
+  }
+  if (p->keep_prob < 1.0f) {
+    Tensor dropped = tfm_view2(&a->fd, r, d->d_ff);
+    op_dropout_fwd(p->dev, &fd, &dropped, p->keep_prob, p->seed, p->stream + DROP_RELU);
+    fd = dropped;
   }
   Tensor y = tfm_view2(&s->tmp, r, d->d_model);
   op_linear_fwd(p->dev, &fd, &w2, &b2, &y);
-  residual_fwd(p, x, &y, &out, DROP_FFN);
+  residual_fwd(p, x, &y, d->post_norm ? &h : &out, DROP_FFN);
+  if (d->post_norm) layernorm_fwd(p, l, TFM_LN2_G, &h, &out, &mean, &rstd);
 }
 
 void tfm_layer_fwd(TfmLayer *l, const TfmPass *p, const TfmScratch *s, const Tensor *x,
                    const Tensor *mem) {
-  if (p->keep_prob < 1.0f && l->ffn.fd.data == l->ffn.f.data)
-    DIE("transformer: a layer allocated without dropout buffers runs with dropout");
+  if ((p->keep_prob < 1.0f || p->d->gelu) && l->ffn.fd.data == l->ffn.f.data)
+    DIE("transformer: a layer allocated without dropout or GELU buffers uses them");
   attn_fwd(l, &l->self, p, s, x, NULL, l->cross);
   Tensor h = tfm_view2(&l->self.out, p->b * p->t, p->d->d_model);
   if (l->cross) {
@@ -286,12 +327,23 @@ static void layernorm_bwd(const TfmPass *p, const TfmLayer *l, TfmRole gamma, co
   op_add(p->dev, dx, &dln, dx);
 }
 
-// dacc += the input gradient of y = x W (into dtmp first).
+// dacc += the input gradient of y = x W + b (into dtmp first).
 static void linear_bwd_add(const TfmPass *p, const Tensor *x, const Tensor *w, const Tensor *dy,
-                           const Tensor *dw, const Tensor *dtmp, const Tensor *dacc) {
+                           const Tensor *dw, const Tensor *db, const Tensor *dtmp,
+                           const Tensor *dacc) {
   Tensor dx = tfm_view2(dtmp, dacc->shape[0], dacc->shape[1]);
-  op_linear_bwd(p->dev, x, w, dy, &dx, dw, NULL, true);
+  op_linear_bwd(p->dev, x, w, dy, &dx, dw, db, true);
   op_add(p->dev, dacc, &dx, dacc);
+}
+
+// Post-norm: the gradient of the sum a layer norm read (sum, its statistics
+// mean and rstd), from that of its output dout, into dsum.
+static void postnorm_bwd(const TfmPass *p, const TfmLayer *l, TfmRole gamma, const Tensor *sum,
+                         const Tensor *mean, const Tensor *rstd, const Tensor *dout,
+                         const Tensor *dsum) {
+  Tensor g = param(p->w, l, gamma);
+  Tensor dg = grad(p->w, l, gamma), db = grad(p->w, l, (TfmRole)(gamma + 1));
+  op_layernorm_bwd(p->dev, sum, &g, mean, rstd, dout, dsum, &dg, &db, true);
 }
 
 static void attn_bwd(const TfmLayer *l, const TfmAttnActs *a, const TfmPass *p,
@@ -311,9 +363,14 @@ static void attn_bwd(const TfmLayer *l, const TfmAttnActs *a, const TfmPass *p,
   Tensor wv = tfm_weight(p->w, l, rv), wo = tfm_weight(p->w, l, ro);
   Tensor gq = grad(p->w, l, rq), gk = grad(p->w, l, rk_), gv = grad(p->w, l, rv);
   Tensor go = grad(p->w, l, ro);
+  ProjBias gb;
+  proj_bias(&gb, p->w, l, cross, true);
 
-  Tensor dout = residual_bwd(p, dx, &s->dtmp, cross ? DROP_CROSS : DROP_SELF);
-  op_linear_bwd(p->dev, &v.att, &wo, &dout, &datt, &go, NULL, true);
+  // Post-norm: dh holds the gradient of the sum x + dropout(f(x)) (v.h), of
+  // which dx is the residual's share; pre-norm: dx is the sum's gradient.
+  if (d->post_norm) postnorm_bwd(p, l, base, &v.h, &v.mean, &v.rstd, dx, &dh);
+  Tensor dout = residual_bwd(p, d->post_norm ? &dh : dx, &s->dtmp, cross ? DROP_CROSS : DROP_SELF);
+  op_linear_bwd(p->dev, &v.att, &wo, &dout, &datt, &go, gb.o, true);
   Tensor q4 = heads(&v.q, d, p->b, p->t), k4 = heads(&v.k, d, p->b, tk);
   Tensor v4 = heads(&v.v, d, p->b, tk), datt4 = heads(&datt, d, p->b, p->t);
   Tensor dq4 = heads(&dq, d, p->b, p->t), dk4 = heads(&dk, d, p->b, tk);
@@ -321,13 +378,20 @@ static void attn_bwd(const TfmLayer *l, const TfmAttnActs *a, const TfmPass *p,
   Tensor scratch = view(&s->attn, 4, v.probs.shape);
   AttnDropout drop = probs_dropout(p, cross);
   op_attention_bwd(p->dev, &q4, &k4, &v4, &v.probs, &drop, &datt4, &scratch, &dq4, &dk4, &dv4);
-  op_linear_bwd(p->dev, &v.h, &wq, &dq, &dh, &gq, NULL, true);
+  if (d->post_norm) {  // the projections read x: dx = dh + their input gradients
+    op_linear_bwd(p->dev, x, &wq, &dq, dx, &gq, gb.q, true);
+    linear_bwd_add(p, x, &wk, &dk, &gk, gb.k, &s->dtmp, dx);
+    linear_bwd_add(p, x, &wv, &dv, &gv, gb.v, &s->dtmp, dx);
+    op_add(p->dev, dx, &dh, dx);
+    return;
+  }
+  op_linear_bwd(p->dev, &v.h, &wq, &dq, &dh, &gq, gb.q, true);
   if (cross) {
-    linear_bwd_add(p, mem, &wk, &dk, &gk, &s->dtmp, dmem);
-    linear_bwd_add(p, mem, &wv, &dv, &gv, &s->dtmp, dmem);
+    linear_bwd_add(p, mem, &wk, &dk, &gk, NULL, &s->dtmp, dmem);
+    linear_bwd_add(p, mem, &wv, &dv, &gv, NULL, &s->dtmp, dmem);
   } else {
-    linear_bwd_add(p, &v.h, &wk, &dk, &gk, &s->dtmp, &dh);
-    linear_bwd_add(p, &v.h, &wv, &dv, &gv, &s->dtmp, &dh);
+    linear_bwd_add(p, &v.h, &wk, &dk, &gk, gb.k, &s->dtmp, &dh);
+    linear_bwd_add(p, &v.h, &wv, &dv, &gv, gb.v, &s->dtmp, &dh);
   }
   layernorm_bwd(p, l, base, x, &v.mean, &v.rstd, &dh, &s->dtmp, dx);
 }
@@ -339,17 +403,27 @@ static void ffn_bwd(const TfmLayer *l, const TfmPass *p, const TfmScratch *s, co
   int64_t r = p->b * p->t;
   Tensor h = tfm_view2(&a->h, r, d->d_model), mean = vec(&a->mean, r), rstd = vec(&a->rstd, r);
   Tensor f = tfm_view2(&a->f, r, d->d_ff);
-  Tensor fd = p->keep_prob < 1.0f ? tfm_view2(&a->fd, r, d->d_ff) : f;
+  Tensor fd = p->keep_prob < 1.0f || d->gelu ? tfm_view2(&a->fd, r, d->d_ff) : f;
   Tensor df = tfm_view2(&s->df, r, d->d_ff), dh = tfm_view2(&s->dh, r, d->d_model);
   Tensor w1 = tfm_weight(p->w, l, TFM_W1), w2 = tfm_weight(p->w, l, TFM_W2);
   Tensor g1 = grad(p->w, l, TFM_W1), gb1 = grad(p->w, l, TFM_B1);
   Tensor g2 = grad(p->w, l, TFM_W2), gb2 = grad(p->w, l, TFM_B2);
 
-  Tensor dy = residual_bwd(p, dx, &s->dtmp, DROP_FFN);
+  // As in attn_bwd: post-norm's sum gradient in dh.
+  if (d->post_norm) postnorm_bwd(p, l, TFM_LN2_G, &h, &mean, &rstd, dx, &dh);
+  Tensor dy = residual_bwd(p, d->post_norm ? &dh : dx, &s->dtmp, DROP_FFN);
   op_linear_bwd(p->dev, &fd, &w2, &dy, &df, &g2, &gb2, true);
   if (p->keep_prob < 1.0f)
     op_dropout_bwd(p->dev, &df, &df, p->keep_prob, p->seed, p->stream + DROP_RELU);
-  op_relu_bwd(p->dev, &f, &df, &df);
+  if (d->gelu)
+    op_gelu_bwd(p->dev, &f, &df, &df);
+  else
+    op_relu_bwd(p->dev, &f, &df, &df);
+  if (d->post_norm) {
+    op_linear_bwd(p->dev, x, &w1, &df, dx, &g1, &gb1, true);
+    op_add(p->dev, dx, &dh, dx);
+    return;
+  }
   op_linear_bwd(p->dev, &h, &w1, &df, &dh, &g1, &gb1, true);
   layernorm_bwd(p, l, TFM_LN2_G, x, &mean, &rstd, &dh, &s->dtmp, dx);
 }
@@ -413,6 +487,7 @@ void tfm_layer_step(TfmLayer *l, const TfmPass *p, const TfmScratch *s, TfmCache
   if (!l->cross) DIE("transformer: a decoding step needs a decoder layer");
   if (p->keep_prob < 1.0f || p->attn_keep_prob < 1.0f)
     DIE("transformer: decoding runs without dropout");
+  if (d->post_norm || d->proj_bias) DIE("transformer: decoding steps are pre-norm, without biases");
   TfmPass one = *p;
   one.t = 1;
   int64_t dm = d->d_model;

@@ -1,12 +1,14 @@
-// transformer.h: pre-norm transformer layers (Vaswani et al. 2017, as the
-// translation model of the MLPerf suite builds them): self-attention, optional
-// cross-attention over an encoder's output, and a ReLU feed-forward block,
-// each sub-layer  x + dropout(f(layer_norm(x))), with dropout on the attention
-// probabilities too; no bias on the Q/K/V and output projections (the
-// reference's attention layer), biases on the feed-forward layers. Forward, backward, and the one-token decoder step of
-// incremental decoding with a key/value cache. Shared by the encoder-decoder
-// translation model (both stacks) and, with post-norm and GELU switches to
-// come, by the encoder-only language model.
+// transformer.h: transformer layers over the op library. By default the
+// pre-norm layers of the translation model (Vaswani et al. 2017, as the MLPerf
+// reference builds them): self-attention, optional cross-attention over an
+// encoder's output, and a ReLU feed-forward block, each sub-layer
+// x + dropout(f(layer_norm(x))), with dropout on the attention probabilities
+// too; no bias on the Q/K/V and output projections, biases on the
+// feed-forward layers. TfmDims' switches give the encoder layers of the
+// language model: post-norm sub-layers, GELU, and biases on every
+// projection. Forward,
+// backward, and the one-token decoder step of incremental decoding with a
+// key/value cache (pre-norm decoder layers).
 //
 // Rows: a layer works on (B, T, D) activations, B sequences of T positions,
 // seen as (B T, D) rows by the dense ops and as (B, T, H, D / H) by
@@ -34,14 +36,21 @@ typedef enum {
   TFM_LN1_G, TFM_LN1_B, TFM_WQ, TFM_WK, TFM_WV, TFM_WO,              // self-attention
   TFM_LNC_G, TFM_LNC_B, TFM_WQC, TFM_WKC, TFM_WVC, TFM_WOC,          // cross-attention
   TFM_LN2_G, TFM_LN2_B, TFM_W1, TFM_B1, TFM_W2, TFM_B2,              // feed-forward
+  TFM_BQ, TFM_BK, TFM_BV, TFM_BO,  // self-attention projection biases (proj_bias)
   TFM_ROLES
 } TfmRole;
 
 typedef struct TfmDims {
   int64_t d_model, d_ff, heads;
-  float keep_prob;       // 1 - dropout, on the sub-layer outputs and after the ReLU
+  float keep_prob;       // 1 - dropout, on the sub-layer outputs and after the activation
   float attn_keep_prob;  // 1 - dropout on the attention probabilities
-  DType dtype;           // activations
+  float ln_eps;          // the layer norms' epsilon
+  // The variant: post_norm: each sub-layer  LN(x + dropout(f(x)))  (encoder
+  // layers only) instead of  x + dropout(f(LN(x)));  gelu:
+  // GELU (the erf form) instead of ReLU in the feed-forward block; proj_bias:
+  // biases on the self-attention Q/K/V and output projections.
+  bool post_norm, gelu, proj_bias;
+  DType dtype;  // activations
 } TfmDims;
 
 // Names and shapes of a layer's parameters: appended to specs (with their
@@ -58,14 +67,16 @@ void tfm_layer_init(float *host_params, const ParamSet *ps, const int index[TFM_
 
 // One sub-layer's saved activations.
 typedef struct TfmAttnActs {
-  Tensor h, mean, rstd;  // layer norm of the input: (R, D); (R), (R) fp32
+  Tensor h, mean, rstd;  // (R, D): the layer norm's output (pre-norm) or input (post-
+                         // norm: x + dropout(f(x))); its statistics (R), (R) fp32
   Tensor q, k, v, att;   // (R, D); k, v (Rk, D): Rk the key rows
   Tensor probs;          // (B, H, T, Tk)
   Tensor out;            // (R, D) the sub-layer's output x + dropout(att Wo)
 } TfmAttnActs;
 typedef struct TfmFfnActs {
   Tensor h, mean, rstd;  // (R, D); (R), (R)
-  Tensor f, fd;          // (R, F) ReLU output, and after dropout
+  Tensor f, fd;          // (R, F) ReLU output (GELU: its input), and the activation
+                         // after dropout
   Tensor out;            // (R, D)
 } TfmFfnActs;
 typedef struct TfmLayer {

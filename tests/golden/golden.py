@@ -25,6 +25,7 @@ GENERATORS = {
     "gen_resnet34": ["resnet34.gld"],
     "gen_ssd": ["ssd.gld"],
     "gen_nmt": ["nmt.gld"],
+    "gen_bert": ["bert.gld"],
 }
 
 

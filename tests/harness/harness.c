@@ -260,6 +260,12 @@ float *golden_get(GoldenFile *g, const char *name, int64_t *numel) {
   test_abort_case();
 }
 
+bool golden_has(const GoldenFile *g, const char *name) {
+  for (int i = 0; i < g->count; i++)
+    if (strcmp(g->tensors[i].name, name) == 0) return true;
+  return false;
+}
+
 void golden_free(GoldenFile *g) {
   if (!g) return;
   for (int i = 0; i < g->count; i++) free(g->tensors[i].data);

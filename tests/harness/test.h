@@ -143,4 +143,6 @@ typedef struct GoldenFile GoldenFile;
 GoldenFile *golden_load(const char *name);
 // The tensor (fp32, CPU) called name; a missing name fails the case.
 float *golden_get(GoldenFile *g, const char *name, int64_t *numel);
+// Whether g holds a tensor called name.
+bool golden_has(const GoldenFile *g, const char *name);
 void golden_free(GoldenFile *g);

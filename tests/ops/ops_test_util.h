@@ -170,6 +170,22 @@ static inline void download(float *host, const void *d, int64_t n, DType dtype) 
 
 // Downloads the device array and checks its relative L2 error against the
 // CPU reference; names what and the dtype on failure.
+// Golden tensor name (n exact integers: ids, lengths) into dst.
+static inline void golden_i32(GoldenFile *g, const char *name, int32_t *dst, int64_t n) {
+  int64_t numel;
+  const float *v = golden_get(g, name, &numel);
+  REQUIRE(numel == n);
+  for (int64_t i = 0; i < n; i++) dst[i] = (int32_t)v[i];
+}
+
+// A malloc'd fp32 host copy of n elements at src on device (dtype dt).
+static inline float *host_floats(DeviceKind device, const void *src, DType dt, int64_t n) {
+  float *out = malloc((size_t)(n ? n : 1) * sizeof(float));
+  if (device == DEVICE_CPU) memcpy(out, src, (size_t)n * sizeof(float));
+  else download(out, src, n, dt);
+  return out;
+}
+
 static inline void check_close(const char *what, DType dtype, const void *d,
                                const float *ref, int64_t n, double tol) {
   float *got = malloc((size_t)(n ? n : 1) * sizeof(float));

@@ -29,21 +29,13 @@ typedef struct Batch {
   WmtBatch b;
 } Batch;
 
-// Golden tensor name as ints (ids, lengths) into dst.
-static void golden_ints(GoldenFile *g, const char *name, int32_t *dst, int64_t n) {
-  int64_t numel;
-  const float *v = golden_get(g, name, &numel);
-  REQUIRE(numel == n);
-  for (int64_t i = 0; i < n; i++) dst[i] = (int32_t)v[i];
-}
-
 // Opens nmt.gld and reads its batch into bt.
 static GoldenFile *golden_batch(Batch *bt) {
   GoldenFile *g = golden_load("nmt.gld");
-  golden_ints(g, "batch.src", bt->src, B * S);
-  golden_ints(g, "batch.tgt_in", bt->tgt_in, B * T);
-  golden_ints(g, "batch.tgt_out", bt->tgt_out, B * T);
-  golden_ints(g, "batch.src_len", bt->src_len, B);
+  golden_i32(g, "batch.src", bt->src, B * S);
+  golden_i32(g, "batch.tgt_in", bt->tgt_in, B * T);
+  golden_i32(g, "batch.tgt_out", bt->tgt_out, B * T);
+  golden_i32(g, "batch.src_len", bt->src_len, B);
   bt->b = (WmtBatch){.b = B, .s = S, .t = T, .src = bt->src, .tgt_in = bt->tgt_in,
                      .tgt_out = bt->tgt_out, .src_len = bt->src_len};
   return g;
@@ -77,12 +69,6 @@ static float host_loss(const NmtModel *m) {
   return loss;
 }
 
-static float *host_floats(const NmtModel *m, const void *src, DType dt, int64_t n) {
-  float *out = malloc((size_t)n * sizeof(float));
-  if (m->ps.device == DEVICE_CPU) memcpy(out, src, (size_t)n * sizeof(float));
-  else download(out, src, n, dt);
-  return out;
-}
 
 // ---------------------------------------------------------------- PyTorch
 
@@ -141,7 +127,7 @@ static float *full_logits(NmtModel *ref, const Device *dev, const Batch *bt, int
                  .tgt_out = tgt_out, .src_len = src_len};
   nmt_model_eval_loss(ref, dev, &wb);  // all labels pad: only the logits matter
   device_sync(dev);
-  return host_floats(ref, ref->logits.data, ref->shape.dtype, n * T * VOCAB);
+  return host_floats(ref->ps.device, ref->logits.data, ref->shape.dtype, n * T * VOCAB);
 }
 
 // Encodes the golden batch for beam hypotheses per source, feeds step_token
@@ -164,7 +150,7 @@ static double decode_vs_full(const Device *dev, DType dt, int beam,
     for (int64_t h = 0; h < n; h++) ids[h] = hist[h * T + t] = step_token(&bt, beam, h, t);
     Tensor lg = nmt_model_decode_step(&dec, dev, ids, t);
     device_sync(dev);
-    float *step = host_floats(&dec, lg.data, dt, n * VOCAB);
+    float *step = host_floats(dec.ps.device, lg.data, dt, n * VOCAB);
     float *full = full_logits(&ref, dev, &bt, beam, hist);
     for (int64_t h = 0; h < n; h++) {
       double err = test_rel_error(step + h * VOCAB, full + (h * T + t) * VOCAB, VOCAB);
@@ -224,7 +210,7 @@ static StepOut golden_step(DeviceKind device, DType dt, float dropout, int64_t s
   golden_model(&m, g, device, dt, dropout);
   nmt_model_train_step(&m, &dev, &bt.b, 1.0f, 5, step, (GradHook){0});
   device_sync(&dev);
-  StepOut o = {host_loss(&m), host_floats(&m, m.ps.grads, DT_F32, m.ps.total_numel)};
+  StepOut o = {host_loss(&m), host_floats(m.ps.device, m.ps.grads, DT_F32, m.ps.total_numel)};
   nmt_model_free(&m);
   device_close(&dev);
   golden_free(g);
