@@ -99,8 +99,9 @@ def main():
         check_compare_catches_faults(conv[1])
     try:
         import torch
-    except ImportError:
-        print("SKIP goldens_regenerate: no torch (pip install torch)")
+        import transformers  # noqa: F401 (gen_bert.py's reference)
+    except ImportError as e:
+        print("SKIP goldens_regenerate: no %s (pip install torch transformers)" % e.name)
         return
     with tempfile.TemporaryDirectory() as tmp:
         with contextlib.redirect_stdout(io.StringIO()):
