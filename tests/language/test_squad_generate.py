@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""build/bin/squad_generate: its files are valid SQuAD v1.1 (the fields and
+their types; every answer equals context[answer_start:answer_start +
+len(text)] in Python's character indexing, and the contexts hold non-ASCII
+characters so that a byte offset would miss), ids are unique over both
+files, train questions have one answer and dev questions 1-3, the sizes are
+as asked, no question of dev is asked in train, the same seed gives the
+same bytes and another seed other files. The trivial baseline (answer the
+first sentence of every context) stays far below a reader's score. Bad
+flags give one error line and exit status 2.
+
+    python3 tests/language/test_squad_generate.py BUILD_DIR
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "harness"))
+from cases import run_case  # noqa: E402
+
+WORDNET = "/usr/share/wordnet"
+TRAIN, DEV = 2000, 300
+# The first-sentence baseline measured F1 12.9-14.9 on seeds 1-3; a change that
+# makes the task trivial would lift it far above this.
+BASELINE_F1_MAX = 25
+
+
+def generate(build, out, *flags):
+    return subprocess.run([os.path.join(build, "bin", "squad_generate"), f"--out={out}", *flags],
+                          capture_output=True, text=True)
+
+
+def load(out, split):
+    with open(os.path.join(out, f"{split}-v1.1.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def qas_of(data):
+    for article in data["data"]:
+        for paragraph in article["paragraphs"]:
+            for qa in paragraph["qas"]:
+                yield paragraph["context"], qa
+
+
+def check_format(data, want_questions, n_answers):
+    """None, or the first way data is not SQuAD v1.1 as generated."""
+    if data.get("version") != "1.1" or not isinstance(data.get("data"), list):
+        return "no version 1.1 or no data list"
+    count = 0
+    for article in data["data"]:
+        if not isinstance(article.get("title"), str) or not isinstance(article.get("paragraphs"), list):
+            return f"article without title or paragraphs: {str(article)[:80]}"
+        for paragraph in article["paragraphs"]:
+            context = paragraph["context"]
+            if not isinstance(context, str) or not context:
+                return "empty context"
+            for qa in paragraph["qas"]:
+                count += 1
+                if not isinstance(qa["id"], str) or not isinstance(qa["question"], str):
+                    return f"id or question not a string: {qa}"
+                if not n_answers[0] <= len(qa["answers"]) <= n_answers[1]:
+                    return f"{qa['id']}: {len(qa['answers'])} answers, want {n_answers}"
+                for a in qa["answers"]:
+                    start, text = a["answer_start"], a["text"]
+                    if not isinstance(start, int) or not text:
+                        return f"{qa['id']}: answer_start not an integer or empty text"
+                    if context[start:start + len(text)] != text:
+                        return (f"{qa['id']}: context[{start}:{start + len(text)}] is "
+                                f"{context[start:start + len(text)]!r}, not {text!r}")
+    if count != want_questions:
+        return f"{count} questions, want {want_questions}"
+    return None
+
+
+def check_valid(out):
+    train, dev = load(out, "train"), load(out, "dev")
+    why = check_format(train, TRAIN, (1, 1)) or check_format(dev, DEV, (1, 3))
+    if why:
+        return why
+    ids = [qa["id"] for d in (train, dev) for _, qa in qas_of(d)]
+    if len(set(ids)) != len(ids):
+        return f"{len(ids) - len(set(ids))} ids given twice"
+    shifted = sum(len(c[:a["answer_start"]].encode()) != a["answer_start"]
+                  for _, d in ((0, train), (1, dev)) for c, qa in qas_of(d) for a in qa["answers"])
+    if shifted == 0:
+        return "no answer whose byte offset differs from its character offset"
+    if max(len(qa["answers"]) for _, qa in qas_of(dev)) < 2:
+        return "no dev question with several gold answers"
+    train_asked = {(qa["question"], qa["answers"][0]["text"]) for _, qa in qas_of(train)}
+    both = [qa["id"] for _, qa in qas_of(dev) if (qa["question"], qa["answers"][0]["text"]) in train_asked]
+    if both:
+        return f"dev questions also asked in train: {both[:5]}"
+    return None
+
+
+def check_deterministic(build, dir_, out):
+    again, other = os.path.join(dir_, "again"), os.path.join(dir_, "other")
+    for path, seed in ((again, "1"), (other, "2")):
+        p = generate(build, path, f"--seed={seed}", f"--train_questions={TRAIN}",
+                     f"--dev_questions={DEV}")
+        if p.returncode != 0:
+            return f"seed {seed}: {p.stderr.strip()}"
+    for split in ("train", "dev"):
+        name = f"{split}-v1.1.json"
+        a, b, c = (Path(d, name).read_bytes() for d in (out, again, other))
+        if a != b:
+            return f"{name} differs between two runs with seed 1"
+        if a == c:
+            return f"{name} is the same for seeds 1 and 2"
+    return None
+
+
+def first_sentence(context):
+    end = context.find(". ")
+    return context if end < 0 else context[:end + 1]
+
+
+def check_baseline(build, dir_, out):
+    dev = load(out, "dev")
+    preds = {qa["id"]: first_sentence(c) for c, qa in qas_of(dev)}
+    path = os.path.join(dir_, "first_sentence.json")
+    Path(path).write_text(json.dumps(preds), encoding="utf-8")
+    p = subprocess.run([os.path.join(build, "bin", "squad_score"),
+                        f"--data={os.path.join(out, 'dev-v1.1.json')}", f"--predictions={path}"],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        return p.stderr.strip()
+    score = json.loads(p.stdout)
+    print(f"first-sentence baseline on dev: EM {score['exact_match']:.2f} F1 {score['f1']:.2f}")
+    if score["f1"] > BASELINE_F1_MAX:
+        return f"F1 {score['f1']:.2f} above {BASELINE_F1_MAX}: the task became trivial"
+    return None
+
+
+def check_medium(build, dir_):
+    out = os.path.join(dir_, "medium")
+    p = generate(build, out, "--train_questions=20000", "--dev_questions=2000", "--seed=5")
+    if p.returncode != 0:
+        return p.stderr.strip()
+    return check_format(load(out, "train"), 20000, (1, 1)) or check_format(load(out, "dev"), 2000, (1, 3))
+
+
+BAD_FLAGS = [
+    # (flags, the error line's start); {dir} is a scratch folder
+    ([], "error: --out: missing: the output folder"),
+    (["--out={dir}/a", "--train_questions=0"], "error: --train_questions: 0 is outside [1, 10000000]"),
+    (["--out={dir}/a", "--entries=9"], "error: --entries: 9 is outside [2, 8]"),
+    (["--out={dir}/a", "--seed=x"], "error: --seed:"),
+    (["--out={dir}/a", "--colour=red"], "error: --colour:"),
+    (["--out={dir}/a", "--wordnet={dir}/none"], "error: {dir}/none/data.noun: cannot open"),
+    (["--out={dir}/a", "--wordnet={dir}/fake"], "error: {dir}/fake/data.noun: no usable synsets"),
+    (["--out={dir}/a", "--train_questions=10000000"], "error: --train_questions: 10000000, but"),
+    (["--out={dir}/small"], "error: {dir}/small/train-v1.1.json: already exists"),
+]
+
+
+def check_bad_flags(build, dir_):
+    fake = Path(dir_, "fake")
+    fake.mkdir(exist_ok=True)
+    (fake / "data.noun").write_text("  1 This is a licence header line\nnot a synset\n")
+    for flags, want in BAD_FLAGS:
+        args = [f.format(dir=dir_) for f in flags]
+        p = subprocess.run([os.path.join(build, "bin", "squad_generate"), *args],
+                           capture_output=True, text=True)
+        lines = p.stderr.strip().split("\n")
+        if p.returncode != 2 or len(lines) != 1 or not lines[0].startswith(want.format(dir=dir_)):
+            return f"{' '.join(args)}: exit {p.returncode}, stderr {p.stderr.strip()!r}, want {want!r}"
+    return None
+
+
+def main():
+    build = sys.argv[1] if len(sys.argv) > 1 else "build"
+    if not os.path.exists(os.path.join(WORDNET, "data.noun")):
+        print(f"SKIP squad_generate: no {WORDNET}/data.noun (make deps installs wordnet-base)")
+        return 0
+    failed = 0
+    with tempfile.TemporaryDirectory() as dir_:
+        out = os.path.join(dir_, "small")
+        p = generate(build, out, "--seed=1", f"--train_questions={TRAIN}", f"--dev_questions={DEV}")
+        if p.returncode != 0:
+            print(f"FAIL squad_generate_runs: exit {p.returncode}: {p.stderr.strip()}")
+            return 1
+        failed += not run_case("squad_generate_valid_squad_v1_1", check_valid, out)
+        failed += not run_case("squad_generate_deterministic_per_seed", check_deterministic, build, dir_, out)
+        failed += not run_case("squad_generate_first_sentence_baseline_low", check_baseline, build, dir_, out)
+        failed += not run_case("squad_generate_medium_size", check_medium, build, dir_)
+        failed += not run_case("squad_generate_bad_flags", check_bad_flags, build, dir_)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
