@@ -271,7 +271,7 @@ static cJSON *make_question(const Entry *e, const Text *ctx, Ask ask, bool golds
         if (strncmp(def, *a, strlen(*a)) == 0)
           add_answer(answers, ctx, e->def_at + strlen(*a), def + strlen(*a), def_n - strlen(*a));
       const char *semicolon = strchr(def, ';');
-      if (semicolon) add_answer(answers, ctx, e->def_at, def, (size_t)(semicolon - def));
+      if (semicolon && semicolon > def) add_answer(answers, ctx, e->def_at, def, (size_t)(semicolon - def));
     }
   } else if (ask == ASK_WORD) {
     snprintf(question, sizeof question, "Which word means %s?", def);
