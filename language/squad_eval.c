@@ -29,15 +29,35 @@ typedef struct SquadText {
 
 // ---------------------------------------------------------------- characters
 
+// Unicode's Cased: Lu, Ll, Lt and the Other_Lowercase/Other_Uppercase
+// chars. Of those, the ones with a case mapping (Roman numerals, circled
+// letters) are found by it, the modifier letters are case-ignorable anyway
+// (which the Final_Sigma rule tries first), and the rest are listed.
 static bool squad_is_cased(int32_t c) {
+  static const int32_t kOtherCased[][2] = {
+      {0xAA, 0xAA}, {0xBA, 0xBA}, {0x1F130, 0x1F149}, {0x1F150, 0x1F169}, {0x1F170, 0x1F189}};
   utf8proc_category_t k = utf8proc_category(c);
-  return k == UTF8PROC_CATEGORY_LU || k == UTF8PROC_CATEGORY_LL || k == UTF8PROC_CATEGORY_LT;
+  if (k == UTF8PROC_CATEGORY_LU || k == UTF8PROC_CATEGORY_LL || k == UTF8PROC_CATEGORY_LT ||
+      utf8proc_tolower(c) != c || utf8proc_toupper(c) != c)
+    return true;
+  for (size_t i = 0; i < sizeof kOtherCased / sizeof kOtherCased[0]; i++)
+    if (c >= kOtherCased[i][0] && c <= kOtherCased[i][1]) return true;
+  return false;
 }
 
+// Unicode's Case_Ignorable: Mn, Me, Cf, Lm, Sk and the chars of Word_Break
+// MidLetter, MidNumLet and Single_Quote (apostrophes, full stops, colons).
 static bool squad_is_case_ignorable(int32_t c) {
+  static const int32_t kWordBreakMid[] = {0x27,   0x2E,   0x3A,   0xB7,   0x387,  0x55F,
+                                          0x5F4,  0x2018, 0x2019, 0x2024, 0x2027, 0xFE13,
+                                          0xFE52, 0xFE55, 0xFF07, 0xFF0E, 0xFF1A};
   utf8proc_category_t k = utf8proc_category(c);
-  return k == UTF8PROC_CATEGORY_MN || k == UTF8PROC_CATEGORY_ME || k == UTF8PROC_CATEGORY_CF ||
-         k == UTF8PROC_CATEGORY_LM || k == UTF8PROC_CATEGORY_SK;
+  if (k == UTF8PROC_CATEGORY_MN || k == UTF8PROC_CATEGORY_ME || k == UTF8PROC_CATEGORY_CF ||
+      k == UTF8PROC_CATEGORY_LM || k == UTF8PROC_CATEGORY_SK)
+    return true;
+  for (size_t i = 0; i < sizeof kWordBreakMid / sizeof kWordBreakMid[0]; i++)
+    if (c == kWordBreakMid[i]) return true;
+  return false;
 }
 
 // Python's str.isspace(), where str.split() splits.

@@ -47,6 +47,11 @@ static void normalize_is_pythons_lower_and_split(void) {
   check_normal("ÄPFEL Straße ÉCOLE", "äpfel straße école");
   check_normal("İstanbul", "i\xcc\x87stanbul");  // full mapping: i + U+0307
   check_normal("ΟΔΟΣ Σ ΣΑ", "οδος σ σα");          // final sigma only after a letter
+  // Unicode's Cased and Case_Ignorable, which the final sigma looks at,
+  // hold more than letters: an apostrophe is skipped, a Roman numeral and
+  // ª are cased.
+  check_normal("A'Σ", "aς");
+  check_normal("xΣⅠ ªΣ", "xσⅰ ªς");
   // Tab, newline, no-break space, ideographic space and U+001F split; a
   // zero-width space (Cf) does not.
   check_normal(" x\ty\nz\xc2\xa0u\xe3\x80\x80v\x1fw ", "x y z u v w");

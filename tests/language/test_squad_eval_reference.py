@@ -11,7 +11,12 @@ spaces, combining marks); the predictions are deterministic perturbations
 of the gold answers: exact, with case changed, with articles or ASCII
 punctuation added, cut short, lengthened, random spans of the context,
 empty, or left out (unanswered), plus predictions for unknown ids and a key
-given twice (the last one holds).
+given twice (the last one holds). Last, every code point Python knows (every
+50th of Lo and Co, ideographs and private use, whose members the steps
+treat alike), in contexts that test each step (an article before it, a capital sigma before
+and after it, a word around it): its gold answer is the text, its prediction
+the text as normalised here, so each one that squad_score normalises
+otherwise costs exact_match.
 
     python3 tests/language/test_squad_eval_reference.py BUILD_DIR
 """
@@ -198,6 +203,25 @@ def cases(build, dir_):
     text = '{"u0": "Straße", "u1": "nothing", "u0": "wrong"}'
     yield "duplicate_key_last_wins", uni, text, json.loads(text)
     yield "no_predictions", uni, "{}", {}
+    yield "every_code_point", *every_code_point()
+
+
+def every_code_point():
+    """A question per assigned code point c (by this Python's unicodedata;
+    Lo and Co sampled), its prediction the normalised gold answer."""
+    import unicodedata
+    qas, preds = [], {}
+    for c in range(0x20, 0x110000):
+        ch = chr(c)
+        category = unicodedata.category(ch)
+        if category in ("Cn", "Cs") or (category in ("Lo", "Co") and c % 50):
+            continue
+        text = f"the{ch} x {ch}A{ch}\u03a3{ch} x\u03a3{ch} \u03a3{ch}x \u03a3{ch}"
+        qas.append({"id": str(c), "question": "?", "answers": [{"text": text, "answer_start": 0}]})
+        preds[str(c)] = normalize(text)
+    data = {"version": "1.1", "data": [{"title": "code points", "paragraphs": [
+        {"context": "x", "qas": qas}]}]}
+    return data, json.dumps(preds, ensure_ascii=False), preds
 
 
 def main():
