@@ -18,8 +18,9 @@ uint8_t *file_read(const char *path, size_t *n_bytes) {
   struct stat st;
   CHECK_FILE(fstat(fileno(f), &st) == 0, path);
   *n_bytes = (size_t)st.st_size;
-  uint8_t *bytes = xmalloc(*n_bytes);
+  uint8_t *bytes = xmalloc(*n_bytes + 1);
   if (fread(bytes, 1, *n_bytes, f) != *n_bytes) die_input(path, "read failed: %s", strerror(errno));
+  bytes[*n_bytes] = 0;
   fclose(f);
   return bytes;
 }

@@ -9,8 +9,9 @@
 extern "C" {
 #endif
 
-// The bytes of the file at path (malloc'd; *n_bytes its size). A missing or
-// unreadable file is a one-line error naming it.
+// The bytes of the file at path (malloc'd; *n_bytes its size), followed by a
+// NUL that n_bytes does not count (text can be read as a string). A missing
+// or unreadable file is a one-line error naming it.
 uint8_t *file_read(const char *path, size_t *n_bytes);
 // Writes n bytes to the file at path (created or truncated); a failure is
 // an error naming the file.
