@@ -196,28 +196,27 @@ static void vocab_lookups(void) {
 
 // ------------------------------------------------------------ bad files
 
-typedef struct BadVocab {
-  const char *text;  // NULL: no such file
-  const char *message;
-} BadVocab;
+// Each row: a vocabulary file's text, then what loading it must print.
+static const char *const BAD_VOCABS[][2] = {
+    {"", "bad.txt: empty file"},
+    {HAND_VOCAB "na\n", "bad.txt:27: token 'na' repeats line 7"},
+    {"[PAD]\n[UNK]\nna\xc3(ve\n", "bad.txt:3: invalid UTF-8 at byte 3 of the line"},
+    {"[PAD]\n\n[UNK]\n", "bad.txt:2: empty line"},
+    {"[PAD]\n[UNK]\n[SEP]\n", "bad.txt: no [CLS] token"},
+    {"[UNK]\n[CLS]\n[SEP]\n", "bad.txt: no [PAD] token"},
+};
 
-static void load_bad(void *ctx) {
-  const BadVocab *b = ctx;
-  wp_vocab_load(b->text ? write_vocab("bad.txt", b->text, strlen(b->text)) : "/nonexistent/vocab.txt");
+static void load_text(void *row) {
+  const char *text = ((const char *const *)row)[0];
+  wp_vocab_load(write_vocab("bad.txt", text, strlen(text)));
 }
 
+static void load_missing(void *path) { wp_vocab_load(path); }
+
 static void bad_vocab_files(void) {
-  static const BadVocab bad[] = {
-      {NULL, "/nonexistent/vocab.txt: cannot open"},
-      {"", "bad.txt: empty file"},
-      {HAND_VOCAB "na\n", "bad.txt:27: token 'na' repeats line 7"},
-      {"[PAD]\n[UNK]\nna\xc3(ve\n", "bad.txt:3: invalid UTF-8 at byte 3 of the line"},
-      {"[PAD]\n\n[UNK]\n", "bad.txt:2: empty line"},
-      {"[PAD]\n[UNK]\n[SEP]\n", "bad.txt: no [CLS] token"},
-      {"[UNK]\n[CLS]\n[SEP]\n", "bad.txt: no [PAD] token"},
-  };
-  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-    CHECK_DIES_WITH(load_bad, (void *)&bad[i], bad[i].message);
+  CHECK_DIES_WITH(load_missing, "/nonexistent/vocab.txt", "/nonexistent/vocab.txt: cannot open");
+  for (size_t i = 0; i < sizeof BAD_VOCABS / sizeof BAD_VOCABS[0]; i++)
+    CHECK_DIES_WITH(load_text, (void *)BAD_VOCABS[i], BAD_VOCABS[i][1]);
 }
 
 int main(void) {
