@@ -8,17 +8,16 @@ TOOL = "{build}/bin/wordpiece_tool --vocab={tmp}/vocab.txt --input={tmp}/text.tx
 
 
 def files(vocab, text="caf\u00e9\n"):
-    """A setup: {tmp}/vocab.txt and {tmp}/text.txt as given (text or bytes)."""
+    """A setup writing {tmp}/vocab.txt and {tmp}/text.txt (text or bytes)."""
     def setup(t):
-        t.write("vocab.txt", vocab)
-        t.write("text.txt", text)
+        for name, content in (("vocab.txt", vocab), ("text.txt", text)):
+            t.write(name, content)
     return setup
 
 
 def printed(want):
-    def check(t, proc):
-        return None if proc.stdout == want else f"printed {proc.stdout!r}, want {want!r}"
-    return check
+    """A check: stdout is exactly want."""
+    return lambda t, proc: None if proc.stdout == want else f"printed {proc.stdout!r}, want {want!r}"
 
 
 CASES = [
