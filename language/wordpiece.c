@@ -282,11 +282,11 @@ static void feed_char(Tokenizer *t, int32_t cp, int32_t start, int32_t end) {
       if (!p->combining_class) t->run_start = t->n_chars;
       continue;
     }
-    int32_t c = utf8proc_tolower(nfd[i]);
-    if (is_whitespace(c) || is_punct(c)) word_finish(t);
-    if (is_whitespace(c)) continue;
+    int32_t c = utf8proc_tolower(nfd[i]);  // no decomposition of non-whitespace holds whitespace
+    bool punct = is_punct(c);
+    if (punct) word_finish(t);
     word_add(t, c, (uint8_t)p->combining_class, start, end);
-    if (is_punct(c)) word_finish(t);
+    if (punct) word_finish(t);
   }
   if (cjk) word_finish(t);
 }

@@ -167,13 +167,25 @@ static void offsets_map_back(void) {
 }
 
 // A text never has more tokens than bytes (wordpiece.h), even where one
-// character decomposes into several that each match a piece.
+// character decomposes into several that each match a piece (한): a token
+// holds at least one kept character, and no character of k bytes
+// decomposes into more than k that are kept (not Mn), which this checks for
+// every code point of utf8proc's tables.
 static void no_more_tokens_than_bytes(void) {
   WpVocab *v = hand_vocab();
   for (size_t c = 0; c < sizeof HAND_CASES / sizeof HAND_CASES[0]; c++)
     CHECK((size_t)wp_tokenize(v, HAND_CASES[c].text, text_bytes(&HAND_CASES[c]), NULL, 0) <=
           text_bytes(&HAND_CASES[c]));
   wp_vocab_free(v);
+  for (int32_t cp = 0; cp <= 0x10FFFF; cp++) {
+    if (cp >= 0xD800 && cp <= 0xDFFF) continue;
+    utf8proc_int32_t nfd[16];
+    utf8proc_uint8_t utf8[4];
+    int boundclass = 0;
+    utf8proc_ssize_t n = utf8proc_decompose_char(cp, nfd, 16, UTF8PROC_DECOMPOSE, &boundclass), kept = 0;
+    for (utf8proc_ssize_t i = 0; i < n; i++) kept += utf8proc_category(nfd[i]) != UTF8PROC_CATEGORY_MN;
+    CHECK_MSG(kept <= utf8proc_encode_char(cp, utf8), "U+%04X: %zd kept characters", (unsigned)cp, kept);
+  }
 }
 
 static void vocab_lookups(void) {
