@@ -27,6 +27,18 @@ static inline void *grow(void *array, int64_t count, int64_t *capacity, size_t e
   return grown;
 }
 
+// A required flag that was not given.
+static inline void die_missing(const char *flag, const char *what) {
+  die_input(flag, "missing: %s", what);
+}
+
+// Dies unless path is a regular file; flag names it in the message.
+static inline void require_file(const char *flag, const char *path) {
+  struct stat st;
+  if (stat(path, &st) != 0) die_input(flag, "'%s': %s", path, strerror(errno));
+  if (!S_ISREG(st.st_mode)) die_input(flag, "'%s' is not a file", path);
+}
+
 // Dies unless path is a folder; flag names it in the message.
 static inline void require_folder(const char *flag, const char *path) {
   struct stat st;

@@ -76,16 +76,6 @@ typedef struct TextFile {
   Line *lines;  // (n_lines)
 } TextFile;
 
-static void die_missing(const char *flag, const char *what) {
-  die_input(flag, "missing: %s", what);
-}
-
-static void require_file(const char *flag, const char *path) {
-  struct stat st;
-  if (stat(path, &st) != 0) die_input(flag, "'%s': %s", path, strerror(errno));
-  if (!S_ISREG(st.st_mode)) die_input(flag, "'%s' is not a file", path);
-}
-
 // Checks one line's bytes: no NUL, valid UTF-8, not too long.
 static void check_line(const TextFile *f, int64_t line, const char *s, int64_t n) {
   if (n > MAX_LINE_BYTES)

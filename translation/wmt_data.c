@@ -59,20 +59,10 @@ static int32_t vocab_count(const char *dir) {
   return (int32_t)lines;
 }
 
-static int64_t split_count(const char *dir, const char *split) {
-  char path[4096];
-  wmt_path(path, sizeof path, dir, split);
-  LmdbReader *r = lmdb_reader_open(path);
-  int64_t n = lmdb_reader_count(r);
-  lmdb_reader_close(r);
-  if (n == 0) die_input(path, "no records");
-  return n;
-}
-
 WmtCounts wmt_data_check(const char *dir) {
   WmtCounts c;
-  c.train_pairs = split_count(dir, "train");
-  c.eval_pairs = split_count(dir, "eval");
+  c.train_pairs = lmdb_split_count(dir, "train");
+  c.eval_pairs = lmdb_split_count(dir, "eval");
   c.vocab_size = vocab_count(dir);
   char path[4096];
   wmt_path(path, sizeof path, dir, "eval.ref");

@@ -130,6 +130,21 @@ void *check_malloc(size_t bytes, const char *file, int line) {
   return p;
 }
 
+void *check_realloc(void *p, size_t bytes, const char *file, int line) {
+  void *q = realloc(p, bytes ? bytes : 1);
+  if (!q) {
+    char detail[64];
+    snprintf(detail, sizeof detail, "%zu bytes", bytes);
+    check_fail("realloc", detail, file, line, "the host is out of memory");
+  }
+  return q;
+}
+
+char *check_strdup(const char *s, const char *file, int line) {
+  size_t n = strlen(s) + 1;
+  return memcpy(check_malloc(n, file, line), s, n);
+}
+
 void *check_calloc(size_t count, size_t size, const char *file, int line) {
   void *p = calloc(count ? count : 1, size ? size : 1);
   if (!p) {

@@ -70,7 +70,11 @@ NORETURN void check_errno(const char *what, const char *path, const char *file,
 void *check_malloc(size_t bytes, const char *file, int line);
 void *check_calloc(size_t count, size_t size, const char *file, int line);
 #define xmalloc(bytes) check_malloc((bytes), __FILE__, __LINE__)
+void *check_realloc(void *p, size_t bytes, const char *file, int line);
+char *check_strdup(const char *s, const char *file, int line);
 #define xcalloc(count, size) check_calloc((count), (size), __FILE__, __LINE__)
+#define xrealloc(p, bytes) check_realloc((p), (bytes), __FILE__, __LINE__)
+#define xstrdup(s) check_strdup((s), __FILE__, __LINE__)
 
 // LMDB (int status, mdb_strerror).
 #define CHECK_LMDB(expr)                                                 \

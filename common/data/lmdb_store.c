@@ -192,6 +192,16 @@ LmdbReader *lmdb_reader_open(const char *dir) {
 }
 
 int64_t lmdb_reader_count(const LmdbReader *r) { return r->count; }
+
+int64_t lmdb_split_count(const char *dir, const char *split) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/%s", dir, split);
+  LmdbReader *r = lmdb_reader_open(path);
+  int64_t n = lmdb_reader_count(r);
+  lmdb_reader_close(r);
+  if (n == 0) die_input(path, "no records");
+  return n;
+}
 const char *lmdb_reader_dir(const LmdbReader *r) { return r->dir; }
 
 void lmdb_reader_close(LmdbReader *r) {

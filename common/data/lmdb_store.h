@@ -29,6 +29,9 @@ typedef struct LmdbTxn LmdbTxn;
 // that are not 0..count-1 stop with a message naming dir.
 LmdbReader *lmdb_reader_open(const char *dir);
 int64_t lmdb_reader_count(const LmdbReader *r);
+// The records of the LMDB in dir/split, opened and closed; none is an error
+// naming it (a data set's split must hold some).
+int64_t lmdb_split_count(const char *dir, const char *split);
 const char *lmdb_reader_dir(const LmdbReader *r);
 void lmdb_reader_close(LmdbReader *r);  // after every txn has ended
 

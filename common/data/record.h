@@ -26,7 +26,7 @@ extern "C" {
 #endif
 
 #define RECORD_VERSION 1
-#define RECORD_MAX_SEQS 4
+#define RECORD_MAX_SEQS 5
 
 typedef enum { RECORD_IMAGE_LABEL = 1, RECORD_IMAGE_BOXES = 2, RECORD_TOKENS = 3 } RecordKind;
 typedef enum { IMAGE_FORMAT_NONE = 0, IMAGE_FORMAT_JPEG = 1, IMAGE_FORMAT_PNG = 2 } ImageFormat;

@@ -32,6 +32,7 @@ typedef struct OptConfig {
   float eps;             // Adam family: added to sqrt(v); LARS: in the trust-ratio denominator
   float lars_eta;        // LARS trust coefficient
   bool bias_correction;  // Adam family: divide m and v by 1 - beta^t
+  float max_grad_norm;   // run_update clips the gradients to this global norm first; 0: never
 } OptConfig;
 
 // The usual defaults of each kind: momentum 0.9 (SGD, LARS), betas (0.9, 0.999),

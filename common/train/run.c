@@ -367,6 +367,8 @@ bool run_update(const Device *dev, Dist *dist, LossScaler *s, Optimizer *opt, Pa
   PROFILE_REGION(dev, "gradient all-reduce wait", dist_grad_wait(dist));
   PROFILE_REGION(dev, "amp unscale and check", amp_unscale(s, dev, ps->grads, ps->total_numel, 1.0f));
   if (!amp_update(s, dev)) return false;
+  if (opt->cfg.max_grad_norm > 0)
+    PROFILE_REGION(dev, "gradient clipping", optim_clip_grads(opt, dev, ps, opt->cfg.max_grad_norm));
   PROFILE_REGION(dev, "optimizer step", optim_step(opt, dev, ps, lr));
   return true;
 }

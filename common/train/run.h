@@ -189,8 +189,9 @@ void run_stop_benchmark(Run *run, double throughput, const char *unit);
 void run_close(Run *run);
 
 // The end of a training step, after the backward: waits for the gradient
-// all-reduce, unscales and checks the gradients (fp16: amp.h), and steps the
-// optimizer with lr unless they overflowed; each part is a profile region.
+// all-reduce, unscales and checks the gradients (fp16: amp.h), and, unless
+// they overflowed, clips them (OptConfig.max_grad_norm) and steps the
+// optimizer with lr; each part is a profile region.
 // Returns whether the optimizer stepped.
 bool run_update(const Device *dev, Dist *dist, LossScaler *s, Optimizer *opt, ParamSet *ps,
                 float lr);
