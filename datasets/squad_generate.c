@@ -29,7 +29,7 @@
 // The answer is always a span of the context, and to find it a reader has
 // to match the question's words against the paragraph (the same kind of
 // entries, from one topic, sit side by side): a baseline that answers the
-// first sentence of every context scores low (language/README_squad.md has
+// first sentence of every context scores low (language/README.md has
 // the numbers). Train questions have one answer; dev questions 1-3 (as
 // SQuAD's dev set): a definition also without its leading article and up to
 // its first ";", a word also with its quotes, every synonym named, an

@@ -116,7 +116,7 @@ static void add_question(Builder *b, const cJSON *qa, const char *context, const
     if (begin < 0 || strncmp(context + begin, text, len))
       die_input(b->path, "%s: answer_start %.0f does not point at the answer \"%s\"", where, at, text);
     ex->answers[a] = xstrdup(text);
-    if (a) continue;
+    if (a || !b->vocab) continue;
     for (int t = 0; t < n_ctx; t++) {
       if (ans_start < 0 && ctx[t].end > begin) ans_start = t;
       if (ctx[t].start < begin + (int64_t)len) ans_end = t;
@@ -124,6 +124,7 @@ static void add_question(Builder *b, const cJSON *qa, const char *context, const
     if (ans_start < 0 || ans_end < ans_start)
       die_input(b->path, "%s: no token covers the answer \"%s\"", where, text);
   }
+  if (!b->vocab) return;  // the questions alone
   int64_t nq = wp_tokenize(b->vocab, question, strlen(question), scratch, scratch_cap);
   if (nq > b->cfg.max_query_length) nq = b->cfg.max_query_length;
   int max_ctx = b->cfg.max_seq_length - (int)nq - 3;
@@ -147,10 +148,11 @@ static void add_question(Builder *b, const cJSON *qa, const char *context, const
 void squad_set_build(SquadSet *s, const char *path, const WpVocab *vocab,
                      const SquadFeatureConfig *cfg) {
   memset(s, 0, sizeof *s);
-  if (cfg->max_seq_length < 8 || cfg->doc_stride < 1 || cfg->max_query_length < 1)
+  if (vocab && (cfg->max_seq_length < 8 || cfg->doc_stride < 1 || cfg->max_query_length < 1))
     die_input("squad features", "max_seq_length %d, doc_stride %d, max_query_length %d: too small",
               cfg->max_seq_length, cfg->doc_stride, cfg->max_query_length);
-  Builder b = {.path = path, .vocab = vocab, .special = wp_vocab_special(vocab), .cfg = *cfg, .set = s};
+  Builder b = {.path = path, .vocab = vocab, .set = s};
+  if (vocab) b.special = wp_vocab_special(vocab), b.cfg = *cfg;
   size_t n_bytes;
   char *text = (char *)file_read(path, &n_bytes);
   cJSON *root = cJSON_ParseWithLength(text, n_bytes);
@@ -165,9 +167,9 @@ void squad_set_build(SquadSet *s, const char *path, const WpVocab *vocab,
       const cJSON *qas = field(&b, para, "qas", "a paragraph", is_array);
       size_t clen = strlen(context);
       WpToken *ctx = xmalloc((clen + 1) * sizeof(WpToken));
-      int64_t n_ctx = wp_tokenize(vocab, context, clen, ctx, (int64_t)clen + 1);
+      int64_t n_ctx = vocab ? wp_tokenize(vocab, context, clen, ctx, (int64_t)clen + 1) : 0;
       if (n_ctx > INT32_MAX / 2) die_input(path, "a context of %lld tokens", (long long)n_ctx);
-      WpToken *scratch = xmalloc(((size_t)cfg->max_seq_length * 8 + 1) * sizeof(WpToken));
+      WpToken *scratch = NULL;
       cJSON_ArrayForEach(qa, qas) {
         const cJSON *q = cJSON_GetObjectItemCaseSensitive(qa, "question");
         size_t qlen = cJSON_IsString(q) ? strlen(q->valuestring) : 0;

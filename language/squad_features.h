@@ -56,7 +56,9 @@ typedef struct SquadSet {
   SquadFeature *features;
 } SquadSet;
 
-// Reads the SQuAD JSON at path and builds every question's features.
+// Reads the SQuAD JSON at path and builds every question's features; with
+// vocab NULL, only the questions (examples: ids, contexts, answers, the
+// answer offsets checked), and cfg is not read.
 void squad_set_build(SquadSet *s, const char *path, const WpVocab *vocab,
                      const SquadFeatureConfig *cfg);
 void squad_set_free(SquadSet *s);

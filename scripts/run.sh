@@ -16,8 +16,9 @@ if [[ -z $dir ]]; then
   echo "make run: BENCH=$bench is not a benchmark; use resnet, ssd, transformer, ncf or bert" >&2
   exit 2
 fi
-if [[ ! -f $dir/train.c ]]; then
-  echo "make run: BENCH=$bench is not built yet: $dir/ has no trainer (see README.md, Status)" >&2
+if [[ ! -f $dir/train.c || ! -f $dir/prepare_data.sh ]]; then
+  echo "make run: BENCH=$bench is not ready yet: $dir/ has no $([[ -f $dir/train.c ]] &&
+    echo prepare_data.sh || echo trainer) (see README.md, Status)" >&2
   exit 2
 fi
 

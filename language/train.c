@@ -1,0 +1,378 @@
+// train.c: a pretrained BERT encoder fine-tuned on SQuAD v1.1 to an F1
+// target, MLPerf style. Reads top to bottom as the procedure:
+//   init: flags, device, ranks, the pretrained model (--init_checkpoint:
+//         Hugging Face's config.json and model.safetensors) with a span
+//         head, the data set's counts, AdamW (decay off biases and layer
+//         norms) with linear warmup then linear decay, gradient clipping
+//   run:  epochs over the training windows in a fresh order; after each,
+//         every dev question's windows through the model, the best span of
+//         each question (n-best starts and ends, max-context windows,
+//         squad_eval.h) scored by the official v1.1 EM and F1, until
+//         F1 / 100 >= target (run_stop success) or the epoch limit (aborted)
+//
+//   bert --config=language/configs/small.conf --data_dir=data/bert/small
+//     --init_checkpoint=<folder of config.json, model.safetensors>
+// (the data set in DATA_DIR/lmdb: language/prepare_data.sh, squad_data.h)
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/check.h"
+#include "core/config.h"
+#include "core/file.h"
+#include "language/bert_model.h"
+#include "language/squad_data.h"
+#include "language/squad_eval.h"
+#include "language/squad_features.h"
+#include "train/amp.h"
+#include "train/dist.h"
+#include "train/optim.h"
+#include "train/run.h"
+#include "train/schedule.h"
+
+#define BERT_BUCKET_BYTES ((size_t)25 << 20)  // gradient all-reduce buckets
+
+static const ConfigKey kKeys[] = {
+    {"init_checkpoint", CFG_STRING, "",
+     "the pretrained model's folder: config.json and model.safetensors (Hugging Face's files)", NULL},
+    {"max_seq_length", CFG_INT, "384", "the longest window the data set holds (buffer size)", "[8, 4096]"},
+    {"batch_size", CFG_INT, "32", "global batch: windows per step over all ranks", "[1, inf)"},
+    {"learning_rate", CFG_FLOAT, "3e-5", "peak learning rate, after the warmup; then linear decay to 0",
+     "(0, inf)"},
+    {"warmup_proportion", CFG_FLOAT, "0.1", "the share of all steps that warms the rate up from 0",
+     "[0, 1)"},
+    {"weight_decay", CFG_FLOAT, "0.01", "AdamW's decoupled weight decay (not on biases, norms)", "[0, 1)"},
+    {"adam_beta1", CFG_FLOAT, "0.9", "AdamW beta1", "[0, 1)"},
+    {"adam_beta2", CFG_FLOAT, "0.999", "AdamW beta2", "[0, 1)"},
+    {"adam_eps", CFG_FLOAT, "1e-6", "AdamW epsilon", "(0, inf)"},
+    {"max_grad_norm", CFG_FLOAT, "1.0", "gradients clipped to this global norm (0: never)", "[0, inf)"},
+    {"eval_batch", CFG_INT, "64", "windows per eval forward per rank", "[1, 65536]"},
+    {"n_best", CFG_INT, "20", "starts and ends kept per window by the span search", "[1, 1000]"},
+    {"max_answer_length", CFG_INT, "30", "the longest answer, in tokens", "[1, 4096]"},
+    {"predictions_out", CFG_STRING, "",
+     "write the last eval's answers here as predictions.json (question id -> text)", NULL},
+};
+
+static const RunSpec kSpec = {
+    .benchmark = "bert", .metric = "F1", .max_epochs = "2", .target = "0.905",
+    .eval_every = "1", .keys = kKeys, .n_keys = (int)(sizeof kKeys / sizeof kKeys[0]),
+    .resume_may_change = (const char *const[]){"eval_batch", "predictions_out", NULL},
+};
+
+typedef struct BertTrainer {
+  Run run;
+  const Device *dev;
+  char lmdb[4096];          // DATA_DIR/lmdb
+  SquadCounts counts;       // checked before run_start
+  SquadSplit train, dev_set;  // read after run_start
+  SquadSet questions;       // the dev questions: ids, contexts, gold answers
+  AmpConfig amp;
+  LossScaler scaler;
+  BertModel model;
+  Optimizer opt;
+  Schedule sched;
+  SquadBatchBuf buf;
+  int64_t batch, local_batch, eval_batch, steps_per_epoch;
+  LossMean epoch_loss;
+} BertTrainer;
+
+// ---------------------------------------------------------------- setup
+
+static double json_number(const cJSON *root, const char *path, const char *key, double fallback) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+  if (!v) {
+    if (fallback == fallback) return fallback;  // not NaN: optional
+    die_input(path, "no \"%s\"", key);
+  }
+  if (!cJSON_IsNumber(v)) die_input(path, "\"%s\" is not a number", key);
+  return v->valuedouble;
+}
+
+// The encoder's shape from the checkpoint's config.json (BERT's keys).
+static BertShape read_model_config(const char *dir, DType dtype) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/config.json", dir);
+  size_t n;
+  char *text = (char *)file_read(path, &n);
+  cJSON *root = cJSON_ParseWithLength(text, n);
+  free(text);
+  if (!cJSON_IsObject(root)) die_input(path, "not a JSON object");
+  const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
+  if (act && (!cJSON_IsString(act) || strcmp(act->valuestring, "gelu")))
+    die_input(path, "hidden_act \"%s\": the model implements \"gelu\" (the erf form)",
+              cJSON_IsString(act) ? act->valuestring : "?");
+  BertShape s = {
+      .vocab = (int64_t)json_number(root, path, "vocab_size", NAN),
+      .d_model = (int64_t)json_number(root, path, "hidden_size", NAN),
+      .d_ff = (int64_t)json_number(root, path, "intermediate_size", NAN),
+      .heads = (int64_t)json_number(root, path, "num_attention_heads", NAN),
+      .layers = (int64_t)json_number(root, path, "num_hidden_layers", NAN),
+      .max_positions = (int64_t)json_number(root, path, "max_position_embeddings", NAN),
+      .type_vocab = (int64_t)json_number(root, path, "type_vocab_size", 2),
+      .dropout = (float)json_number(root, path, "hidden_dropout_prob", 0.1),
+      .attention_dropout = (float)json_number(root, path, "attention_probs_dropout_prob", 0.1),
+      .ln_eps = (float)json_number(root, path, "layer_norm_eps", 1e-12),
+      .pad_id = (int32_t)json_number(root, path, "pad_token_id", 0),
+      .dtype = dtype};
+  cJSON_Delete(root);
+  if (s.vocab < 1 || s.d_model < 1 || s.d_ff < 1 || s.heads < 1 || s.d_model % s.heads ||
+      s.layers < 1 || s.layers > BERT_MAX_LAYERS || s.max_positions < 1 || s.type_vocab < 1 ||
+      s.pad_id < 0 || s.pad_id >= s.vocab)
+    die_input(path, "not a BERT configuration this model takes (vocab %lld, hidden %lld, heads %lld, "
+              "layers %lld of at most %d)", (long long)s.vocab, (long long)s.d_model,
+              (long long)s.heads, (long long)s.layers, BERT_MAX_LAYERS);
+  return s;
+}
+
+// AdamW with linear warmup and decay over every step of max_epochs.
+static OptConfig bert_optimizer(BertTrainer *r) {
+  const Config *cfg = &r->run.cfg;
+  OptConfig oc = optim_defaults(OPT_ADAMW);
+  oc.beta1 = (float)config_float(cfg, "adam_beta1");
+  oc.beta2 = (float)config_float(cfg, "adam_beta2");
+  oc.eps = (float)config_float(cfg, "adam_eps");
+  oc.weight_decay = (float)config_float(cfg, "weight_decay");
+  oc.max_grad_norm = (float)config_float(cfg, "max_grad_norm");
+  optim_log(&oc, &r->run.log);
+  r->steps_per_epoch = (r->counts.train_windows + r->batch - 1) / r->batch;
+  int64_t total = r->steps_per_epoch * config_int(cfg, "max_epochs");
+  r->sched = (Schedule){.kind = SCHED_LINEAR, .base_lr = config_float(cfg, "learning_rate"),
+                        .warmup_steps = (int64_t)llround(config_float(cfg, "warmup_proportion") * (double)total),
+                        .total_steps = total, .steps_per_epoch = r->steps_per_epoch};
+  schedule_check(&r->sched);
+  schedule_log(&r->sched, OPT_ADAMW, &r->run.log);
+  return oc;
+}
+
+static void bert_setup(BertTrainer *r, const OptConfig *oc) {
+  const Config *cfg = &r->run.cfg;
+  const char *ckpt = config_string(cfg, "init_checkpoint");
+  BertShape shape = read_model_config(ckpt, amp_compute_dtype(r->amp.precision));
+  shape.max_batch = r->local_batch > r->eval_batch ? r->local_batch : r->eval_batch;
+  shape.max_len = config_int(cfg, "max_seq_length");
+  if (shape.max_len > shape.max_positions)
+    die_input("--max_seq_length", "%lld is more than the model's %lld positions",
+              (long long)shape.max_len, (long long)shape.max_positions);
+  bert_model_init(&r->model, &shape, optim_state_count(OPT_ADAMW), (uint64_t)config_int(cfg, "seed"),
+                  r->dev->kind);
+  char path[4200];
+  snprintf(path, sizeof path, "%s/model.safetensors", ckpt);
+  bool head = bert_model_load_safetensors(&r->model, path);
+  optim_init(&r->opt, oc, &r->model.ps);
+  dist_attach(&r->run.dist, r->dev, &r->model.ps, BERT_BUCKET_BYTES);
+  dist_broadcast_params(&r->run.dist);
+  loss_mean_init(&r->epoch_loss, r->dev);
+  squad_batch_buf_init(&r->buf, shape.max_batch, shape.max_len);
+  if (r->run.rank == 0)
+    printf("bert: %s: %lld layers, width %lld, %lld heads; %lld parameters (span head %s); "
+           "%lld training windows, %lld dev windows; batch %lld (%lld a rank); %s\n",
+           ckpt, (long long)shape.layers, (long long)shape.d_model, (long long)shape.heads,
+           (long long)paramset_count_params(&r->model.ps), head ? "from the checkpoint" : "new",
+           (long long)r->counts.train_windows, (long long)r->counts.dev_windows,
+           (long long)r->batch, (long long)r->local_batch, amp_precision_name(r->amp.precision));
+}
+
+static void bert_open_data(BertTrainer *r) {
+  squad_split_read(&r->train, r->lmdb, "train");
+  squad_split_read(&r->dev_set, r->lmdb, "dev");
+  char path[4200];
+  snprintf(path, sizeof path, "%s/dev.json", r->lmdb);
+  squad_set_build(&r->questions, path, NULL, NULL);
+  int64_t longest = r->train.max_tokens > r->dev_set.max_tokens ? r->train.max_tokens : r->dev_set.max_tokens;
+  if (longest > r->buf.max_t)
+    die_input("--max_seq_length", "%lld, but the data set holds windows of %lld tokens",
+              (long long)r->buf.max_t, (long long)longest);
+  for (int64_t i = 0; i < r->dev_set.n; i++)
+    if (r->dev_set.windows[i].example >= r->questions.n_examples)
+      die_input(path, "%lld questions, but a dev window is of question %lld", (long long)r->questions.n_examples,
+                (long long)r->dev_set.windows[i].example);
+}
+
+// ---------------------------------------------------------------- training
+
+static double bert_loss_now(const BertTrainer *r) {
+  float loss;
+  device_sync(r->dev);
+  device_copy(DEVICE_CPU, &loss, r->dev->kind, r->model.loss.data, sizeof loss);
+  return loss;
+}
+
+// One epoch; returns the mean loss of this rank's batches. Global batch i
+// is windows [i B, (i + 1) B) of the epoch's order; rank k takes its k-th
+// share (local_batch windows, continuing past the end from the start, so
+// that every rank steps alike).
+static double bert_train_epoch(BertTrainer *r, int64_t epoch) {
+  uint64_t seed = (uint64_t)config_int(&r->run.cfg, "seed");
+  int64_t *order = squad_epoch_order(&r->train, seed, epoch), n = r->train.n;
+  int64_t *idx = xmalloc((size_t)r->local_batch * sizeof(int64_t));
+  run_set_epoch_size(&r->run, n, r->steps_per_epoch);
+  loss_mean_reset(&r->epoch_loss, r->dev);
+  for (int64_t i = 0; i < r->steps_per_epoch; i++) {
+    for (int64_t j = 0; j < r->local_batch; j++)
+      idx[j] = order[(i * r->batch + r->run.dist.rank * r->local_batch + j) % n];
+    BertBatch b = squad_batch_fill(&r->train, idx, r->local_batch, &r->buf);
+    float lr = (float)schedule_lr(&r->sched, r->opt.step);
+    bert_model_train_step(&r->model, r->dev, &b, amp_loss_scale(&r->scaler), seed,
+                          epoch * r->steps_per_epoch + i, dist_grad_hook(&r->run.dist));
+    loss_mean_add(&r->epoch_loss, r->dev, &r->model.loss);
+    run_update(r->dev, &r->run.dist, &r->scaler, &r->opt, &r->model.ps, lr);
+    if (run_progress_due(&r->run)) run_progress(&r->run, i + 1, (i + 1) * r->batch, bert_loss_now(r));
+  }
+  free(idx);
+  free(order);
+  return loss_mean_read(&r->epoch_loss, r->dev);
+}
+
+// ---------------------------------------------------------------- evaluation
+
+// The start and end logits of dev windows idx[0..n) into logits[w] (2 x
+// the window's tokens, start then end; malloc'd).
+static void eval_windows(BertTrainer *r, const int64_t *idx, int64_t n, float **logits) {
+  BertBatch b = squad_batch_fill(&r->dev_set, idx, n, &r->buf);
+  bert_model_eval(&r->model, r->dev, &b);
+  const Tensor *span = &r->model.span_logits;
+  size_t bytes = (size_t)(2 * b.b * b.t) * dtype_size(span->dtype);
+  void *raw = xmalloc(bytes);
+  device_sync(r->dev);
+  device_copy(DEVICE_CPU, raw, r->dev->kind, span->data, bytes);
+  for (int64_t i = 0; i < n; i++) {
+    int nt = r->dev_set.windows[idx[i]].n;
+    float *out = logits[i] = xmalloc((size_t)(2 * nt) * sizeof(float));
+    for (int k = 0; k < nt; k++) {
+      out[k] = dtype_load_f32(raw, span->dtype, i * b.t + k);              // start
+      out[nt + k] = dtype_load_f32(raw, span->dtype, (b.b + i) * b.t + k);  // end
+    }
+  }
+  free(raw);
+}
+
+// The answer to question q from its windows [first, first + count) of the
+// dev set, whose logits are logits[0..count).
+static char *answer_question(BertTrainer *r, int64_t q, int64_t first, int64_t count, float **logits) {
+  SquadWindow *ws = xcalloc((size_t)count, sizeof *ws);
+  for (int64_t w = 0; w < count; w++) {
+    const SquadFeature *f = &r->dev_set.windows[first + w];
+    int64_t *begin = xmalloc((size_t)f->n * sizeof(int64_t)), *end = xmalloc((size_t)f->n * sizeof(int64_t));
+    bool *maxc = xmalloc((size_t)f->n * sizeof(bool));
+    for (int t = 0; t < f->n; t++) begin[t] = f->span_begin[t], end[t] = f->span_end[t], maxc[t] = f->max_context[t];
+    ws[w] = (SquadWindow){.start_logits = logits[w], .end_logits = logits[w] + f->n, .span_begin = begin,
+                          .span_end = end, .max_context = maxc, .n_tokens = f->n};
+  }
+  const Config *cfg = &r->run.cfg;
+  SquadAnswer a = squad_best_span(ws, (int)count, (int)config_int(cfg, "n_best"),
+                                  (int)config_int(cfg, "max_answer_length"));
+  char *text = squad_answer_text(r->questions.examples[q].context, &a);
+  for (int64_t w = 0; w < count; w++) {
+    free((void *)ws[w].span_begin), free((void *)ws[w].span_end), free((void *)ws[w].max_context);
+  }
+  free(ws);
+  return text;
+}
+
+static void write_predictions(BertTrainer *r, char **answers) {
+  const char *path = config_string(&r->run.cfg, "predictions_out");
+  if (!*path || r->run.rank != 0) return;
+  cJSON *root = cJSON_CreateObject();
+  for (int64_t q = 0; q < r->questions.n_examples; q++)
+    if (answers[q]) cJSON_AddStringToObject(root, r->questions.examples[q].id, answers[q]);
+  char *text = cJSON_Print(root);
+  file_write(path, text, strlen(text));
+  free(text);
+  cJSON_Delete(root);
+}
+
+// F1 / 100 over every dev question: question q is rank q % ranks's, each
+// rank scores its questions, and the sums are added over the ranks.
+static double bert_evaluate(BertTrainer *r, char *more, size_t more_bytes) {
+  int64_t nq = r->questions.n_examples, W = r->run.dist.size, rank = r->run.dist.rank;
+  char **answers = xcalloc((size_t)nq, sizeof(char *));
+  SquadStats st = {0};
+  int64_t *idx = xmalloc((size_t)r->eval_batch * sizeof(int64_t));
+  float **logits = xcalloc((size_t)r->dev_set.n, sizeof(float *));
+  // This rank's windows (those of its questions), eval_batch at a time.
+  int64_t filled = 0;
+  for (int64_t i = 0; i <= r->dev_set.n; i++) {
+    bool last = i == r->dev_set.n;
+    if (!last && r->dev_set.windows[i].example % W == rank) idx[filled++] = i;
+    if (filled && (filled == r->eval_batch || last)) {
+      float **out = xmalloc((size_t)filled * sizeof(float *));
+      eval_windows(r, idx, filled, out);
+      for (int64_t k = 0; k < filled; k++) logits[idx[k]] = out[k];
+      free(out);
+      filled = 0;
+    }
+  }
+  // Windows of a question are consecutive (squad_to_lmdb writes them in order).
+  for (int64_t i = 0; i < r->dev_set.n;) {
+    int64_t q = r->dev_set.windows[i].example, j = i;
+    while (j < r->dev_set.n && r->dev_set.windows[j].example == q) j++;
+    if (q % W == rank) {
+      answers[q] = answer_question(r, q, i, j - i, logits + i);
+      const SquadExample *ex = &r->questions.examples[q];
+      squad_stats_add(&st, answers[q], (const char *const *)ex->answers, ex->n_answers);
+      for (int64_t k = i; k < j; k++) free(logits[k]);
+    }
+    i = j;
+  }
+  dist_sum_f64(&r->run.dist, (double *)&st, (int)(sizeof st / sizeof(double)));
+  // Questions without any window (none when squad_to_lmdb wrote the set) score 0.
+  for (int64_t q = (int64_t)st.questions; q < nq; q++) squad_stats_add_unanswered(&st);
+  write_predictions(r, answers);
+  for (int64_t q = 0; q < nq; q++) free(answers[q]);
+  free(answers);
+  free(logits);
+  free(idx);
+  snprintf(more, more_bytes, "F1 %.2f, EM %.2f", squad_f1(&st), squad_exact_match(&st));
+  return squad_f1(&st) / 100.0;
+}
+
+int main(int argc, char **argv) {
+  BertTrainer r = {0};
+  run_init(&r.run, &kSpec, &argc, &argv);
+  const Config *cfg = &r.run.cfg;
+  r.dev = &r.run.dev;
+  amp_setup(cfg, r.dev, &r.amp, &r.scaler);
+  r.batch = config_int(cfg, "batch_size");
+  r.eval_batch = config_int(cfg, "eval_batch");
+  if (r.batch % r.run.dist.size)
+    die_input("--batch_size", "%lld windows do not split evenly over %d ranks", (long long)r.batch,
+              r.run.dist.size);
+  r.local_batch = r.batch / r.run.dist.size;
+  if (!*config_string(cfg, "init_checkpoint"))
+    die_input("--init_checkpoint", "missing: the pretrained model's folder (config.json, model.safetensors)");
+  if (*config_string(cfg, "predictions_out") && r.run.dist.size > 1)
+    die_input("--predictions_out", "is written by a single rank; run without mpirun to write it");
+  snprintf(r.lmdb, sizeof r.lmdb, "%s/lmdb", run_data_dir(&r.run));
+  r.counts = squad_data_check(r.lmdb);
+  run_check(&r.run);
+  MLLOG_POINT(&r.run.log, "global_batch_size", mlv_int(r.batch));
+  MLLOG_POINT(&r.run.log, "gradient_accumulation_steps", mlv_int(1));
+  MLLOG_POINT(&r.run.log, "max_sequence_length", mlv_int(config_int(cfg, "max_seq_length")));
+  OptConfig oc = bert_optimizer(&r);
+  bert_setup(&r, &oc);
+  run_resume(&r.run, &r.model.ps, NULL, &r.opt, &r.scaler);
+
+  run_start(&r.run, r.counts.train_windows, 1);
+  bert_open_data(&r);
+  MLLOG_POINT(&r.run.log, "train_samples", mlv_int(r.train.n));
+  MLLOG_POINT(&r.run.log, "eval_samples", mlv_int(r.questions.n_examples));
+  char more[64];
+  while (run_next_epoch(&r.run)) {
+    double loss = bert_train_epoch(&r, r.run.epoch);
+    if (run_epoch_stop(&r.run, loss)) run_eval_stop(&r.run, bert_evaluate(&r, more, sizeof more), more);
+  }
+  run_stop(&r.run);
+
+  squad_set_free(&r.questions);
+  squad_split_free(&r.train);
+  squad_split_free(&r.dev_set);
+  squad_batch_buf_free(&r.buf);
+  loss_mean_free(&r.epoch_loss);
+  amp_scaler_free(&r.scaler);
+  optim_free(&r.opt);
+  bert_model_free(&r.model);
+  run_close(&r.run);
+  return 0;
+}
