@@ -85,8 +85,9 @@ def report(folder, target, check):
     if score is None:
         print("score: none: %s" % why)
     else:
-        print("score: %.3f min (%.1f s): the mean of %d runs without the fastest and the slowest%s"
-              % (score, score * 60, len(runs) - 2,
+        kept = len(runs) - 2
+        print("score: %.3f min (%.1f s): the mean of %d run%s without the fastest and the slowest%s"
+              % (score, score * 60, kept, "" if kept == 1 else "s",
                  "; the run that missed the target counts as the slowest" if None in minutes else ""))
     done = [m for m in minutes if m is not None]
     if done:
