@@ -4,7 +4,8 @@
 #   OUT/results/SYSTEM/BENCH/result_<i>.txt   each run's output (its MLLOG
 #                                             lines among the trainer's own)
 #   OUT/systems/SYSTEM.json                   this machine (logs/system_desc.py)
-# then the MLPerf score of the folder (logs/summary.py).
+# then the MLPerf score of the folder (logs/summary.py) and a picture of the
+# runs' accuracy against epoch, OUT/plots/SYSTEM/BENCH_quality.png (logs/plot.py).
 # Usage: seeds.sh BENCH TASK_DIR SCALE DEVICE BUILD_DIR N SYSTEM OUT SEED [TRAINER_FLAG...]
 #   SYSTEM empty: the host name and cpu or the GPU count; the flags after
 #   SEED go to the trainer last (they override the config).
@@ -34,7 +35,7 @@ if compgen -G "$results/result_*.txt" >/dev/null; then
   echo "$who: $results already holds result logs; move them away or choose another SYSTEM or OUT" >&2
   exit 2
 fi
-mkdir -p "$results" "logs/$bench"
+mkdir -p "$results" "logs/$bench" "$out/plots/$system"
 python3 logs/system_desc.py --name "$system" --out "$out/systems/$system.json" --device "$run_device"
 echo "$who: $n runs of $bench, scale $scale, device $device, config $conf, into $results"
 stamp=$(date +%Y%m%d-%H%M%S)
@@ -46,4 +47,8 @@ for ((i = 0; i < n; i++)); do
     --log_file="logs/$bench/$scale-seeds-$stamp-seed$seed.log" "$@" >"$results/result_$i.txt" 2>&1 || true
   echo "$who: result_$i.txt (seed $seed): $(grep -E "^$bench: target|^error" "$results/result_$i.txt" | tail -n 1)"
 done
-python3 logs/summary.py ${target:+--target "$target"} "$results"
+status=0
+python3 logs/summary.py ${target:+--target "$target"} "$results" || status=$?
+python3 logs/plot.py quality "$results" ${target:+--target "$target"} \
+  --out "$out/plots/$system/${bench}_quality.png" || status=$?
+exit $status

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make seeds (scripts/seeds.sh) on the small NCF config: 3 seeds written as
 # results/<system>/ncf/result_<i>.txt with distinct seeds, each accepted by the
-# compliance checker, the score printed by logs/summary.py, and
+# compliance checker, the score printed by logs/summary.py, a PNG of the
+# accuracy curves, and
 # systems/<system>.json holding this machine's processor and accepted by the
 # official mlperf_logging.system_desc_checker (which rejects the file with a
 # required field removed); a folder that already holds results and a bad N
@@ -31,6 +32,9 @@ else
   echo "FAIL seeds_write_result_files: exit $rc, seeds '$seeds': $(tail -n 3 "$tmp/seeds.out" | tr '\n' ' ')"
 fi
 check seeds_summary_score grep -qE '^score: [0-9.]+ min' "$tmp/seeds.out"
+png=$out/plots/testsys/ncf_quality.png
+size=$(python3 -c "from PIL import Image; import sys; print('%dx%d' % Image.open(sys.argv[1]).size)" "$png" 2>&1)
+check seeds_accuracy_png [ "$size" = 800x500 ]
 check seeds_all_comply [ "$(grep -cE '^result_[0-2]\.txt +[0-9]+ success .* SUCCESS$' "$tmp/seeds.out")" = 3 ]
 
 # The system description: the official checker's verdict, and the machine's
