@@ -9,8 +9,9 @@ KIND:
   quality-time  eval accuracy against minutes since run_start
   throughput    training samples/s of each epoch (train_samples over the
                 epoch_start .. epoch_stop interval)
-  loss          mean training loss of each epoch (the trainer's epoch lines:
-                a result_<i>.txt of `make seeds`, not a --log_file log)
+  loss          mean training loss of each evaluated epoch (the line the
+                trainer prints with each eval: in a result_<i>.txt of
+                `make seeds`, not in a --log_file log)
   compare       two folders (two systems): accuracy against minutes, coloured
                 by system, and each run's time to train beside the score
 INPUT: a log, or a folder of result_<i>.txt (each log one run). The target
