@@ -4,6 +4,9 @@
 #   make test                      every test; last line "N passed, N failed, N skipped"
 #   make run [BENCH=..] [SCALE=..] [DEVICE=..] [ARGS='--flag=value ...']
 #                                  prepare data, train to target, log
+#   make seeds [BENCH=..] [SCALE=..] [N=5] [SYSTEM=..] [OUT=logs/submission] [SEED=1]
+#                                  N runs with seeds SEED.., in the MLPerf submission layout
+#                                  under OUT, and their score (scripts/seeds.sh)
 #   make bench                     the benchmarks this machine can run
 #   make test-emu                  the CUDA code on the CPU emulator (tests/emu)
 #   make test-san                  the C test programs under ASan + UBSan (SANITIZE=1 build)
@@ -23,7 +26,7 @@ PKGS := lmdb libturbojpeg libpng libcjson openblas zlib libutf8proc
 PKG_OK := $(shell pkg-config --exists $(PKGS) 2>/dev/null && echo 1)
 PYTHON ?= python3
 
-ifneq ($(filter-out deps clean test test-emu test-san test-matrix run bench goldens,$(or $(MAKECMDGOALS),all)),)
+ifneq ($(filter-out deps clean test test-emu test-san test-matrix run seeds bench goldens,$(or $(MAKECMDGOALS),all)),)
 ifneq ($(PKG_OK),1)
 $(error missing libraries (pkg-config: $(PKGS)); run 'make deps' as root first)
 endif
@@ -137,7 +140,7 @@ BENCH_BINS := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(wildcard tests/bench
 ALL_OBJ := $(COMMON_OBJ) $(HARNESS_OBJ)
 
 # ---------------------------------------------------------------- rules
-.PHONY: all deps test test-emu test-san test-matrix run bench clean probe goldens fuzz
+.PHONY: all deps test test-emu test-san test-matrix run seeds bench clean probe goldens fuzz
 # Keep the objects of every program: make would otherwise delete them as
 # intermediate files and compile them again next time.
 .SECONDARY:
@@ -153,7 +156,7 @@ Q := $(if $(filter 1,$(V)),,@)
 # (or MPI=0, or a new library) rebuilds instead of mixing old objects in.
 FLAGS_STAMP := $(BUILD)/flags.txt
 FLAGS_NOW := $(CC) $(CFLAGS) | $(NVCC) $(NVCCFLAGS) | $(LDLIBS)
-ifneq ($(filter-out deps clean test test-emu test-san test-matrix run bench goldens,$(or $(MAKECMDGOALS),all)),)
+ifneq ($(filter-out deps clean test test-emu test-san test-matrix run seeds bench goldens,$(or $(MAKECMDGOALS),all)),)
 $(shell mkdir -p $(BUILD); [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" = '$(FLAGS_NOW)' ] || echo '$(FLAGS_NOW)' >$(FLAGS_STAMP))
 endif
 
@@ -272,6 +275,14 @@ DEVICE ?= auto
 run:
 	@bash scripts/deps.sh && $(MAKE) --no-print-directory -j$$(nproc) all && \
 	  bash scripts/run.sh "$(BENCH)" "$(BENCH_DIR_$(BENCH))" "$(SCALE)" "$(DEVICE)" $(BUILD) $(ARGS)
+
+N ?= 5
+OUT ?= logs/submission
+SEED ?= 1
+seeds:
+	@bash scripts/deps.sh && $(MAKE) --no-print-directory -j$$(nproc) all && \
+	  bash scripts/seeds.sh "$(BENCH)" "$(BENCH_DIR_$(BENCH))" "$(SCALE)" "$(DEVICE)" $(BUILD) \
+	  "$(N)" "$(SYSTEM)" "$(OUT)" "$(SEED)" $(ARGS)
 
 bench:
 	@bash scripts/deps.sh && $(MAKE) --no-print-directory -j$$(nproc) all && bash tests/bench/run_all.sh $(BUILD)

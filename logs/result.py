@@ -28,14 +28,54 @@ SUITE_RULES = {"ncf": "recommendation/compliance"}
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+class LogError(Exception):
+    """Bad input: a missing or malformed log. Its text names the file (and
+    line) and what is wrong, for a one-line message."""
+
+
 def read_events(path):
     events = []
-    with open(path, errors="replace") as f:
-        for line in f:
-            at = line.find(":::MLLOG ")
-            if at >= 0:
-                events.append(json.loads(line[at + 9:]))
+    try:
+        with open(path, errors="replace") as f:
+            for lineno, line in enumerate(f, 1):
+                at = line.find(":::MLLOG ")
+                if at < 0:
+                    continue
+                try:
+                    event = json.loads(line[at + 9:])
+                except ValueError as e:
+                    raise LogError("%s:%d: malformed MLLOG line (%s)" % (path, lineno, e)) from None
+                if not isinstance(event, dict) or not {"key", "time_ms"} <= event.keys():
+                    raise LogError("%s:%d: MLLOG line without key or time_ms" % (path, lineno))
+                event["lineno"] = lineno
+                events.append(event)
+    except OSError as e:
+        raise LogError("%s: cannot read: %s" % (path, e.strerror)) from None
     return events
+
+
+RESULT_NAME = re.compile(r"result_(\d+)\.txt$")
+
+
+def result_files(folder):
+    """The logs of a folder in MLPerf's submission naming, result_0.txt ..
+    result_<N-1>.txt, in index order; any other file, or a gap in the
+    numbering, is a LogError."""
+    if not os.path.isdir(folder):
+        raise LogError("%s: no such folder" % folder)
+    found = {}
+    for name in sorted(os.listdir(folder)):
+        m = RESULT_NAME.match(name)
+        if not m:
+            raise LogError("%s: not a result log name (result_<i>.txt)" % os.path.join(folder, name))
+        found[int(m.group(1))] = os.path.join(folder, name)
+    if not found:
+        raise LogError("%s: no result_<i>.txt logs" % folder)
+    for i in range(len(found)):
+        if i not in found:
+            raise LogError("%s: result_%d.txt is missing (found %d logs, up to result_%d.txt)"
+                           % (folder, i, len(found), max(found)))
+    return [found[i] for i in range(len(found))]
 
 
 def summarize(path):
@@ -51,6 +91,7 @@ def summarize(path):
     return {
         "benchmark": bench["value"] if bench else None,
         "division": (first("submission_division") or {}).get("value", "closed"),
+        "seed": (first("seed") or {}).get("value"),
         "status": status,
         "minutes": (stop["time_ms"] - start["time_ms"]) / 60000.0 if start and stop else None,
         "accuracy": accs[-1] if accs else None,
@@ -130,11 +171,18 @@ def check(path, info, target):
 
 
 def mlperf_score(minutes):
-    """Drop the fastest and the slowest, average the rest (MLPERF.md)."""
+    """The MLPerf benchmark result of runs' times to train (None for a run
+    that did not reach its target): drop the fastest and the slowest run and
+    average the rest. One non-converging run counts as the slowest and is
+    the one dropped; with more than one the result is invalid (the training
+    rules, "Benchmark Results"). Returns (score or None, why not)."""
+    failed = sum(m is None for m in minutes)
+    if failed > 1:
+        return None, "%d runs did not reach the target (the rules allow one)" % failed
     if len(minutes) < 3:
-        return None
-    kept = sorted(minutes)[1:-1]
-    return sum(kept) / len(kept)
+        return None, "%d runs: a score needs at least 3" % len(minutes)
+    kept = sorted(m for m in minutes if m is not None)[1:len(minutes) - 1]
+    return sum(kept) / len(kept), ""
 
 
 def main():
@@ -151,7 +199,11 @@ def main():
         if not os.path.isfile(path):
             print("error: %s: no such log file" % path, file=sys.stderr)
             return 2
-        info = summarize(path)
+        try:
+            info = summarize(path)
+        except LogError as e:
+            print("error: %s" % e, file=sys.stderr)
+            return 2
         verdict, detail = "skipped", ""
         if not args.no_check:
             ok, detail = check(path, info, args.target)
@@ -167,7 +219,7 @@ def main():
             print("  " + detail.replace("\n", "\n  "))
         if info["status"] == "success" and info["minutes"] is not None:
             minutes.append(info["minutes"])
-    score = mlperf_score(minutes)
+    score, _ = mlperf_score(minutes)
     if score is not None:
         print("score (mean of %d successful runs without the fastest and slowest): %.2f min"
               % (len(minutes), score))

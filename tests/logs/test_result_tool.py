@@ -1,61 +1,18 @@
 """logs/result.py: time to train, status, the MLPerf score over runs, and the
 official compliance checker with only the target changed for scaled runs."""
-import json
 import os
-import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mllog_fixture import case, event, failures, resnet_log, run_tool  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOL = os.path.join(ROOT, "logs", "result.py")
-failures = 0
-
-
-def case(name, ok, why=""):
-    global failures
-    print(("PASS %s" % name) if ok else ("FAIL %s: %s" % (name, why)))
-    failures += not ok
-
-
-def event(t, etype, key, value=None, **meta):
-    meta = dict({"file": "t.c", "lineno": 1}, **meta)
-    return ":::MLLOG " + json.dumps({"namespace": "", "time_ms": t, "event_type": etype,
-                                     "key": key, "value": value, "metadata": meta})
-
-
-def resnet_log(path, accuracies, run_minutes, status="success"):
-    """A log with every key the 1.0.0 resnet/lars rules require."""
-    P, S, E = "POINT_IN_TIME", "INTERVAL_START", "INTERVAL_END"
-    t0 = 1_700_000_000_000
-    lines = [event(t0, S, "init_start")]
-    for key, value in [("submission_benchmark", "resnet"), ("submission_org", "x"),
-                       ("submission_division", "closed"), ("submission_status", "research"),
-                       ("submission_platform", "1xCPU"), ("cache_clear", True), ("seed", 1),
-                       ("global_batch_size", 256), ("gradient_accumulation_steps", 1),
-                       ("train_samples", 1000), ("eval_samples", 100), ("opt_name", "lars"),
-                       ("lars_opt_base_learning_rate", 2.0), ("lars_opt_end_learning_rate", 0.0001),
-                       ("lars_opt_learning_rate_decay_poly_power", 2.0),
-                       ("lars_opt_learning_rate_decay_steps", 100), ("lars_epsilon", 0.0),
-                       ("lars_opt_learning_rate_warmup_epochs", 1), ("lars_opt_momentum", 0.9),
-                       ("lars_opt_weight_decay", 0.0001)]:
-        lines.append(event(t0, P, key, value))
-    lines += [event(t0 + 1, E, "init_stop"), event(t0 + 2, S, "run_start")]
-    t = t0 + 2
-    for i, acc in enumerate(accuracies):
-        epoch = i + 1
-        lines += [event(t, S, "block_start", first_epoch_num=epoch, epoch_count=1),
-                  event(t, S, "epoch_start", epoch_num=epoch), event(t, E, "epoch_stop", epoch_num=epoch),
-                  event(t, E, "block_stop", first_epoch_num=epoch),
-                  event(t, S, "eval_start", epoch_num=epoch), event(t, E, "eval_stop", epoch_num=epoch),
-                  event(t, P, "eval_accuracy", acc, epoch_num=epoch)]
-    lines.append(event(t0 + 2 + int(run_minutes * 60000), E, "run_stop", status=status))
-    with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
 
 
 def run(*args):
-    proc = subprocess.run([sys.executable, TOOL] + list(args), capture_output=True, text=True)
-    return proc.returncode, proc.stdout + proc.stderr
+    return run_tool(TOOL, *args)
 
 
 with tempfile.TemporaryDirectory() as tmp:
@@ -98,4 +55,11 @@ with tempfile.TemporaryDirectory() as tmp:
     rc, out = run(os.path.join(tmp, "missing.log"))
     case("missing_log_named", rc == 2 and "missing.log: no such log file" in out, out)
 
-sys.exit(1 if failures else 0)
+    bad = os.path.join(tmp, "bad.log")
+    with open(bad, "w") as f:
+        f.write(event(1, "POINT_IN_TIME", "submission_benchmark", "resnet") + "\n:::MLLOG {\"key\": \n")
+    rc, out = run("--no-check", bad)
+    case("malformed_log_named", rc == 2 and "bad.log:2: malformed MLLOG line" in out
+         and "Traceback" not in out, out)
+
+sys.exit(1 if failures() else 0)
