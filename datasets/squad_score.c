@@ -22,7 +22,7 @@
 
 #include "core/check.h"
 #include "core/config.h"
-#include "core/file.h"
+#include "core/json.h"
 #include "language/squad_eval.h"
 
 #define SQUAD_SCORE_WARNINGS 10
@@ -31,20 +31,6 @@ static const ConfigKey KEYS[] = {
     {"data", CFG_STRING, "", "the SQuAD v1.1 JSON file (dev-v1.1.json)", NULL},
     {"predictions", CFG_STRING, "", "the predictions JSON file: {\"question id\": \"answer\", ...}", NULL},
 };
-
-// The whole file parsed; not JSON (or JSON followed by more than white
-// space) is an error naming the byte where it stops being JSON.
-static cJSON *parse_json(const char *path) {
-  size_t n_bytes;
-  uint8_t *bytes = file_read(path, &n_bytes);
-  const char *text = (const char *)bytes, *end = NULL;
-  cJSON *root = cJSON_ParseWithLengthOpts(text, n_bytes, &end, false);
-  size_t at = end ? (size_t)(end - text) : 0;
-  while (root && at < n_bytes && isspace((unsigned char)text[at])) at++;
-  if (!root || at < n_bytes) die_input(path, "not valid JSON (at byte %zu)", at);
-  free(bytes);
-  return root;
-}
 
 // obj[key], which must be of the kind is() accepts; where names obj.
 static const cJSON *field(const cJSON *obj, const char *key, cJSON_bool (*is)(const cJSON *),
@@ -175,7 +161,7 @@ int main(int argc, char **argv) {
   const char *data_path = config_string(&cfg, "data"), *pred_path = config_string(&cfg, "predictions");
   if (!*data_path) die_input("--data", "missing: the SQuAD v1.1 JSON file");
   if (!*pred_path) die_input("--predictions", "missing: the predictions JSON file");
-  cJSON *data = parse_json(data_path), *preds = parse_json(pred_path);
+  cJSON *data = json_read_file(data_path), *preds = json_read_file(pred_path);
   Scoring s = {.path = data_path};
   s.preds = read_predictions(preds, pred_path, &s.n_preds);
   score_data(&s, data);

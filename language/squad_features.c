@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "core/check.h"
-#include "core/file.h"
+#include "core/json.h"
 
 typedef struct Builder {
   const char *path;
@@ -153,10 +153,7 @@ void squad_set_build(SquadSet *s, const char *path, const WpVocab *vocab,
               cfg->max_seq_length, cfg->doc_stride, cfg->max_query_length);
   Builder b = {.path = path, .vocab = vocab, .set = s};
   if (vocab) b.special = wp_vocab_special(vocab), b.cfg = *cfg;
-  size_t n_bytes;
-  char *text = (char *)file_read(path, &n_bytes);
-  cJSON *root = cJSON_ParseWithLength(text, n_bytes);
-  free(text);
+  cJSON *root = json_read_file(path);
   if (!cJSON_IsObject(root)) die_input(path, "not a JSON object (SQuAD's {\"data\": [...]})");
   const cJSON *data = field(&b, root, "data", "the file", is_array);
   const cJSON *article, *para, *qa;

@@ -22,6 +22,7 @@
 #include "core/check.h"
 #include "core/config.h"
 #include "core/file.h"
+#include "core/json.h"
 #include "language/bert_model.h"
 #include "language/squad_data.h"
 #include "language/squad_eval.h"
@@ -80,10 +81,13 @@ typedef struct BertTrainer {
 
 // ---------------------------------------------------------------- setup
 
-static double json_number(const cJSON *root, const char *path, const char *key, double fallback) {
+// root[key], a number; fallback where root has no key, or an error when
+// fallback is NULL (a required key).
+static double json_number(const cJSON *root, const char *path, const char *key,
+                          const double *fallback) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
   if (!v) {
-    if (fallback == fallback) return fallback;  // not NaN: optional
+    if (fallback) return *fallback;
     die_input(path, "no \"%s\"", key);
   }
   if (!cJSON_IsNumber(v)) die_input(path, "\"%s\" is not a number", key);
@@ -94,27 +98,24 @@ static double json_number(const cJSON *root, const char *path, const char *key, 
 static BertShape read_model_config(const char *dir, DType dtype) {
   char path[4200];
   snprintf(path, sizeof path, "%s/config.json", dir);
-  size_t n;
-  char *text = (char *)file_read(path, &n);
-  cJSON *root = cJSON_ParseWithLength(text, n);
-  free(text);
+  cJSON *root = json_read_file(path);
   if (!cJSON_IsObject(root)) die_input(path, "not a JSON object");
   const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
   if (act && (!cJSON_IsString(act) || strcmp(act->valuestring, "gelu")))
     die_input(path, "hidden_act \"%s\": the model implements \"gelu\" (the erf form)",
               cJSON_IsString(act) ? act->valuestring : "?");
   BertShape s = {
-      .vocab = (int64_t)json_number(root, path, "vocab_size", NAN),
-      .d_model = (int64_t)json_number(root, path, "hidden_size", NAN),
-      .d_ff = (int64_t)json_number(root, path, "intermediate_size", NAN),
-      .heads = (int64_t)json_number(root, path, "num_attention_heads", NAN),
-      .layers = (int64_t)json_number(root, path, "num_hidden_layers", NAN),
-      .max_positions = (int64_t)json_number(root, path, "max_position_embeddings", NAN),
-      .type_vocab = (int64_t)json_number(root, path, "type_vocab_size", 2),
-      .dropout = (float)json_number(root, path, "hidden_dropout_prob", 0.1),
-      .attention_dropout = (float)json_number(root, path, "attention_probs_dropout_prob", 0.1),
-      .ln_eps = (float)json_number(root, path, "layer_norm_eps", 1e-12),
-      .pad_id = (int32_t)json_number(root, path, "pad_token_id", 0),
+      .vocab = (int64_t)json_number(root, path, "vocab_size", NULL),
+      .d_model = (int64_t)json_number(root, path, "hidden_size", NULL),
+      .d_ff = (int64_t)json_number(root, path, "intermediate_size", NULL),
+      .heads = (int64_t)json_number(root, path, "num_attention_heads", NULL),
+      .layers = (int64_t)json_number(root, path, "num_hidden_layers", NULL),
+      .max_positions = (int64_t)json_number(root, path, "max_position_embeddings", NULL),
+      .type_vocab = (int64_t)json_number(root, path, "type_vocab_size", &(double){2}),
+      .dropout = (float)json_number(root, path, "hidden_dropout_prob", &(double){0.1}),
+      .attention_dropout = (float)json_number(root, path, "attention_probs_dropout_prob", &(double){0.1}),
+      .ln_eps = (float)json_number(root, path, "layer_norm_eps", &(double){1e-12}),
+      .pad_id = (int32_t)json_number(root, path, "pad_token_id", &(double){0}),
       .dtype = dtype};
   cJSON_Delete(root);
   if (s.vocab < 1 || s.d_model < 1 || s.d_ff < 1 || s.heads < 1 || s.d_model % s.heads ||
@@ -227,8 +228,8 @@ static double bert_train_epoch(BertTrainer *r, int64_t epoch) {
 
 // ---------------------------------------------------------------- evaluation
 
-// The start and end logits of dev windows idx[0..n) into logits[w] (2 x
-// the window's tokens, start then end; malloc'd).
+// The start and end logits of dev windows idx[0..n) into logits[idx[i]]
+// (2 x the window's tokens, start then end; malloc'd).
 static void eval_windows(BertTrainer *r, const int64_t *idx, int64_t n, float **logits) {
   BertBatch b = squad_batch_fill(&r->dev_set, idx, n, &r->buf);
   bert_model_eval(&r->model, r->dev, &b);
@@ -239,7 +240,7 @@ static void eval_windows(BertTrainer *r, const int64_t *idx, int64_t n, float **
   device_copy(DEVICE_CPU, raw, r->dev->kind, span->data, bytes);
   for (int64_t i = 0; i < n; i++) {
     int nt = r->dev_set.windows[idx[i]].n;
-    float *out = logits[i] = xmalloc((size_t)(2 * nt) * sizeof(float));
+    float *out = logits[idx[i]] = xmalloc((size_t)(2 * nt) * sizeof(float));
     for (int k = 0; k < nt; k++) {
       out[k] = dtype_load_f32(raw, span->dtype, i * b.t + k);              // start
       out[nt + k] = dtype_load_f32(raw, span->dtype, (b.b + i) * b.t + k);  // end
@@ -297,10 +298,7 @@ static double bert_evaluate(BertTrainer *r, char *more, size_t more_bytes) {
     bool last = i == r->dev_set.n;
     if (!last && r->dev_set.windows[i].example % W == rank) idx[filled++] = i;
     if (filled && (filled == r->eval_batch || last)) {
-      float **out = xmalloc((size_t)filled * sizeof(float *));
-      eval_windows(r, idx, filled, out);
-      for (int64_t k = 0; k < filled; k++) logits[idx[k]] = out[k];
-      free(out);
+      eval_windows(r, idx, filled, logits);
       filled = 0;
     }
   }

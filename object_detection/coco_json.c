@@ -3,13 +3,13 @@
 #include "object_detection/coco_json.h"
 
 #include <cJSON.h>
-#include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/check.h"
 #include "core/file.h"
+#include "core/json.h"
 
 // Ids are read as JSON numbers, doubles: past 2^53 they are no longer exact.
 #define COCO_JSON_ID_MAX 9007199254740992.0
@@ -19,20 +19,6 @@ typedef struct CocoJsonAt {
   const char *path;
   char item[64];
 } CocoJsonAt;
-
-// The whole file parsed; not JSON (or JSON followed by more than white
-// space) is an error naming the byte where it stops being JSON.
-static cJSON *coco_json_parse(const char *path) {
-  size_t n_bytes;
-  uint8_t *bytes = file_read(path, &n_bytes);
-  const char *text = (const char *)bytes, *end = NULL;
-  cJSON *root = cJSON_ParseWithLengthOpts(text, n_bytes, &end, false);
-  size_t at = end ? (size_t)(end - text) : 0;
-  while (root && at < n_bytes && isspace((unsigned char)text[at])) at++;
-  if (!root || at < n_bytes) die_input(path, "not valid JSON (at byte %zu)", at);
-  free(bytes);
-  return root;
-}
 
 static double coco_json_number(const cJSON *obj, const char *key, const CocoJsonAt *at) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
@@ -120,7 +106,7 @@ static void coco_gt_read_annotations(CocoGt *gt, const cJSON *root, CocoJsonAt *
 }
 
 void coco_gt_load_json(CocoGt *gt, const char *path) {
-  cJSON *root = coco_json_parse(path);
+  cJSON *root = json_read_file(path);
   if (!cJSON_IsObject(root))
     die_input(path, "not a COCO annotations file (want an object with \"images\", "
                     "\"categories\" and \"annotations\")");
@@ -134,7 +120,7 @@ void coco_gt_load_json(CocoGt *gt, const char *path) {
 }
 
 void coco_dets_load_json(CocoDetections *dets, const CocoGt *gt, const char *path) {
-  cJSON *root = coco_json_parse(path);
+  cJSON *root = json_read_file(path);
   if (!cJSON_IsArray(root))
     die_input(path, "not a results file (want an array of {\"image_id\", \"category_id\", "
                     "\"bbox\", \"score\"})");
