@@ -130,7 +130,9 @@ static void add_question(Builder *b, const cJSON *qa, const char *context, const
   int max_ctx = b->cfg.max_seq_length - (int)nq - 3;
   if (max_ctx < 1) die_input(b->path, "%s: no room for the context in %d tokens", where, b->cfg.max_seq_length);
   // The windows: each starts doc_stride after the last, until one ends the context.
-  int n_win = 0, cap = n_ctx / (b->cfg.doc_stride > 0 ? b->cfg.doc_stride : 1) + 2;
+  // Each window starts at most min(doc_stride, max_ctx) tokens after the last.
+  int step = b->cfg.doc_stride < max_ctx ? b->cfg.doc_stride : max_ctx;
+  int n_win = 0, cap = n_ctx / step + 2;
   int *win_start = xmalloc((size_t)cap * sizeof(int)), *win_len = xmalloc((size_t)cap * sizeof(int));
   for (int start = 0;;) {
     int len = n_ctx - start < max_ctx ? n_ctx - start : max_ctx;

@@ -85,6 +85,23 @@ static void windows_positions_and_spans(void) {
   wp_vocab_free(v);
 }
 
+// A stride longer than a window: each window starts where the last ended
+// (4 context tokens a window: windows at 0, 4, 8).
+static void stride_beyond_the_window(void) {
+  write_files(kGood);
+  WpVocab *v = wp_vocab_load(vocab_path);
+  SquadFeatureConfig cfg = {.max_seq_length = 12, .doc_stride = 100, .max_query_length = 64};
+  SquadSet s;
+  squad_set_build(&s, data_path, v, &cfg);
+  REQUIRE(s.n_features == 3);
+  CHECK_EQ_INT(s.features[0].span_begin[7], 0);
+  CHECK_EQ_INT(s.features[1].span_begin[7], 4 + 2 * 4);
+  CHECK_EQ_INT(s.features[2].span_begin[7], 4 + 2 * 8);
+  CHECK_EQ_INT(s.features[2].n, 7 + 2 + 1);  // tokens 8 and 9, then [SEP]
+  squad_set_free(&s);
+  wp_vocab_free(v);
+}
+
 // The question is cut to max_query_length tokens; a short context is one window.
 static void long_question_is_cut(void) {
   write_files(kGood);
@@ -129,6 +146,7 @@ static void bad_files_die_naming_the_question(void) {
 
 int main(void) {
   TEST_RUN(windows_positions_and_spans);
+  TEST_RUN(stride_beyond_the_window);
   TEST_RUN(long_question_is_cut);
   TEST_RUN(bad_files_die_naming_the_question);
   return test_finish();
