@@ -13,6 +13,8 @@
 //   bert --config=language/configs/small.conf --data_dir=data/bert/small
 //     --init_checkpoint=<folder of config.json, model.safetensors>
 // (the data set in DATA_DIR/lmdb: language/prepare_data.sh, squad_data.h)
+//   bert --init_checkpoint=DIR --bench_steps=N [--profile_steps=M]
+// times training steps of random windows instead (tests/bench/bench_bert.py)
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -23,6 +25,9 @@
 #include "core/config.h"
 #include "core/file.h"
 #include "core/json.h"
+#include "core/progress.h"
+#include "core/rng.h"
+#include "device/profile.h"
 #include "language/bert_model.h"
 #include "language/squad_data.h"
 #include "language/squad_eval.h"
@@ -34,6 +39,7 @@
 #include "train/schedule.h"
 
 #define BERT_BUCKET_BYTES ((size_t)25 << 20)  // gradient all-reduce buckets
+#define BERT_BENCH_WARMUP 5                   // untimed steps before a bench_steps measurement
 
 static const ConfigKey kKeys[] = {
     {"init_checkpoint", CFG_STRING, "",
@@ -54,12 +60,19 @@ static const ConfigKey kKeys[] = {
     {"max_answer_length", CFG_INT, "30", "the longest answer, in tokens", "[1, 4096]"},
     {"predictions_out", CFG_STRING, "",
      "write the last eval's answers here as predictions.json (question id -> text)", NULL},
+    {"bench_steps", CFG_INT, "0",
+     "throughput only: this many timed training steps of random full-length windows (after "
+     "5 untimed); weights random in the shape of init_checkpoint's config.json; no data set read",
+     "[0, inf)"},
+    {"profile_steps", CFG_INT, "0",
+     "after a bench_steps run: this many more steps timed op by op, printed as a table", "[0, inf)"},
 };
 
 static const RunSpec kSpec = {
     .benchmark = "bert", .metric = "F1", .max_epochs = "2", .target = "0.905",
     .eval_every = "1", .keys = kKeys, .n_keys = (int)(sizeof kKeys / sizeof kKeys[0]),
-    .resume_may_change = (const char *const[]){"eval_batch", "predictions_out", NULL},
+    .resume_may_change = (const char *const[]){"eval_batch", "predictions_out", "bench_steps",
+                                                "profile_steps", NULL},
 };
 
 typedef struct BertTrainer {
@@ -160,7 +173,8 @@ static void bert_setup(BertTrainer *r, const OptConfig *oc) {
                   r->dev->kind);
   char path[4200];
   snprintf(path, sizeof path, "%s/model.safetensors", ckpt);
-  bool head = bert_model_load_safetensors(&r->model, path);
+  bool bench = config_int(cfg, "bench_steps") > 0;
+  bool head = !bench && bert_model_load_safetensors(&r->model, path);
   optim_init(&r->opt, oc, &r->model.ps);
   dist_attach(&r->run.dist, r->dev, &r->model.ps, BERT_BUCKET_BYTES);
   dist_broadcast_params(&r->run.dist);
@@ -170,7 +184,8 @@ static void bert_setup(BertTrainer *r, const OptConfig *oc) {
     printf("bert: %s: %lld layers, width %lld, %lld heads; %lld parameters (span head %s); "
            "%lld training windows, %lld dev windows; batch %lld (%lld a rank); %s\n",
            ckpt, (long long)shape.layers, (long long)shape.d_model, (long long)shape.heads,
-           (long long)paramset_count_params(&r->model.ps), head ? "from the checkpoint" : "new",
+           (long long)paramset_count_params(&r->model.ps),
+           bench ? "random, as every weight of a bench run" : head ? "from the checkpoint" : "new",
            (long long)r->counts.train_windows, (long long)r->counts.dev_windows,
            (long long)r->batch, (long long)r->local_batch, amp_precision_name(r->amp.precision));
 }
@@ -224,6 +239,67 @@ static double bert_train_epoch(BertTrainer *r, int64_t epoch) {
   free(idx);
   free(order);
   return loss_mean_read(&r->epoch_loss, r->dev);
+}
+
+// ---------------------------------------------------------------- bench
+
+// A bench batch: local_batch windows of max_seq_length random ids (no
+// padding), the first quarter token type 0 (the question) and the rest 1,
+// answers at random positions of the rest (tests/bench/bench_bert.py times
+// transformers' BERT on the same shape).
+typedef struct BertBench {
+  BertTrainer *r;
+  BertBatch batch;
+} BertBench;
+
+static BertBatch bert_bench_batch(BertTrainer *r) {
+  int64_t b = r->local_batch, t = r->buf.max_t, q = t / 4;
+  Rng rng = rng_make((uint64_t)config_int(&r->run.cfg, "seed"), 77 + (uint64_t)r->run.rank);
+  int32_t *ids = r->buf.ids, *types = r->buf.types;
+  uint32_t vocab = (uint32_t)r->model.shape.vocab;
+  for (int64_t i = 0; i < b * t; i++) {
+    int32_t id;
+    do id = (int32_t)rng_next_below(&rng, vocab);
+    while (id == r->model.shape.pad_id);
+    ids[i] = id;
+    types[i] = i % t >= q;
+  }
+  for (int64_t i = 0; i < b; i++) {
+    r->buf.len[i] = (int32_t)t;
+    r->buf.start[i] = (int32_t)(q + (int64_t)rng_next_below(&rng, (uint32_t)(t - q)));
+    r->buf.end[i] = r->buf.start[i] + (int32_t)rng_next_below(&rng, (uint32_t)(t - r->buf.start[i]));
+  }
+  return (BertBatch){.b = b, .t = t, .ids = ids, .types = types, .len = r->buf.len,
+                     .start = r->buf.start, .end = r->buf.end};
+}
+
+static void bert_bench_step(void *ctx, int64_t i) {
+  BertBench *bb = ctx;
+  BertTrainer *r = bb->r;
+  float lr = (float)schedule_lr(&r->sched, r->opt.step);
+  bert_model_train_step(&r->model, r->dev, &bb->batch, amp_loss_scale(&r->scaler),
+                        (uint64_t)config_int(&r->run.cfg, "seed"), i, dist_grad_hook(&r->run.dist));
+  run_update(r->dev, &r->run.dist, &r->scaler, &r->opt, &r->model.ps, lr);
+}
+
+// Throughput only: `steps` timed training steps of the bench batch after
+// BERT_BENCH_WARMUP untimed ones; returns the windows (sequences) per
+// second over all ranks.
+static double bert_bench(BertTrainer *r, int64_t steps) {
+  BertBench bb = {.r = r, .batch = bert_bench_batch(r)};
+  for (int64_t s = 0; s < BERT_BENCH_WARMUP; s++) bert_bench_step(&bb, s);
+  device_sync(r->dev);
+  double t0 = time_now_s();
+  for (int64_t s = 0; s < steps; s++) bert_bench_step(&bb, BERT_BENCH_WARMUP + s);
+  device_sync(r->dev);
+  double seconds = time_now_s() - t0, seqs = (double)(r->batch * steps);
+  if (r->run.rank == 0)
+    printf("bert: bench: %lld steps of %lld windows x %lld tokens: %.3f ms/step, %.2f sequences/s "
+           "(loss %.4f)\n", (long long)steps, (long long)r->batch, (long long)bb.batch.t,
+           1e3 * seconds / (double)steps, seqs / seconds, bert_loss_now(r));
+  profile_run(r->dev, config_int(&r->run.cfg, "profile_steps"), bert_bench_step, &bb,
+              r->run.rank == 0 ? stdout : NULL);
+  return seqs / seconds;
 }
 
 // ---------------------------------------------------------------- evaluation
@@ -342,8 +418,17 @@ int main(int argc, char **argv) {
     die_input("--init_checkpoint", "missing: the pretrained model's folder (config.json, model.safetensors)");
   if (*config_string(cfg, "predictions_out") && r.run.dist.size > 1)
     die_input("--predictions_out", "is written by a single rank; run without mpirun to write it");
-  snprintf(r.lmdb, sizeof r.lmdb, "%s/lmdb", run_data_dir(&r.run));
-  r.counts = squad_data_check(r.lmdb);
+  if (config_int(cfg, "profile_steps") > 0 && config_int(cfg, "bench_steps") == 0)
+    die_input("--profile_steps", "profiles the steps after a bench run: give --bench_steps=N too");
+  // The data set, checked before run_start (run.h): its counts. A bench
+  // run reads none: its epoch is one batch (the schedule's length).
+  int64_t bench_steps = config_int(cfg, "bench_steps");
+  if (bench_steps > 0) {
+    r.counts.train_windows = r.batch;
+  } else {
+    snprintf(r.lmdb, sizeof r.lmdb, "%s/lmdb", run_data_dir(&r.run));
+    r.counts = squad_data_check(r.lmdb);
+  }
   run_check(&r.run);
   MLLOG_POINT(&r.run.log, "global_batch_size", mlv_int(r.batch));
   MLLOG_POINT(&r.run.log, "gradient_accumulation_steps", mlv_int(1));
@@ -352,16 +437,21 @@ int main(int argc, char **argv) {
   bert_setup(&r, &oc);
   run_resume(&r.run, &r.model.ps, NULL, &r.opt, &r.scaler);
 
-  run_start(&r.run, r.counts.train_windows, 1);
-  bert_open_data(&r);
-  MLLOG_POINT(&r.run.log, "train_samples", mlv_int(r.train.n));
-  MLLOG_POINT(&r.run.log, "eval_samples", mlv_int(r.questions.n_examples));
-  char more[64];
-  while (run_next_epoch(&r.run)) {
-    double loss = bert_train_epoch(&r, r.run.epoch);
-    if (run_epoch_stop(&r.run, loss)) run_eval_stop(&r.run, bert_evaluate(&r, more, sizeof more), more);
+  if (bench_steps > 0) {
+    run_start_benchmark(&r.run, "training steps on random windows");
+    run_stop_benchmark(&r.run, bert_bench(&r, bench_steps), "sequences/s");
+  } else {
+    run_start(&r.run, r.counts.train_windows, 1);
+    bert_open_data(&r);
+    MLLOG_POINT(&r.run.log, "train_samples", mlv_int(r.train.n));
+    MLLOG_POINT(&r.run.log, "eval_samples", mlv_int(r.questions.n_examples));
+    char more[64];
+    while (run_next_epoch(&r.run)) {
+      double loss = bert_train_epoch(&r, r.run.epoch);
+      if (run_epoch_stop(&r.run, loss)) run_eval_stop(&r.run, bert_evaluate(&r, more, sizeof more), more);
+    }
+    run_stop(&r.run);
   }
-  run_stop(&r.run);
 
   squad_set_free(&r.questions);
   squad_split_free(&r.train);

@@ -117,12 +117,14 @@ def trainer_throughput(name, cmd, pattern=r"synthetic: .*: ([0-9.]+) images/s"):
     return m, proc.stdout
 
 
-def torch_train_step(torch, device, precision, forward_loss, opt):
+def torch_train_step(torch, device, precision, forward_loss, opt, clip_norm=None):
     """A PyTorch training step as a function: forward_loss() (forward pass
     and loss) under autocast in precision's low dtype ('bf16', 'fp16'; none
-    for 'fp32' and 'tf32'), backward, opt's step; fp16 through a GradScaler.
-    Sets PyTorch's math for precision as our trainers do theirs: TF32 tensor
-    cores for tf32 only (fp32 is true fp32), and cuDNN's autotuner on."""
+    for 'fp32' and 'tf32'), backward, the gradients clipped to clip_norm
+    when it is given (unscaled first), opt's step; fp16 through a
+    GradScaler. Sets PyTorch's math for precision as our trainers do theirs:
+    TF32 tensor cores for tf32 only (fp32 is true fp32), and cuDNN's
+    autotuner on."""
     torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
     torch.backends.cudnn.allow_tf32 = precision == "tf32"
     torch.backends.cudnn.benchmark = True
@@ -134,6 +136,10 @@ def torch_train_step(torch, device, precision, forward_loss, opt):
             loss = forward_loss()
         opt.zero_grad(set_to_none=True)
         scaler.scale(loss).backward()
+        if clip_norm is not None:
+            scaler.unscale_(opt)
+            params = [p for g in opt.param_groups for p in g["params"]]
+            torch.nn.utils.clip_grad_norm_(params, clip_norm)
         scaler.step(opt)  # a disabled scaler (all but fp16) just steps
         scaler.update()
 

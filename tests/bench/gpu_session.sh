@@ -22,7 +22,8 @@
 #          GPU_SESSION_RESNET_PRECISIONS, GPU_SESSION_TRANSFORMER_PRECISIONS
 #          (set empty: that trainer is not run), GPU_SESSION_NCF=0,
 #          GPU_SESSION_SAN (program names) and GPU_SESSION_BENCH narrow them;
-#          step extra runs the command GPU_SESSION_EXTRA (after bench)
+#          step extra runs the command GPU_SESSION_EXTRA (after bench; its
+#          share GPU_SESSION_EXTRA_SECONDS, default 300)
 #   setup  only the unpacking and checks every part starts with
 # Usage: tests/bench/gpu_session.sh BUILD_DIR LIB_DIR OUT_DIR [PART]
 #   LIB_DIR: what tests/bench/prepare_carry.sh put there - the programs
@@ -192,7 +193,7 @@ if [[ $part == first || $part == first:* ]]; then
 
   if step extra && [[ -n ${GPU_SESSION_EXTRA:-} ]]; then
     echo "== $GPU_SESSION_EXTRA"
-    capped 300 bash -c "$GPU_SESSION_EXTRA" 2>&1 | tee "$out/extra.txt" | tail -n 40
+    capped "${GPU_SESSION_EXTRA_SECONDS:-300}" bash -c "$GPU_SESSION_EXTRA" 2>&1 | tee "$out/extra.txt" | tail -n 40
     cp tests/bench/results/* "$logs/" 2>/dev/null
   fi
 
