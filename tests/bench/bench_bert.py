@@ -12,7 +12,8 @@ CE(end)) / 2, dropout 0.1 on the hidden states and attention probabilities,
 gradients clipped to norm 1.0, AdamW (0.9, 0.999, 1e-6, weight decay 0.01
 off biases and layer norms; PyTorch's fused AdamW). transformers runs its
 default attention (scaled_dot_product_attention, which picks a fused
-kernel); the results file names the implementation.
+kernel) or, with --torch_attention eager, the probabilities materialised as
+ours are; the results file names the implementation.
 
 Each side: 5 warm-up steps (the trainer's), then --steps timed steps,
 --repeats times; the table gives the medians in sequences/s and ours over
@@ -66,7 +67,7 @@ def run_ours(args, folder, precision):
 def torch_sequences_per_s(torch, transformers, args, cfg, precision):
     dev = torch.device(args.device)
     torch.manual_seed(1)
-    conf = transformers.BertConfig(**cfg)
+    conf = transformers.BertConfig(**cfg, attn_implementation=args.torch_attention)
     model = transformers.BertForQuestionAnswering(conf).to(dev)
     model.train()
     decay = [p for n, p in model.named_parameters() if not n.endswith("bias") and "LayerNorm" not in n]
@@ -100,6 +101,9 @@ def main():
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--precisions", default="fp32,tf32,bf16,fp16")
+    p.add_argument("--torch_attention", default="sdpa", choices=["sdpa", "eager"],
+                   help="transformers' attention: fused scaled_dot_product_attention, or eager "
+                        "(the probabilities materialised, as ours)")
     p.add_argument("--smoke", action="store_true")
     args = p.parse_args()
     torch = benchlib.require_torch(NAME, cuda=args.device == "cuda", modules=("transformers",),
