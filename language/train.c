@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/check.h"
 #include "core/config.h"
@@ -43,7 +44,8 @@
 
 static const ConfigKey kKeys[] = {
     {"init_checkpoint", CFG_STRING, "",
-     "the pretrained model's folder: config.json and model.safetensors (Hugging Face's files)", NULL},
+     "the pretrained model's folder: config.json and model.safetensors (Hugging Face's files); "
+     "default DATA_DIR/model, where language/prepare_data.sh puts it", NULL},
     {"max_seq_length", CFG_INT, "384", "the longest window the data set holds (buffer size)", "[8, 4096]"},
     {"batch_size", CFG_INT, "32", "global batch: windows per step over all ranks", "[1, inf)"},
     {"learning_rate", CFG_FLOAT, "3e-5", "peak learning rate, after the warmup; then linear decay to 0",
@@ -162,7 +164,11 @@ static OptConfig bert_optimizer(BertTrainer *r) {
 
 static void bert_setup(BertTrainer *r, const OptConfig *oc) {
   const Config *cfg = &r->run.cfg;
-  const char *ckpt = config_string(cfg, "init_checkpoint");
+  char ckpt[4096];
+  if (*config_string(cfg, "init_checkpoint"))
+    snprintf(ckpt, sizeof ckpt, "%s", config_string(cfg, "init_checkpoint"));
+  else
+    snprintf(ckpt, sizeof ckpt, "%s/model", run_data_dir(&r->run));
   BertShape shape = read_model_config(ckpt, amp_compute_dtype(r->amp.precision));
   shape.max_batch = r->local_batch > r->eval_batch ? r->local_batch : r->eval_batch;
   shape.max_len = config_int(cfg, "max_seq_length");
@@ -414,8 +420,8 @@ int main(int argc, char **argv) {
     die_input("--batch_size", "%lld windows do not split evenly over %d ranks", (long long)r.batch,
               r.run.dist.size);
   r.local_batch = r.batch / r.run.dist.size;
-  if (!*config_string(cfg, "init_checkpoint"))
-    die_input("--init_checkpoint", "missing: the pretrained model's folder (config.json, model.safetensors)");
+  if (!*config_string(cfg, "init_checkpoint") && config_int(cfg, "bench_steps") > 0)
+    die_input("--init_checkpoint", "missing: a bench run takes the model's shape from FOLDER/config.json");
   if (*config_string(cfg, "predictions_out") && r.run.dist.size > 1)
     die_input("--predictions_out", "is written by a single rank; run without mpirun to write it");
   if (config_int(cfg, "profile_steps") > 0 && config_int(cfg, "bench_steps") == 0)
@@ -428,6 +434,11 @@ int main(int argc, char **argv) {
   } else {
     snprintf(r.lmdb, sizeof r.lmdb, "%s/lmdb", run_data_dir(&r.run));
     r.counts = squad_data_check(r.lmdb);
+    char model[4200];
+    snprintf(model, sizeof model, "%s/model/config.json", run_data_dir(&r.run));
+    if (!*config_string(cfg, "init_checkpoint") && access(model, F_OK) != 0)
+      die_input("--init_checkpoint", "not given, and %s/model holds no config.json (language/prepare_data.sh "
+                "puts the pretrained model there)", run_data_dir(&r.run));
   }
   run_check(&r.run);
   MLLOG_POINT(&r.run.log, "global_batch_size", mlv_int(r.batch));

@@ -2,6 +2,7 @@
 // (attention.h) and the shape checks both backends share.
 #include "ops/attention.h"
 
+#include <cblas.h>
 #include <math.h>
 #include <string.h>
 
@@ -39,20 +40,40 @@ bool op_attention_dropout_check(const char *name, const AttnDropout *drop,
   return true;
 }
 
-// Element (t, h, d) of a (B, T, H, Dh) tensor of batch entry b.
-static float *head_at(const Tensor *t, const AttnShape *s, int64_t b, int64_t h,
-                      int64_t pos) {
-  int64_t len = t->shape[1];
-  return (float *)t->data + ((b * len + pos) * s->h + h) * s->dh;
+// Head h of batch entry b of a (B, T, H, Dh) tensor: a T x Dh matrix with
+// row stride H Dh (attn_ld), which BLAS reads in place.
+static float *head_of(const Tensor *t, const AttnShape *s, int64_t b, int64_t h) {
+  return (float *)t->data + (b * t->shape[1] * s->h + h) * s->dh;
+}
+static int attn_ld(const AttnShape *s) { return (int)(s->h * s->dh); }
+
+// The (Tq, Tk) matrix of (b, h) in a (B, H, Tq, Tk) tensor.
+static float *scores_of(const Tensor *t, const AttnShape *s, int64_t b, int64_t h) {
+  return (float *)t->data + (b * s->h + h) * s->tq * s->tk;
 }
 
-// The valid keys of query row i of batch entry b.
-static int64_t keys_seen(const AttnShape *s, const Tensor *key_len, bool causal, int64_t b,
-                         int64_t i) {
+// C = alpha op(A) op(B) (+ beta C), row-major, through OpenBLAS.
+static void attn_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                      int lda, const float *b, int ldb, float beta, float *c, int ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m,
+              (int)n, (int)k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+// The valid keys of batch entry b (key_len, checked), and of its query row i.
+static int64_t keys_valid(const AttnShape *s, const Tensor *key_len, int64_t b) {
   int64_t valid = key_len ? ((const int32_t *)key_len->data)[b] : s->tk;
+  if (valid < 0 || valid > s->tk)
+    die_input("attention", "key length %lld of sequence %lld is outside [0, %lld]", (long long)valid,
+              (long long)b, (long long)s->tk);
+  return valid;
+}
+static int64_t keys_seen(int64_t valid, bool causal, int64_t i) {
   return causal && i + 1 < valid ? i + 1 : valid;
 }
 
+// Per (b, h), with the head matrices read in place: S = Q K^T / sqrt(Dh)
+// over the valid keys, the masked softmax row by row (masked entries 0),
+// then O = W V, W the probabilities after dropout.
 void op_attention_fwd_cpu(const Device *dev, const Tensor *q, const Tensor *k,
                           const Tensor *v, const Tensor *key_len, bool causal,
                           const AttnDropout *drop, const Tensor *probs, const Tensor *scratch,
@@ -61,46 +82,40 @@ void op_attention_fwd_cpu(const Device *dev, const Tensor *q, const Tensor *k,
   op_attention_mask_check(&s, key_len, causal);
   bool dropout = op_attention_dropout_check("op_attention_fwd", drop, probs, scratch);
   float scale = 1.0f / sqrtf((float)s.dh);
+  int ld = attn_ld(&s);
   for (int64_t b = 0; b < s.b; b++) {
-    int64_t valid = key_len ? ((const int32_t *)key_len->data)[b] : s.tk;
-    if (valid < 0 || valid > s.tk)
-      die_input("attention", "key length %lld of sequence %lld is outside [0, %lld]",
-                (long long)valid, (long long)b, (long long)s.tk);
-    for (int64_t h = 0; h < s.h; h++)
-      for (int64_t i = 0; i < s.tq; i++) {
-        float *p = (float *)probs->data + ((b * s.h + h) * s.tq + i) * s.tk;  // (Tk)
-        const float *qi = head_at(q, &s, b, h, i);                            // (Dh)
-        int64_t kept = keys_seen(&s, key_len, causal, b, i);
-        for (int64_t j = 0; j < kept; j++) {
-          const float *kj = head_at(k, &s, b, h, j);
-          float dot = 0;
-          for (int64_t d = 0; d < s.dh; d++) dot += qi[d] * kj[d];
-          p[j] = dot * scale;
-        }
-        op_softmax_row(p, p, s.tk, kept);
-      }
+    int64_t valid = keys_valid(&s, key_len, b);
+    for (int64_t h = 0; h < s.h; h++) {
+      float *p = scores_of(probs, &s, b, h);
+      if (valid > 0)
+        attn_gemm(false, true, s.tq, valid, s.dh, scale, head_of(q, &s, b, h), ld, head_of(k, &s, b, h),
+                  ld, 0.0f, p, (int)s.tk);
+      for (int64_t i = 0; i < s.tq; i++)
+        op_softmax_row(p + i * s.tk, p + i * s.tk, s.tk, keys_seen(valid, causal, i));
+    }
   }
   // The probabilities that weigh the values: dropped ones in scratch.
   if (dropout) op_dropout_fwd_cpu(dev, probs, scratch, drop->keep_prob, drop->seed, drop->stream);
   const Tensor *weights = dropout ? scratch : probs;
-  for (int64_t b = 0; b < s.b; b++)
-    for (int64_t h = 0; h < s.h; h++)
-      for (int64_t i = 0; i < s.tq; i++) {
-        const float *p = (const float *)weights->data + ((b * s.h + h) * s.tq + i) * s.tk;
-        int64_t kept = keys_seen(&s, key_len, causal, b, i);
-        float *o = head_at(out, &s, b, h, i);  // (Dh)
-        memset(o, 0, (size_t)s.dh * sizeof(float));
-        for (int64_t j = 0; j < kept; j++) {
-          const float *vj = head_at(v, &s, b, h, j);
-          for (int64_t d = 0; d < s.dh; d++) o[d] += p[j] * vj[d];
-        }
+  for (int64_t b = 0; b < s.b; b++) {
+    int64_t valid = keys_valid(&s, key_len, b);
+    for (int64_t h = 0; h < s.h; h++) {
+      float *o = head_of(out, &s, b, h);
+      if (valid == 0) {
+        for (int64_t i = 0; i < s.tq; i++) memset(o + i * ld, 0, (size_t)s.dh * sizeof(float));
+        continue;
       }
+      attn_gemm(false, false, s.tq, s.dh, valid, 1.0f, scores_of(weights, &s, b, h), (int)s.tk,
+                head_of(v, &s, b, h), ld, 0.0f, o, ld);
+    }
+  }
 }
 
 // With S the scaled scores, P = softmax(S) and W = dropout(P) (W = P
 // without dropout): dV = W^T dO, dW = dO V^T, dP = dropout_bwd(dW),
 // dS = P (dP - rowsum(dP P)) / sqrt(Dh), dQ = dS K, dK = dS^T Q. Masked
-// entries of P are 0, so their dS is too.
+// entries of P are 0, so their dS is too: every product runs over all Tk
+// keys (P's zeros take the masks' place).
 void op_attention_bwd_cpu(const Device *dev, const Tensor *q, const Tensor *k,
                           const Tensor *v, const Tensor *probs, const AttnDropout *drop,
                           const Tensor *dout, const Tensor *scratch, const Tensor *dq,
@@ -111,52 +126,31 @@ void op_attention_bwd_cpu(const Device *dev, const Tensor *q, const Tensor *k,
                                      tensor_same_shape(dv, v));
   bool dropout = op_attention_dropout_check("op_attention_bwd", drop, probs, scratch);
   float scale = 1.0f / sqrtf((float)s.dh);
-  memset(dk->data, 0, tensor_bytes(dk));
-  memset(dv->data, 0, tensor_bytes(dv));
+  int ld = attn_ld(&s), tk = (int)s.tk;
   // dV = W^T dO, W drawn again into scratch.
   if (dropout) op_dropout_fwd_cpu(dev, probs, scratch, drop->keep_prob, drop->seed, drop->stream);
   const Tensor *weights = dropout ? scratch : probs;
   for (int64_t b = 0; b < s.b; b++)
     for (int64_t h = 0; h < s.h; h++)
-      for (int64_t i = 0; i < s.tq; i++) {
-        const float *w = (const float *)weights->data + ((b * s.h + h) * s.tq + i) * s.tk;
-        const float *doi = head_at(dout, &s, b, h, i);  // (Dh)
-        for (int64_t j = 0; j < s.tk; j++) {
-          float *dvj = head_at(dv, &s, b, h, j);
-          for (int64_t d = 0; d < s.dh; d++) dvj[d] += w[j] * doi[d];
-        }
-      }
-  // dW = dO V^T into scratch (W is no longer needed), then dP.
+      attn_gemm(true, false, s.tk, s.dh, s.tq, 1.0f, scores_of(weights, &s, b, h), tk,
+                head_of(dout, &s, b, h), ld, 0.0f, head_of(dv, &s, b, h), ld);
+  // dW = dO V^T into scratch (W is no longer needed), then dP, then dS.
   for (int64_t b = 0; b < s.b; b++)
     for (int64_t h = 0; h < s.h; h++)
-      for (int64_t i = 0; i < s.tq; i++) {
-        float *ds = (float *)scratch->data + ((b * s.h + h) * s.tq + i) * s.tk;  // (Tk)
-        const float *doi = head_at(dout, &s, b, h, i);
-        for (int64_t j = 0; j < s.tk; j++) {
-          const float *vj = head_at(v, &s, b, h, j);
-          float dot = 0;
-          for (int64_t d = 0; d < s.dh; d++) dot += doi[d] * vj[d];
-          ds[j] = dot;
-        }
-      }
+      attn_gemm(false, true, s.tq, s.tk, s.dh, 1.0f, head_of(dout, &s, b, h), ld, head_of(v, &s, b, h),
+                ld, 0.0f, scores_of(scratch, &s, b, h), tk);
   if (dropout) op_dropout_bwd_cpu(dev, scratch, scratch, drop->keep_prob, drop->seed, drop->stream);
+  for (int64_t r = 0; r < s.b * s.h * s.tq; r++) {
+    const float *p = (const float *)probs->data + r * s.tk;
+    float *ds = (float *)scratch->data + r * s.tk;
+    op_softmax_bwd_row(p, ds, ds, s.tk, scale);
+  }
   for (int64_t b = 0; b < s.b; b++)
-    for (int64_t h = 0; h < s.h; h++)
-      for (int64_t i = 0; i < s.tq; i++) {
-        int64_t row = ((b * s.h + h) * s.tq + i) * s.tk;
-        const float *p = (const float *)probs->data + row;  // (Tk)
-        float *ds = (float *)scratch->data + row;           // (Tk)
-        op_softmax_bwd_row(p, ds, ds, s.tk, scale);
-        const float *qi = head_at(q, &s, b, h, i);
-        float *dqi = head_at(dq, &s, b, h, i);
-        memset(dqi, 0, (size_t)s.dh * sizeof(float));
-        for (int64_t j = 0; j < s.tk; j++) {
-          const float *kj = head_at(k, &s, b, h, j);
-          float *dkj = head_at(dk, &s, b, h, j);
-          for (int64_t d = 0; d < s.dh; d++) {
-            dqi[d] += ds[j] * kj[d];
-            dkj[d] += ds[j] * qi[d];
-          }
-        }
-      }
+    for (int64_t h = 0; h < s.h; h++) {
+      const float *ds = scores_of(scratch, &s, b, h);
+      attn_gemm(false, false, s.tq, s.dh, s.tk, 1.0f, ds, tk, head_of(k, &s, b, h), ld, 0.0f,
+                head_of(dq, &s, b, h), ld);
+      attn_gemm(true, false, s.tk, s.dh, s.tq, 1.0f, ds, tk, head_of(q, &s, b, h), ld, 0.0f,
+                head_of(dk, &s, b, h), ld);
+    }
 }
