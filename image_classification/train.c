@@ -154,16 +154,6 @@ static Loader *open_loader(Trainer *t, bool train, int64_t start_epoch) {
   return classify_loader_open(&lc, NULL);
 }
 
-// decay_epochs 0 means "until max_epochs": the value is set here, so that the
-// effective config and a checkpoint hold the schedule's length itself, and a
-// resume may raise the epoch limit without stretching the schedule.
-static void resolve_decay_epochs(Config *cfg) {
-  if (config_float(cfg, "decay_epochs") > 0) return;
-  char value[32], err[256];
-  snprintf(value, sizeof value, "%lld", (long long)config_int(cfg, "max_epochs"));
-  if (config_set(cfg, "decay_epochs", value, "max_epochs", err, sizeof err)) DIE("%s", err);
-}
-
 static void setup_optimizer(Trainer *t) {
   const Config *cfg = &t->run.cfg;
   int kind = optim_kind_parse(config_string(cfg, "optimizer"));  // checked in main
@@ -390,7 +380,7 @@ int main(int argc, char **argv) {
   if (config_int(cfg, "resize_side") < model.image_size)
     die_input("--resize_side", "%lld is smaller than the %d-pixel eval crop (--image_size)",
               (long long)config_int(cfg, "resize_side"), model.image_size);
-  resolve_decay_epochs(&t.run.cfg);
+  run_resolve_epochs(&t.run, "decay_epochs");
   run_check(&t.run);
   model.dtype = amp_compute_dtype(t.amp.precision);
   int opt_kind = optim_kind_parse(config_string(cfg, "optimizer"));  // lars or sgd: config.c

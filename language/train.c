@@ -50,8 +50,10 @@ static const ConfigKey kKeys[] = {
     {"batch_size", CFG_INT, "32", "global batch: windows per step over all ranks", "[1, inf)"},
     {"learning_rate", CFG_FLOAT, "3e-5", "peak learning rate, after the warmup; then linear decay to 0",
      "(0, inf)"},
-    {"warmup_proportion", CFG_FLOAT, "0.1", "the share of all steps that warms the rate up from 0",
+    {"warmup_proportion", CFG_FLOAT, "0.1", "the share of the schedule's steps that warms the rate up from 0",
      "[0, 1)"},
+    {"decay_epochs", CFG_FLOAT, "0",
+     "the schedule's length in epochs (warmup, then linear decay to 0); 0: max_epochs", "[0, inf)"},
     {"weight_decay", CFG_FLOAT, "0.01", "AdamW's decoupled weight decay (not on biases, norms)", "[0, 1)"},
     {"adam_beta1", CFG_FLOAT, "0.9", "AdamW beta1", "[0, 1)"},
     {"adam_beta2", CFG_FLOAT, "0.999", "AdamW beta2", "[0, 1)"},
@@ -142,7 +144,8 @@ static BertShape read_model_config(const char *dir, DType dtype) {
   return s;
 }
 
-// AdamW with linear warmup and decay over every step of max_epochs.
+// AdamW with linear warmup and decay over decay_epochs' steps (resolved to
+// max_epochs' value when 0).
 static OptConfig bert_optimizer(BertTrainer *r) {
   const Config *cfg = &r->run.cfg;
   OptConfig oc = optim_defaults(OPT_ADAMW);
@@ -153,7 +156,7 @@ static OptConfig bert_optimizer(BertTrainer *r) {
   oc.max_grad_norm = (float)config_float(cfg, "max_grad_norm");
   optim_log(&oc, &r->run.log);
   r->steps_per_epoch = (r->counts.train_windows + r->batch - 1) / r->batch;
-  int64_t total = r->steps_per_epoch * config_int(cfg, "max_epochs");
+  int64_t total = llround((double)r->steps_per_epoch * config_float(cfg, "decay_epochs"));
   r->sched = (Schedule){.kind = SCHED_LINEAR, .base_lr = config_float(cfg, "learning_rate"),
                         .warmup_steps = (int64_t)llround(config_float(cfg, "warmup_proportion") * (double)total),
                         .total_steps = total, .steps_per_epoch = r->steps_per_epoch};
@@ -440,6 +443,7 @@ int main(int argc, char **argv) {
       die_input("--init_checkpoint", "not given, and %s/model holds no config.json (language/prepare_data.sh "
                 "puts the pretrained model there)", run_data_dir(&r.run));
   }
+  run_resolve_epochs(&r.run, "decay_epochs");
   run_check(&r.run);
   MLLOG_POINT(&r.run.log, "global_batch_size", mlv_int(r.batch));
   MLLOG_POINT(&r.run.log, "gradient_accumulation_steps", mlv_int(1));

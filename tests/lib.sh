@@ -63,6 +63,49 @@ expect_error() {
   fi
 }
 
+# small_run_checks BENCH TARGET LOG RC: after a CPU run of the small config
+# (its output in $tmp/train.out, exit status RC, its MLPerf log LOG), three
+# lines: BENCH_small_reaches_target (exit 0 and "BENCH: target reached"),
+# BENCH_log_complies (logs/result.py, the official checker with TARGET) and
+# BENCH_checker_rejects_unreached_target (the same log against 0.999 must
+# fail the checker).
+small_run_checks() {
+  local bench=$1 target=$2 log=$3 rc=$4 out=$tmp/train.out
+  if [[ $rc == 0 ]] && grep -q "$bench: target reached" "$out"; then
+    echo "PASS ${bench}_small_reaches_target ($(grep -o 'time to train [0-9.]* s' "$out"), $(grep "^$bench: epoch" "$out" | tail -n 1 | cut -d, -f1))"
+  else
+    echo "FAIL ${bench}_small_reaches_target: exit $rc; $(grep -E "^$bench: epoch|^error|time to train" "$out" | tail -n 3 | tr '\n' ' ')"
+  fi
+  if python3 logs/result.py --target "$target" --require-success "$log" >"$tmp/check.out" 2>&1; then
+    echo "PASS ${bench}_log_complies"
+  else
+    echo "FAIL ${bench}_log_complies: $(tr '\n' ' ' <"$tmp/check.out" | tail -c 600)"
+  fi
+  if python3 logs/result.py --target 0.999 "$log" >/dev/null 2>&1; then
+    echo "FAIL ${bench}_checker_rejects_unreached_target: accepted at 0.999"
+  else
+    echo "PASS ${bench}_checker_rejects_unreached_target"
+  fi
+}
+
+# bench_run_checks BENCH RC PATTERN: after a throughput run (--bench_steps;
+# output in $tmp/bench.out, log $tmp/bench.log, exit status RC), one line,
+# BENCH_bench_is_a_benchmark_run: it exited 0, printed PATTERN (its "bench:"
+# line) and "benchmark of ... (not a training run", logged benchmark_stop
+# with its throughput, and has no run_start, run_stop or target line.
+bench_run_checks() {
+  local bench=$1 rc=$2 pattern=$3 out=$tmp/bench.out log=$tmp/bench.log
+  if [[ $rc == 0 ]] && grep -q "$pattern" "$out" &&
+    grep -q "^$bench: benchmark of .*(not a training run" "$out" &&
+    grep -q '"key": "benchmark_stop".*"throughput": [0-9]' "$log" &&
+    ! grep -qE '"key": "run_(start|stop)"' "$log" &&
+    ! grep -qE "^$bench: target (reached|NOT reached)" "$out"; then
+    echo "PASS ${bench}_bench_is_a_benchmark_run"
+  else
+    echo "FAIL ${bench}_bench_is_a_benchmark_run: exit $rc: $(grep -E "^($bench|error)" "$out" | tail -n 2 | tr '\n' ' ')"
+  fi
+}
+
 # cuda_reaches_target BENCH TRAINER TARGET FLAGS...: on a machine with a GPU
 # and a CUDA build, the trainer (with FLAGS: its config and data) run on
 # the GPU in fp32, bf16 and fp16 must reach its target and write a log the

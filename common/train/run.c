@@ -104,6 +104,13 @@ void run_init(Run *run, const RunSpec *spec, int *argc, char ***argv) {
   MLLOG_POINT(&run->log, "seed", mlv_int(config_int(cfg, "seed")));
 }
 
+void run_resolve_epochs(Run *run, const char *key) {
+  if (config_float(&run->cfg, key) > 0) return;
+  char value[32], err[256];
+  snprintf(value, sizeof value, "%lld", (long long)config_int(&run->cfg, "max_epochs"));
+  if (config_set(&run->cfg, key, value, "max_epochs", err, sizeof err)) DIE("%s", err);
+}
+
 const char *run_data_dir(const Run *run) {
   const char *dir = config_string(&run->cfg, "data_dir");
   if (!*dir) die_input("--data_dir", "no data set given (--data_dir=DIR)");

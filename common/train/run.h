@@ -136,6 +136,11 @@ typedef struct Run {
 void run_init(Run *run, const RunSpec *spec, int *argc, char ***argv);
 // The data_dir flag; a one-line error when it was not given.
 const char *run_data_dir(const Run *run);
+// A schedule-length key (a number of epochs) whose 0 means "until
+// max_epochs" gets max_epochs' value now, so that the effective config and a
+// checkpoint hold the schedule's length itself, and a resume may raise the
+// epoch limit without stretching the schedule.
+void run_resolve_epochs(Run *run, const char *key);
 // The checks of the lifecycle's keys, before run_start: the eval cadence
 // against max_epochs, --resume with a --checkpoint, the checkpoint path
 // writable (rank 0); and the snapshot of the config a checkpoint keeps

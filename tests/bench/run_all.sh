@@ -18,6 +18,7 @@ gemm      bench/bench_gemm     tests/bench/bench_gemm.py --dtype bf16
 optim     bench/bench_optim    tests/bench/bench_optim.py
 resnet    bin/resnet           tests/bench/bench_resnet.py
 transformer bin/transformer    tests/bench/bench_transformer.py
+bert      bin/bert             tests/bench/bench_bert.py
 "
 wanted() { [[ -z $only || ",$only," == *",$1,"* ]]; }
 status=0

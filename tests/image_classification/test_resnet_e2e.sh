@@ -36,23 +36,7 @@ fi
 log=$tmp/run.log
 "$build/bin/resnet" --config=$conf --data_dir="$tmp/data" --device=cpu --log_file="$log" \
   >"$tmp/train.out" 2>&1
-rc=$?
-if [[ $rc == 0 ]] && grep -q "resnet: target reached" "$tmp/train.out"; then
-  echo "PASS resnet_small_reaches_target ($(grep -o 'time to train [0-9.]* s' "$tmp/train.out"), $(grep '^resnet: epoch' "$tmp/train.out" | tail -n 1 | cut -d, -f1))"
-else
-  echo "FAIL resnet_small_reaches_target: exit $rc; $(grep -E '^resnet: epoch|^error|time to train' "$tmp/train.out" | tail -n 3 | tr '\n' ' ')"
-fi
-if python3 logs/result.py --target "$target" --require-success "$log" >"$tmp/check.out" 2>&1; then
-  echo "PASS resnet_log_complies"
-else
-  echo "FAIL resnet_log_complies: $(tr '\n' ' ' <"$tmp/check.out" | tail -c 600)"
-fi
-# The same log against a target it did not reach must fail the checker.
-if python3 logs/result.py --target 0.999 "$log" >/dev/null 2>&1; then
-  echo "FAIL resnet_checker_rejects_unreached_target: accepted at 0.999"
-else
-  echo "PASS resnet_checker_rejects_unreached_target"
-fi
+small_run_checks resnet "$target" "$log" $?
 
 # LARS (the full configs' optimizer): one epoch; its log passes the lars rules.
 "$build/bin/resnet" --config=$conf --data_dir="$tmp/mini" --device=cpu --log_file="$tmp/lars.log" \

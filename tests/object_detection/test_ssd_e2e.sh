@@ -37,22 +37,7 @@ fi
 log=$tmp/run.log
 "$trainer" --config=$conf --data_dir="$tmp/data" --device=cpu --log_file="$log" \
   --detections_out="$tmp/dets.json" >"$tmp/train.out" 2>&1
-rc=$?
-if [[ $rc == 0 ]] && grep -q "ssd: target reached" "$tmp/train.out"; then
-  echo "PASS ssd_small_reaches_target ($(grep -o 'time to train [0-9.]* s' "$tmp/train.out"), $(grep '^ssd: epoch' "$tmp/train.out" | tail -n 1 | cut -d, -f1))"
-else
-  echo "FAIL ssd_small_reaches_target: exit $rc; $(grep -E '^ssd: epoch|^error|time to train' "$tmp/train.out" | tail -n 3 | tr '\n' ' ')"
-fi
-if python3 logs/result.py --target "$target" --require-success "$log" >"$tmp/check.out" 2>&1; then
-  echo "PASS ssd_log_complies"
-else
-  echo "FAIL ssd_log_complies: $(tr '\n' ' ' <"$tmp/check.out" | tail -c 600)"
-fi
-if python3 logs/result.py --target 0.999 "$log" >/dev/null 2>&1; then
-  echo "FAIL ssd_checker_rejects_unreached_target: accepted at 0.999"
-else
-  echo "PASS ssd_checker_rejects_unreached_target"
-fi
+small_run_checks ssd "$target" "$log" $?
 # pycocotools on the written file (C and Python agree to about 1e-15 on the
 # same detections: test_coco_eval_pycocotools.py); the JSON's numbers read
 # back as the same doubles, so anything past 1e-9 is a wrong file.

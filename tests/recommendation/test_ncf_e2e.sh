@@ -112,16 +112,7 @@ fi
 # samples/s in the log, no run_start or run_stop, no target line.
 "$build/bin/ncf" --config=$conf --data_dir="$tmp/data" --log_file="$tmp/bench.log" --bench_steps=3 \
   >"$tmp/bench.out" 2>&1
-rc=$?
-if [[ $rc == 0 ]] && grep -q '^ncf: bench: 3 steps of' "$tmp/bench.out" &&
-  grep -q '^ncf: benchmark of training steps on the data set: [0-9.]* samples/s (not a training run' "$tmp/bench.out" &&
-  grep -q '"key": "benchmark_stop".*"throughput": [0-9]' "$tmp/bench.log" &&
-  ! grep -qE '"key": "run_(start|stop)"' "$tmp/bench.log" &&
-  ! grep -qE '^ncf: target (reached|NOT reached)' "$tmp/bench.out"; then
-  echo "PASS ncf_bench_is_a_benchmark_run"
-else
-  echo "FAIL ncf_bench_is_a_benchmark_run: exit $rc: $(grep -E '^(ncf|error)' "$tmp/bench.out" | tail -n 2 | tr '\n' ' ')"
-fi
+bench_run_checks ncf $? '^ncf: bench: 3 steps of'
 
 one=$(ncf_hr "$tmp/train.out" 1)
 

@@ -41,22 +41,7 @@ fi
 log=$tmp/run.log
 "$trainer" --config=$conf --data_dir="$tmp/data" --device=cpu --log_file="$log" \
   --translations_out="$tmp/hyp.txt" >"$tmp/train.out" 2>&1
-rc=$?
-if [[ $rc == 0 ]] && grep -q "transformer: target reached" "$tmp/train.out"; then
-  echo "PASS transformer_small_reaches_target ($(grep -o 'time to train [0-9.]* s' "$tmp/train.out"), $(grep '^transformer: epoch' "$tmp/train.out" | tail -n 1 | cut -d, -f1))"
-else
-  echo "FAIL transformer_small_reaches_target: exit $rc; $(grep -E '^transformer: epoch|^error|time to train' "$tmp/train.out" | tail -n 3 | tr '\n' ' ')"
-fi
-if python3 logs/result.py --target "$target" --require-success "$log" >"$tmp/check.out" 2>&1; then
-  echo "PASS transformer_log_complies"
-else
-  echo "FAIL transformer_log_complies: $(tr '\n' ' ' <"$tmp/check.out" | tail -c 600)"
-fi
-if python3 logs/result.py --target 0.999 "$log" >/dev/null 2>&1; then
-  echo "FAIL transformer_checker_rejects_unreached_target: accepted at 0.999"
-else
-  echo "PASS transformer_checker_rejects_unreached_target"
-fi
+small_run_checks transformer "$target" "$log" $?
 # The log's value is BLEU / 100 as a double; bleu_score prints %.10g of the
 # same computation, and sacrebleu agrees with it to 1e-6 BLEU
 # (test_bleu_sacrebleu.py) on such text.
@@ -123,15 +108,7 @@ expect_error transformer_short_eval_ref "$tmp/badref/lmdb/eval.ref" --config=$co
 # its tokens/s in the log, no run_start or run_stop, no target line.
 "$trainer" --config=$conf --device=cpu --bench_steps=2 --bench_vocab=500 --max_tokens=256 \
   --max_length=16 --log_file="$tmp/bench.log" >"$tmp/bench.out" 2>&1
-rc=$?
-if [[ $rc == 0 ]] && grep -q '^transformer: bench: 2 steps of 16 pairs x 16 tokens a side' "$tmp/bench.out" &&
-  grep -q '"key": "benchmark_stop".*"throughput": [0-9]' "$tmp/bench.log" &&
-  ! grep -qE '"key": "run_(start|stop)"' "$tmp/bench.log" &&
-  ! grep -qE '^transformer: target (reached|NOT reached)' "$tmp/bench.out"; then
-  echo "PASS transformer_bench_is_a_benchmark_run"
-else
-  echo "FAIL transformer_bench_is_a_benchmark_run: exit $rc: $(grep -E '^(transformer|error)' "$tmp/bench.out" | tail -n 2 | tr '\n' ' ')"
-fi
+bench_run_checks transformer $? '^transformer: bench: 2 steps of 16 pairs x 16 tokens a side'
 
 # 6. Two MPI ranks on CPU: each takes every other batch of an epoch and half
 # of the eval sentences; the n-gram counts are summed, so the log holds one

