@@ -20,6 +20,7 @@
 #          OUT_DIR. first:tests,trainers,bench,san runs only the steps named;
 #          GPU_SESSION_TESTS (program names), GPU_SESSION_SSD_PRECISIONS,
 #          GPU_SESSION_RESNET_PRECISIONS, GPU_SESSION_TRANSFORMER_PRECISIONS
+#          GPU_SESSION_BERT_PRECISIONS (with CARRY_BERT=1's carry)
 #          (set empty: that trainer is not run), GPU_SESSION_NCF=0,
 #          GPU_SESSION_SAN (program names) and GPU_SESSION_BENCH narrow them;
 #          step extra runs the command GPU_SESSION_EXTRA (after bench; its
@@ -180,6 +181,21 @@ if [[ $part == first || $part == first:* ]]; then
         trainer 60 transformer_$p "$build/bin/transformer" --config=translation/configs/small.conf \
           --data_dir="$libs/transformer-small" --precision=$p
       done
+      # BERT's small set and model come only with CARRY_BERT=1 (prepare_carry.sh):
+      # the JSON converted here, the model's weights as F16.
+      bert_precisions=${GPU_SESSION_BERT_PRECISIONS-fp32 bf16 fp16}
+      if [[ -n $bert_precisions && -d $libs/minilm-f16 ]]; then
+        mkdir -p "$data/bert" && ln -sfn "$PWD/$libs/minilm-f16" "$data/bert/model"
+        capped 30 "$build/bin/squad_to_lmdb" --train="$libs/bert-small/train-v1.1.json" \
+          --dev="$libs/bert-small/dev-v1.1.json" --vocab="$libs/minilm-f16/vocab.txt" --out="$data/bert/lmdb" \
+          --max_seq_length=96 --doc_stride=48 >"$logs/prep_bert.txt" 2>&1 || tail -n 2 "$logs/prep_bert.txt"
+        for p in $bert_precisions; do
+          trainer 45 bert_$p "$build/bin/bert" --config=language/configs/small.conf --data_dir="$data/bert" \
+            --precision=$p
+        done
+      elif [[ -n $bert_precisions ]]; then
+        echo "bert: no $libs/minilm-f16 (CARRY_BERT=1 tests/bench/prepare_carry.sh)"
+      fi
     } 2>&1 | tee "$out/trainers.txt"
     rm -rf "$data"
   fi

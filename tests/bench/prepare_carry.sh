@@ -19,8 +19,15 @@
 #   transformer-small/  the small translation data set, prepared (1 MB): it
 #                       is made from Debian's trans-de-en (25 MB), which the
 #                       GPU machine lacks
+# With CARRY_BERT=1, for BERT's GPU checks, instead of fashion-mnist/ and
+# opencv-photos/ (the three do not fit one call together):
+#   bert-small/         the small SQuAD set's JSON, generated from Debian's
+#                       wordnet-base (which the GPU machine lacks; converted
+#                       there by squad_to_lmdb)
+#   minilm-f16/         the pretrained MiniLM with its weights as F16 (44 MB;
+#                       the F32 file is 91 MB), config.json and vocab.txt
 # tests/bench/gpu_session.sh unpacks and installs all of it there.
-# Usage: tests/bench/prepare_carry.sh [BUILD_DIR] [DIR]
+# Usage: [CARRY_BERT=1] tests/bench/prepare_carry.sh [BUILD_DIR] [DIR]
 set -euo pipefail
 build=${1:-build} dir=${2:-.carry}
 cd "$(dirname "$0")/../.."
@@ -47,10 +54,43 @@ cp "$(command -v mdb_stat)" "$dir/bin/"
 version=$(python3 -c 'import importlib.metadata as m; print(m.version("mlperf-logging"))')
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
   --implementation cp --platform manylinux2014_x86_64 -d "$dir" "mlperf-logging==$version"
-mkdir -p "$dir/fashion-mnist"
-cp /usr/share/datasets/fashion-mnist/*.gz "$dir/fashion-mnist/"
-mkdir -p "$dir/opencv-photos"
-cp /usr/share/doc/opencv-doc/examples/data/*.{jpg,png} "$dir/opencv-photos/"
+rm -rf "$dir/fashion-mnist" "$dir/opencv-photos" "$dir/bert-small" "$dir/minilm-f16"
+if [[ ${CARRY_BERT:-0} == 1 ]]; then
+  mkdir -p "$dir/bert-small" "$dir/minilm-f16"
+  bash language/prepare_data.sh small "$dir/bert-prep" "$build" >/dev/null
+  mv "$dir/bert-prep/raw/"*.json "$dir/bert-small/"
+  model=$(realpath "$dir/bert-prep/model")
+  rm -rf "$dir/bert-prep"
+  cp "$model/config.json" "$model/vocab.txt" "$dir/minilm-f16/"
+  python3 - "$model/model.safetensors" "$dir/minilm-f16/model.safetensors" <<'PY'
+import json, struct, sys
+import numpy as np
+src, dst = sys.argv[1], sys.argv[2]
+with open(src, "rb") as f:
+    n = struct.unpack("<Q", f.read(8))[0]
+    header, body = json.loads(f.read(n)), f.read()
+out, parts, at = {}, [], 0
+for name, t in header.items():
+    if name == "__metadata__":
+        continue
+    begin, end = t["data_offsets"]
+    half, dtype = body[begin:end], t["dtype"]  # integer tensors as they are
+    if dtype == "F32":
+        half, dtype = np.frombuffer(half, dtype="<f4").astype("<f2").tobytes(), "F16"
+    out[name] = {"dtype": dtype, "shape": t["shape"], "data_offsets": [at, at + len(half)]}
+    parts.append(half)
+    at += len(half)
+text = json.dumps(out).encode()
+text += b" " * (-len(text) % 8)
+with open(dst, "wb") as f:
+    f.write(struct.pack("<Q", len(text)) + text + b"".join(parts))
+PY
+else
+  mkdir -p "$dir/fashion-mnist"
+  cp /usr/share/datasets/fashion-mnist/*.gz "$dir/fashion-mnist/"
+  mkdir -p "$dir/opencv-photos"
+  cp /usr/share/doc/opencv-doc/examples/data/*.{jpg,png} "$dir/opencv-photos/"
+fi
 rm -rf "$dir/transformer-small"
 bash translation/prepare_data.sh small "$dir/transformer-small" "$build" >/dev/null
 rm -rf "$dir/transformer-small/raw"
