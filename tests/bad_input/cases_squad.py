@@ -285,8 +285,8 @@ CASES = [
     Case("squad_max_seq_length_too_small_for_question", CONVERT + " --max_seq_length=32",
          "error: --max_query_length: 64 leaves no room for the context in windows of --max_seq_length=32 tokens "
          "(it may be at most max_seq_length - 4)", 2,
-         "windows shorter than the longest question kept (run_squad.py refuses it too; once only the question "
-         "that overflowed was named)", setup=squad(), check=no_output),
+         "windows shorter than the longest question kept (run_squad.py refuses it too; once accepted while "
+         "every question fitted, and an error only at one that did not)", setup=squad(), check=no_output),
     Case("squad_unknown_flag", CONVERT + " --max_seq_len=128", "error: --max_seq_len: unknown key (--help lists the keys)",
          2, "a misspelt flag", setup=squad()),
     Case("squad_out_holds_a_set", CONVERT, "error: {tmp}/out/train: already exists; remove it first", 2,
