@@ -204,7 +204,7 @@ def _read_legacy(data, keep_bf16):
         if numel != array.size or at + 8 + nbytes > len(data):
             raise InputError("storage '%s' of %d elements: the file holds %d, or is truncated"
                              % (key, array.size, numel))
-        _fill(array, data[at + 8:at + 8 + nbytes], stored)
+        _fill(array, memoryview(data)[at + 8:at + 8 + nbytes], stored)  # no copy of the bytes
         at += 8 + nbytes
     if at != len(data):
         raise InputError("%d bytes after the last storage" % (len(data) - at))
