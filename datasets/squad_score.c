@@ -24,6 +24,7 @@
 #include "core/config.h"
 #include "core/json.h"
 #include "language/squad_eval.h"
+#include "language/squad_features.h"
 
 #define SQUAD_SCORE_WARNINGS 10
 
@@ -31,14 +32,6 @@ static const ConfigKey KEYS[] = {
     {"data", CFG_STRING, "", "the SQuAD v1.1 JSON file (dev-v1.1.json)", NULL},
     {"predictions", CFG_STRING, "", "the predictions JSON file: {\"question id\": \"answer\", ...}", NULL},
 };
-
-// obj[key], which must be of the kind is() accepts; where names obj.
-static const cJSON *field(const cJSON *obj, const char *key, cJSON_bool (*is)(const cJSON *),
-                          const char *kind, const char *path, const char *where) {
-  const cJSON *v = cJSON_IsObject(obj) ? cJSON_GetObjectItemCaseSensitive(obj, key) : NULL;
-  if (!v || !is(v)) die_input(path, "%s: \"%s\" missing or not %s", where, key, kind);
-  return v;
-}
 
 // A prediction: its question id and answer, in file order.
 typedef struct Prediction {
@@ -86,10 +79,11 @@ typedef struct Scoring {
   size_t unanswered;
 } Scoring;
 
-// One question: qas[qi] of paragraph pi of article ai.
-static void score_question(Scoring *s, const cJSON *qa, const char *where) {
-  const char *id = field(qa, "id", cJSON_IsString, "a string", s->path, where)->valuestring;
-  const cJSON *answers = field(qa, "answers", cJSON_IsArray, "an array", s->path, where);
+// One question (squad_json_walk), where naming it.
+static void score_question(void *ctx, const cJSON *qa, const char *where) {
+  Scoring *s = ctx;
+  const char *id = squad_json_field(qa, "id", cJSON_IsString, "a string", s->path, where)->valuestring;
+  const cJSON *answers = squad_json_field(qa, "answers", cJSON_IsArray, "an array", s->path, where);
   int n_golds = cJSON_GetArraySize(answers);
   if (n_golds == 0) die_input(s->path, "%s (id %s): no gold answer", where, id);
   const char **golds = xmalloc((size_t)n_golds * sizeof(char *));
@@ -97,7 +91,7 @@ static void score_question(Scoring *s, const cJSON *qa, const char *where) {
   for (const cJSON *a = answers->child; a; a = a->next, k++) {
     char at[160];
     snprintf(at, sizeof at, "%s.answers[%d]", where, k);
-    golds[k] = field(a, "text", cJSON_IsString, "a string", s->path, at)->valuestring;
+    golds[k] = squad_json_field(a, "text", cJSON_IsString, "a string", s->path, at)->valuestring;
   }
   const char *prediction = find_prediction(s->preds, s->n_preds, id);
   if (prediction) {
@@ -115,23 +109,7 @@ static void score_data(Scoring *s, const cJSON *root) {
   if (!cJSON_IsString(version) || strcmp(version->valuestring, "1.1") != 0)
     fprintf(stderr, "warning: %s: the evaluation expects version 1.1, the file says %s\n", s->path,
             cJSON_IsString(version) ? version->valuestring : "none");
-  const cJSON *data = field(root, "data", cJSON_IsArray, "an array", s->path, "the top level");
-  char where[128];
-  int ai = 0;
-  for (const cJSON *article = data->child; article; article = article->next, ai++) {
-    snprintf(where, sizeof where, "data[%d]", ai);
-    const cJSON *paragraphs = field(article, "paragraphs", cJSON_IsArray, "an array", s->path, where);
-    int pi = 0;
-    for (const cJSON *par = paragraphs->child; par; par = par->next, pi++) {
-      snprintf(where, sizeof where, "data[%d].paragraphs[%d]", ai, pi);
-      const cJSON *qas = field(par, "qas", cJSON_IsArray, "an array", s->path, where);
-      int qi = 0;
-      for (const cJSON *qa = qas->child; qa; qa = qa->next, qi++) {
-        snprintf(where, sizeof where, "data[%d].paragraphs[%d].qas[%d]", ai, pi, qi);
-        score_question(s, qa, where);
-      }
-    }
-  }
+  squad_json_walk(root, s->path, &(SquadWalk){NULL, score_question, s});
 }
 
 // Python's repr() of a float (what json.dumps writes): the shortest digits

@@ -14,9 +14,10 @@
 //   3  each token's end byte in the context (-1 outside it)
 //   4  1 where this window gives the token its most context, else 0
 // A bad file stops the conversion before anything is written, with one line
-// naming the file and the question (squad_features.h lists the checks).
+// naming the file and the item (squad_features.h lists the checks).
 //   squad_to_lmdb --train=raw/train-v1.1.json --dev=raw/dev-v1.1.json
 //     --vocab=raw/vocab.txt --out=data/bert/full/lmdb
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +67,19 @@ static void write_split(const SquadSet *s, const char *out, const char *name) {
   free(value);
 }
 
+// Questions whose first answer no window holds whole (too long for one):
+// each of their windows targets [CLS], as the reference recipes train them.
+static int64_t answers_in_no_window(const SquadSet *s) {
+  int64_t n = 0;
+  for (int64_t i = 0, j; i < s->n_features; i = j) {
+    bool held = false;
+    for (j = i; j < s->n_features && s->features[j].example == s->features[i].example; j++)
+      held |= s->features[j].end > 0;
+    n += !held;
+  }
+  return n;
+}
+
 static void copy_file(const char *from, const char *out, const char *name) {
   char path[4200];
   snprintf(path, sizeof path, "%s/%s", out, name);
@@ -101,14 +115,21 @@ int main(int argc, char **argv) {
   SquadSet tr, dv;
   squad_set_build(&tr, train, vocab, &fc);
   squad_set_build(&dv, dev, vocab, &fc);
+  if (!tr.n_examples) die_input(train, "no questions (every paragraph's \"qas\" is empty)");
+  if (!dv.n_examples) die_input(dev, "no questions (every paragraph's \"qas\" is empty)");
   file_make_dirs(out);
   write_split(&dv, out, "dev");
   write_split(&tr, out, "train");
   copy_file(dev, out, "dev.json");
   copy_file(vocab_path, out, "vocab.txt");  // last: a run that fails leaves no vocab.txt
-  printf("squad_to_lmdb: train: %lld questions, %lld windows; dev: %lld questions, %lld windows; "
+  char unheld[128] = "";
+  int64_t n_unheld = answers_in_no_window(&tr);
+  if (n_unheld)
+    snprintf(unheld, sizeof unheld, " (%lld whose answer no window holds whole: trained toward [CLS])",
+             (long long)n_unheld);
+  printf("squad_to_lmdb: train: %lld questions%s, %lld windows; dev: %lld questions, %lld windows; "
          "max_seq_length %d, doc_stride %d, max_query_length %d\n",
-         (long long)tr.n_examples, (long long)tr.n_features, (long long)dv.n_examples,
+         (long long)tr.n_examples, unheld, (long long)tr.n_features, (long long)dv.n_examples,
          (long long)dv.n_features, fc.max_seq_length, fc.doc_stride, fc.max_query_length);
   squad_set_free(&tr);
   squad_set_free(&dv);

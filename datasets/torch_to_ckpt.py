@@ -6,11 +6,10 @@ common/train/ckpt.h loads it by name).
     python3 datasets/torch_to_ckpt.py --in=resnet34.pth --out=resnet34.ckpt
         [--arch=resnet34] [--layers=3] [--fc]
 
-Input: what torch.save writes (a zip archive: <name>/data.pkl, the pickled
-state dict, and <name>/data/<key>, one file per storage), or an .npz of the
-same names. Neither needs PyTorch here: numpy reads the storages. Tensors may
-be fp32, fp16, bf16, fp64 or integers, views with a storage offset or other
-strides; every value is written as fp32.
+Input: what torch.save writes of a state dict (read without PyTorch by
+torch_reader.py: the zip format and the legacy one; fp32, fp16, bf16, fp64
+or integer tensors, views with a storage offset or other strides), or an
+.npz of the same names. Every value is written as fp32.
 
 Names: torchvision's (conv1, bn1, layer<L>.<B>.conv<k>/bn<k>,
 layer<L>.<B>.downsample.0/.1, fc) become resnet's (common/models/resnet.c:
@@ -26,28 +25,23 @@ the classifier only with --fc (then every stage must be there). Tensors of
 later stages and fc are left out otherwise, so that a full ResNet-34 gives
 SSD's backbone (--layers=3).
 
-Security: Python's pickle can run any code that a file names, so a .pth
-from an untrusted source is dangerous to torch.load. This reader unpickles
-with an allow-list: collections.OrderedDict, torch._utils._rebuild_tensor_v2
-(replaced by a numpy equivalent) and torch's storage types (markers naming a
-dtype). Any other global stops the conversion with an error naming it. The
-allow-list is the point of this reader; do not widen it to get a file read.
+Security: a pickle from an untrusted source can run code when unpickled;
+torch_reader.py reads through an allow-list of the globals a state dict
+names, and any other stops the conversion with an error naming it.
 
 Bad input (not a zip or pickle, a truncated file, an unknown or missing
 tensor, a wrong shape, a global outside the allow-list) ends with one line,
 "error: FILE: what (tensor NAME)", and exit status 2.
 """
 import argparse
-import collections
-import io
 import os
-import pickle
 import struct
 import sys
-import zipfile
 import zlib
 
 import numpy as np
+
+from torch_reader import InputError, read_state_dict
 
 CKPT_VERSION = 3  # common/train/ckpt.h
 MAGIC = b"MLSCKPT\0"
@@ -61,126 +55,6 @@ ARCHS = {
     "resnet152": ("bottleneck", (3, 8, 36, 3)),
 }
 WIDTH = 64
-
-# The storage types torch.save names, by their numpy dtype ("bf16": read as
-# uint16 and widened exactly).
-STORAGES = {
-    "FloatStorage": "<f4", "HalfStorage": "<f2", "BFloat16Storage": "bf16", "DoubleStorage": "<f8",
-    "LongStorage": "<i8", "IntStorage": "<i4", "ShortStorage": "<i2", "CharStorage": "i1",
-    "ByteStorage": "u1", "BoolStorage": "?",
-}
-
-
-class InputError(Exception):
-    """Bad input: the message names what was wrong (and the tensor)."""
-
-
-# ------------------------------------------------------------ reading
-
-class _Storage:
-    """What an allowed torch.<Type>Storage global unpickles to: its dtype."""
-
-    def __init__(self, dtype):
-        self.dtype = dtype
-
-
-def _rebuild_tensor(storage, offset, size, stride, *_ignored):
-    """torch._utils._rebuild_tensor_v2 over a numpy storage: the view it
-    describes (offset and strides in elements), copied."""
-    size, stride = tuple(size), tuple(stride)
-    if len(size) != len(stride) or min(size + stride + (offset,)) < 0:
-        raise InputError("data.pkl: a tensor of size %s, stride %s, offset %d" % (size, stride, offset))
-    if 0 in size:
-        return np.zeros(size, storage.dtype)
-    last = offset + sum((n - 1) * s for n, s in zip(size, stride))
-    if last >= storage.size:
-        raise InputError("data.pkl: a tensor of size %s, stride %s, offset %d past the end of its "
-                         "storage of %d elements" % (size, stride, offset, storage.size))
-    view = np.lib.stride_tricks.as_strided(storage[offset:], size,
-                                           [s * storage.itemsize for s in stride], writeable=False)
-    return np.array(view)
-
-
-class _AllowListUnpickler(pickle.Unpickler):
-    """Unpickles a state dict and nothing else: see the module's docstring."""
-
-    def __init__(self, data, archive, prefix):
-        super().__init__(io.BytesIO(data))
-        self.archive, self.prefix = archive, prefix
-
-    def find_class(self, module, name):
-        if (module, name) == ("collections", "OrderedDict"):
-            return collections.OrderedDict
-        if (module, name) == ("torch._utils", "_rebuild_tensor_v2"):
-            return _rebuild_tensor
-        if module == "torch" and name in STORAGES:
-            return _Storage(STORAGES[name])
-        raise InputError("data.pkl names the global '%s.%s', which a state dict does not "
-                         "(only tensors are read: unpickling other globals can run code)"
-                         % (module, name))
-
-    def persistent_load(self, pid):
-        if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"
-                and isinstance(pid[1], _Storage)):
-            raise InputError("data.pkl: an unknown persistent id %r" % (pid,))
-        _, kind, key, _location, numel = pid
-        path = "%sdata/%s" % (self.prefix, key)
-        try:
-            raw = self.archive.read(path)
-        except KeyError:
-            raise InputError("no storage '%s' in the archive" % path) from None
-        dtype = np.dtype("<u2" if kind.dtype == "bf16" else kind.dtype)
-        if len(raw) != numel * dtype.itemsize:
-            raise InputError("storage '%s' holds %d bytes, not %d elements of %s"
-                             % (path, len(raw), numel, dtype))
-        data = np.frombuffer(raw, dtype)
-        if kind.dtype == "bf16":
-            data = (data.astype(np.uint32) << 16).view(np.float32)
-        return data
-
-
-def _read_torch_zip(archive):
-    pkls = [n for n in archive.namelist() if n.endswith("data.pkl") and n.count("/") == 1]
-    if len(pkls) != 1:
-        raise InputError("a zip archive without one <name>/data.pkl: not what torch.save writes")
-    prefix = pkls[0][:-len("data.pkl")]
-    order = prefix + "byteorder"
-    if order in archive.namelist() and archive.read(order) != b"little":
-        raise InputError("a big-endian archive (byteorder %r)" % archive.read(order))
-    try:
-        obj = _AllowListUnpickler(archive.read(pkls[0]), archive, prefix).load()
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, KeyError,
-            IndexError, struct.error) as e:
-        raise InputError("data.pkl is not a readable pickle (%s)" % e) from None
-    if not isinstance(obj, dict) or not all(isinstance(v, np.ndarray) for v in obj.values()):
-        raise InputError("data.pkl holds a %s, not a state dict (tensor name -> tensor)"
-                         % type(obj).__name__)
-    return collections.OrderedDict(obj)
-
-
-def read_state_dict(path):
-    """name -> numpy array, in the file's order, from a torch.save zip or an .npz."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(4)
-    except OSError as e:
-        raise InputError("cannot read: %s" % e.strerror) from None
-    if head[:2] == b"\x80\x02":
-        raise InputError("a legacy (non-zip) torch.save file; save it again with a PyTorch of 1.6 "
-                         "or later (its default is the zip format)")
-    if not zipfile.is_zipfile(path):
-        raise InputError("not a zip archive (torch.save's format) or .npz: another format, or a "
-                         "truncated file")
-    try:
-        with zipfile.ZipFile(path) as archive:
-            names = archive.namelist()
-            if names and all(n.endswith(".npy") for n in names):
-                with np.load(path, allow_pickle=False) as npz:
-                    return collections.OrderedDict((k, npz[k]) for k in npz.files)
-            return _read_torch_zip(archive)
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError) as e:
-        raise InputError("a damaged zip archive (%s)" % e) from None
-
 
 # ------------------------------------------------------------ names
 

@@ -13,12 +13,15 @@
 #include "data/record.h"
 
 SquadCounts squad_data_check(const char *dir) {
+  struct stat st;
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+    die_input(dir, "missing: --data_dir holds no converted data set (language/prepare_data.sh, or "
+              "datasets/squad_to_lmdb --out=DATA_DIR/lmdb, writes it)");
   SquadCounts c = {.train_windows = lmdb_split_count(dir, "train"),
                    .dev_windows = lmdb_split_count(dir, "dev")};
   const char *files[] = {"dev.json", "vocab.txt"};
   for (int i = 0; i < 2; i++) {
     char path[4200];
-    struct stat st;
     snprintf(path, sizeof path, "%s/%s", dir, files[i]);
     if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
       die_input(path, "missing (language/prepare_data.sh, or datasets/squad_to_lmdb, writes it)");

@@ -26,8 +26,8 @@ typedef struct SquadSplit {
   int64_t max_tokens;  // the longest window
 } SquadSplit;
 
-// Counts checked before a run starts: windows in train/ and dev/, and that
-// dev.json and vocab.txt are there.
+// Counts checked before a run starts: that the folder is there, windows in
+// train/ and dev/, and that dev.json and vocab.txt are there.
 typedef struct SquadCounts {
   int64_t train_windows, dev_windows;
 } SquadCounts;

@@ -14,13 +14,22 @@
 // The data files are SQuAD's JSON ({"data": [{"paragraphs": [{"context",
 // "qas": [{"id", "question", "answers": [{"text", "answer_start"}]}]}]}]});
 // answer_start counts characters (code points), as Python indexes strings.
-// A file that is not such JSON, a question without an id, question or
-// answers, an answer_start that does not point at its text, or an answer
-// that no token covers, stops with a one-line error naming the file and the
-// question.
+// Each of these stops with a one-line error naming the file and the item
+// (data[0].paragraphs[3].qas[1], with the question's id): a file that is
+// not such JSON, a field missing or of the wrong type, text that is not
+// UTF-8, an empty context with questions, a question without answers, an
+// answer_start that is not a character index of the context or does not
+// point at its text, an id that an earlier question has (ids key the
+// predictions); with a vocabulary also a first answer that no token
+// covers, and a max_query_length that leaves a window no room for context.
+// Handled as the reference recipes do: a training answer that is whole in
+// no window (too long for one) gives each window the position of [CLS]; a
+// question of no tokens (empty) is kept, with a warning.
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
+
+#include <cjson/cJSON.h>
 
 #include "wordpiece.h"
 
@@ -62,6 +71,24 @@ typedef struct SquadSet {
 void squad_set_build(SquadSet *s, const char *path, const WpVocab *vocab,
                      const SquadFeatureConfig *cfg);
 void squad_set_free(SquadSet *s);
+
+// SQuAD's JSON walked in file order, for the readers of such files
+// (squad_set_build, squad_score): paragraph(ctx, paragraph, where) for each
+// paragraph (unless NULL), then question(ctx, qa, where) for each of its
+// questions, where naming the item (data[0].paragraphs[3],
+// data[0].paragraphs[3].qas[1]). A missing or mistyped "data", "paragraphs"
+// or "qas" dies naming the file (path) and the item.
+typedef struct SquadWalk {
+  void (*paragraph)(void *ctx, const cJSON *paragraph, const char *where);
+  void (*question)(void *ctx, const cJSON *qa, const char *where);
+  void *ctx;
+} SquadWalk;
+void squad_json_walk(const cJSON *root, const char *path, const SquadWalk *walk);
+
+// obj[key], which must be of the kind is() accepts (kind says which: "a
+// string"), or dies naming path, where and key.
+const cJSON *squad_json_field(const cJSON *obj, const char *key, cJSON_bool (*is)(const cJSON *const),
+                              const char *kind, const char *path, const char *where);
 
 #ifdef __cplusplus
 }

@@ -65,9 +65,7 @@ void wp_vocab_free(WpVocab *v) {
   free(v);
 }
 
-// The code points of a token, or -1 with *bad_byte the offset of the first
-// byte that starts no valid UTF-8 sequence.
-static int64_t count_chars(const char *s, size_t n, int64_t *bad_byte) {
+int64_t wp_utf8_chars(const char *s, size_t n, int64_t *bad_byte) {
   int64_t chars = 0;
   for (size_t i = 0; i < n; chars++) {
     utf8proc_int32_t cp;
@@ -87,7 +85,7 @@ static void vocab_add(WpVocab *v, const char *path, int64_t line, size_t start, 
   char where[4200];
   snprintf(where, sizeof where, "%s:%lld", path, (long long)line);
   const char *token = v->bytes + start;
-  int64_t bad = -1, chars = count_chars(token, n, &bad);
+  int64_t bad = -1, chars = wp_utf8_chars(token, n, &bad);
   if (n == 0) die_input(where, "empty line (each line of a vocabulary is one token)");
   if (chars < 0) die_input(where, "invalid UTF-8 at byte %lld of the line", (long long)bad + 1);
   int64_t slot = vocab_slot(v, token, n);

@@ -73,6 +73,11 @@ const char *wp_vocab_token(const WpVocab *v, int32_t id);
 // step 1 drops. Allocates nothing.
 int64_t wp_tokenize(const WpVocab *v, const char *text, size_t n_bytes, WpToken *out, int64_t cap);
 
+// The code points (characters) of n bytes of UTF-8 at s, or -1 with
+// *bad_byte the offset of the first byte that starts no valid UTF-8
+// sequence (the check of vocab.txt lines and of SQuAD's texts).
+int64_t wp_utf8_chars(const char *s, size_t n, int64_t *bad_byte);
+
 #ifdef __cplusplus
 }
 #endif

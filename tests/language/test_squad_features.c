@@ -40,7 +40,7 @@ static void windows_positions_and_spans(void) {
   WpVocab *v = wp_vocab_load(vocab_path);
   // 5 question tokens; 12 - 5 - 3 = 4 context tokens a window, stride 3:
   // windows at 0, 3, 6 (the last reaching token 9).
-  SquadFeatureConfig cfg = {.max_seq_length = 12, .doc_stride = 3, .max_query_length = 64};
+  SquadFeatureConfig cfg = {.max_seq_length = 12, .doc_stride = 3, .max_query_length = 8};
   SquadSet s;
   squad_set_build(&s, data_path, v, &cfg);
   CHECK_EQ_INT(s.n_examples, 1);
@@ -90,7 +90,7 @@ static void windows_positions_and_spans(void) {
 static void stride_beyond_the_window(void) {
   write_files(kGood);
   WpVocab *v = wp_vocab_load(vocab_path);
-  SquadFeatureConfig cfg = {.max_seq_length = 12, .doc_stride = 100, .max_query_length = 64};
+  SquadFeatureConfig cfg = {.max_seq_length = 12, .doc_stride = 100, .max_query_length = 8};
   SquadSet s;
   squad_set_build(&s, data_path, v, &cfg);
   REQUIRE(s.n_features == 3);
@@ -121,33 +121,34 @@ static void long_question_is_cut(void) {
 static void build_bad(void *ctx) {
   write_files(ctx);
   WpVocab *v = wp_vocab_load(vocab_path);
-  SquadFeatureConfig cfg = {.max_seq_length = 12, .doc_stride = 3, .max_query_length = 64};
+  SquadFeatureConfig cfg = {.max_seq_length = 12, .doc_stride = 3, .max_query_length = 8};
   SquadSet s;
   squad_set_build(&s, data_path, v, &cfg);
 }
 
-static void bad_files_die_naming_the_question(void) {
+static void bad_files_die_naming_the_item(void) {
   // 14 is the byte offset of "e f", a character too far (é is 2 bytes).
   CHECK_DIES_WITH(build_bad,
                   "{\"data\": [{\"paragraphs\": [{\"context\": \"caf\\u00e9 a b c d e f\", \"qas\": [{\"id\": "
                   "\"q7\", \"question\": \"what\", \"answers\": [{\"text\": \"e f\", \"answer_start\": 14}]}]}]}]}",
-                  "question q7: answer_start 14 does not point at the answer \"e f\"");
+                  "data[0].paragraphs[0].qas[0].answers[0] (id q7): answer_start 14 does not point at the "
+                  "answer \"e f\" (the context there reads \" f\")");
   CHECK_DIES_WITH(build_bad,
                   "{\"data\": [{\"paragraphs\": [{\"context\": \"a b\", \"qas\": [{\"id\": \"q8\", "
                   "\"answers\": [{\"text\": \"a\", \"answer_start\": 0}]}]}]}]}",
-                  "question q8: no \"question\" of the right type");
+                  "data[0].paragraphs[0].qas[0]: \"question\" missing or not a string");
   CHECK_DIES_WITH(build_bad,
                   "{\"data\": [{\"paragraphs\": [{\"context\": \"a b\", \"qas\": [{\"id\": \"q9\", "
                   "\"question\": \"what\", \"answers\": []}]}]}]}",
-                  "question q9: no answers");
-  CHECK_DIES_WITH(build_bad, "[1, 2]", "not a JSON object");
-  CHECK_DIES_WITH(build_bad, "{\"version\": \"1.1\"}", "the file: no \"data\" of the right type");
+                  "data[0].paragraphs[0].qas[0] (id q9): no answers");
+  CHECK_DIES_WITH(build_bad, "[1, 2]", "the top level: \"data\" missing or not an array");
+  CHECK_DIES_WITH(build_bad, "{\"version\": \"1.1\"}", "the top level: \"data\" missing or not an array");
 }
 
 int main(void) {
   TEST_RUN(windows_positions_and_spans);
   TEST_RUN(stride_beyond_the_window);
   TEST_RUN(long_question_is_cut);
-  TEST_RUN(bad_files_die_naming_the_question);
+  TEST_RUN(bad_files_die_naming_the_item);
   return test_finish();
 }

@@ -1,7 +1,7 @@
 """The committed golden files (tests/golden/*.gld) are what their generators
 make today: every generator runs into a temporary folder and each committed
 file must hold the same tensor names and shapes, with values within TOL of
-the fresh ones. Needs PyTorch; without it the regeneration cases skip. The
+the fresh ones; the torch.save fixtures beside them, the same bytes. Needs PyTorch; without it the regeneration cases skip. The
 comparison itself is checked on perturbed copies (no PyTorch needed)."""
 import contextlib
 import io
@@ -122,6 +122,11 @@ def main():
             case(name, not problems,
                  "%s%s (%s; make goldens rewrites it)" % (
                      "; ".join(problems[:5]), "; ..." if len(problems) > 5 else "", detail), detail)
+        # The torch.save fixtures: the same tensors and file name give the same bytes.
+        for f in golden.FIXTURES:
+            same = open(os.path.join(GOLDEN, f), "rb").read() == open(os.path.join(tmp, f), "rb").read()
+            case("goldens_regenerate_" + f, same, "differs from what its generator writes now "
+                 "(make goldens rewrites it)")
 
 
 if __name__ == "__main__":
