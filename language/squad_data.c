@@ -11,6 +11,7 @@
 #include "core/rng.h"
 #include "data/lmdb_store.h"
 #include "data/record.h"
+#include "wordpiece.h"
 
 SquadCounts squad_data_check(const char *dir) {
   struct stat st;
@@ -27,6 +28,17 @@ SquadCounts squad_data_check(const char *dir) {
       die_input(path, "missing (language/prepare_data.sh, or datasets/squad_to_lmdb, writes it)");
   }
   return c;
+}
+
+void squad_data_check_vocab(const char *dir, int64_t vocab_size, const char *model) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/vocab.txt", dir);
+  WpVocab *v = wp_vocab_load(path);
+  int64_t n = wp_vocab_size(v);
+  wp_vocab_free(v);
+  if (n > vocab_size)
+    die_input(path, "%lld tokens, but the model (%s) has vocab_size %lld: the data set was converted with "
+              "another model's vocabulary", (long long)n, model, (long long)vocab_size);
 }
 
 // One record back into a window, its layout checked.

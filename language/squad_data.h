@@ -32,6 +32,9 @@ typedef struct SquadCounts {
   int64_t train_windows, dev_windows;
 } SquadCounts;
 SquadCounts squad_data_check(const char *lmdb_dir);
+// Dies unless the data set's vocab.txt fits the model's vocab_size (its
+// token ids index the model's embedding table); model names the model.
+void squad_data_check_vocab(const char *lmdb_dir, int64_t vocab_size, const char *model);
 
 // Reads split ("train" or "dev") of lmdb_dir; a bad record stops with its name.
 void squad_split_read(SquadSplit *s, const char *lmdb_dir, const char *split);

@@ -173,6 +173,8 @@ static void bert_setup(BertTrainer *r, const OptConfig *oc) {
   else
     snprintf(ckpt, sizeof ckpt, "%s/model", run_data_dir(&r->run));
   BertShape shape = read_model_config(ckpt, amp_compute_dtype(r->amp.precision));
+  bool bench = config_int(cfg, "bench_steps") > 0;
+  if (!bench) squad_data_check_vocab(r->lmdb, shape.vocab, ckpt);
   shape.max_batch = r->local_batch > r->eval_batch ? r->local_batch : r->eval_batch;
   shape.max_len = config_int(cfg, "max_seq_length");
   if (shape.max_len > shape.max_positions)
@@ -182,7 +184,6 @@ static void bert_setup(BertTrainer *r, const OptConfig *oc) {
                   r->dev->kind);
   char path[4200];
   snprintf(path, sizeof path, "%s/model.safetensors", ckpt);
-  bool bench = config_int(cfg, "bench_steps") > 0;
   bool head = !bench && bert_model_load_safetensors(&r->model, path);
   optim_init(&r->opt, oc, &r->model.ps);
   dist_attach(&r->run.dist, r->dev, &r->model.ps, BERT_BUCKET_BYTES);

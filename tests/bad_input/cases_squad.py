@@ -94,18 +94,20 @@ def model_tensors(config):
     return {n: (0.02 * rng.standard_normal(s)).astype(np.float32) for n, s in shapes.items()}
 
 
-def write_model(t, folder, config=None, config_text=None, change=None):
+def write_model(t, folder, config=None, config_text=None, change=None, tensors_of_config=False):
     """The tiny model into {tmp}/<folder>: config.json (config_text as is when
-    given) and model.safetensors (change(tensors) applied first)."""
+    given) and model.safetensors (of CONFIG's shapes, or with
+    tensors_of_config of config's; change(tensors) applied first)."""
     config = dict(CONFIG, **(config or {}))
-    tensors = model_tensors(CONFIG)
+    tensors = model_tensors(config if tensors_of_config else CONFIG)
     if change:
         change(tensors)
     t.write(folder + "/config.json", config_text if config_text is not None else json.dumps(config))
     write_safetensors(str(t.path / folder / "model.safetensors"), [(n, "F32", a) for n, a in tensors.items()])
 
 
-def bert(config=None, config_text=None, change=None, data=True, model="model", flags=SMALL):
+def bert(config=None, config_text=None, change=None, data=True, model="model", flags=SMALL,
+         tensors_of_config=False):
     """A setup: the tiny data set in {tmp}/d/lmdb (squad_to_lmdb with flags)
     and the tiny model in {tmp}/<model>."""
     def setup(t):
@@ -114,7 +116,7 @@ def bert(config=None, config_text=None, change=None, data=True, model="model", f
             t.run("{build}/bin/squad_to_lmdb --train={tmp}/train.json --dev={tmp}/dev.json "
                   "--vocab={tmp}/vocab.txt --out={tmp}/d/lmdb" + flags)
         if model:
-            write_model(t, model, config, config_text, change)
+            write_model(t, model, config, config_text, change, tensors_of_config)
     return setup
 
 
@@ -330,6 +332,11 @@ CASES = [
          "error: {tmp}/model/model.safetensors: tensor bert.embeddings.word_embeddings.weight has shape (24, 8), "
          "the model needs (30, 8)", 2, "a config.json of another model than the weights",
          setup=bert(config={"vocab_size": 30})),
+    Case("bert_vocab_beyond_model", BERT,
+         "error: {tmp}/d/lmdb/vocab.txt: 20 tokens, but the model ({tmp}/model) has vocab_size 10: the data set "
+         "was converted with another model's vocabulary", 2,
+         "a data set converted with a larger vocabulary than the model's (once an internal error at the first "
+         "batch, after run_start)", setup=bert(config={"vocab_size": 10}, tensors_of_config=True)),
     Case("bert_max_seq_length_beyond_positions", BERT + " --max_seq_length=64",
          "error: --max_seq_length: 64 is more than the model's 32 positions", 2,
          "windows longer than the model's position embeddings", setup=bert()),
