@@ -65,25 +65,24 @@ if [[ ${CARRY_BERT:-0} == 1 ]]; then
   python3 - "$model/model.safetensors" "$dir/minilm-f16/model.safetensors" <<'PY'
 import json, struct, sys
 import numpy as np
+sys.path.insert(0, "datasets")
+from bert_to_safetensors import write_safetensors
 src, dst = sys.argv[1], sys.argv[2]
 with open(src, "rb") as f:
     n = struct.unpack("<Q", f.read(8))[0]
     header, body = json.loads(f.read(n)), f.read()
-out, parts, at = {}, [], 0
+tensors = []
 for name, t in header.items():
     if name == "__metadata__":
         continue
     begin, end = t["data_offsets"]
-    half, dtype = body[begin:end], t["dtype"]  # integer tensors as they are
-    if dtype == "F32":
-        half, dtype = np.frombuffer(half, dtype="<f4").astype("<f2").tobytes(), "F16"
-    out[name] = {"dtype": dtype, "shape": t["shape"], "data_offsets": [at, at + len(half)]}
-    parts.append(half)
-    at += len(half)
-text = json.dumps(out).encode()
-text += b" " * (-len(text) % 8)
-with open(dst, "wb") as f:
-    f.write(struct.pack("<Q", len(text)) + text + b"".join(parts))
+    raw = np.frombuffer(body[begin:end], dtype=np.uint8)
+    if t["dtype"] == "F32":
+        tensors.append((name, "F16", raw.view("<f4").astype("<f2").reshape(t["shape"])))
+    else:  # integer (and 16-bit) tensors as they are, element by element
+        width = {"I64": "<i8", "I32": "<i4", "F16": "<f2", "BF16": "<u2", "I8": "i1", "U8": "u1"}
+        tensors.append((name, t["dtype"], raw.view(width[t["dtype"]]).reshape(t["shape"])))
+write_safetensors(dst, tensors)
 PY
 else
   mkdir -p "$dir/fashion-mnist"
