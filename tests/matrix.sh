@@ -23,8 +23,8 @@ cores=${MATRIX_CORES:-Haswell Zen SkylakeX Sandybridge}
 threads=${MATRIX_THREADS:-1 2}
 seeds=${MATRIX_SEEDS:-0}
 # Test programs (parts of names, as tests/run_tests.sh takes them).
-tests="test_ops_ test_optim test_amp test_dist test_resnet test_ncf_model test_ssd_model test_ncf_e2e"
-emu_tests="test_ops_ test_optim test_amp test_dist test_resnet test_ncf_model test_ssd_model test_emu_trainers"
+tests="test_ops_ test_optim test_amp test_dist test_resnet test_ncf_model test_ssd_model test_bert_model test_ncf_e2e"
+emu_tests="test_ops_ test_optim test_amp test_dist test_resnet test_ncf_model test_ssd_model test_bert_model test_emu_trainers"
 logs=$build/matrix
 mkdir -p "$logs"
 
