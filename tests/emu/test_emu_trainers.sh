@@ -269,7 +269,7 @@ compare_losses emu_transformer_fp16_near_fp32 transformer trf_fp32 trf_fp16 0.02
 # embeddings, the attention probabilities and the sublayers) whose random
 # weights are written here in Hugging Face's files; 2 epochs of 11 steps
 # of 8 windows (AdamW, warmup, clipping), an eval on the device after each.
-# About 30 s a run on the emulated GPU.
+# About 30 s a run on the emulated GPU, 100 s the section (2 cores).
 # bert_checkpoint DIR VOCAB_SIZE: config.json and model.safetensors of a
 # BertForQuestionAnswering without its span head (the trainer draws one
 # from the seed): N(0, 0.02) matrices and biases, layer-norm weights 1.
@@ -334,11 +334,11 @@ if [[ -f $vocab ]]; then
   # probabilities' (0.0012 at epoch 2) fail the first; a low-precision
   # weight copy cast once and never refreshed (0.12 and 0.53 from fp32)
   # fails the other two. fp16 gradients never divided by the loss scale
-  # pass, rightly: clipping to norm 1 and Adam leave the steps as they were
-  # (losses equal to fp32's to 4 places). The F1 (8-14, EM 0, on 16
-  # questions: the trivial baselines' level, the same span for most
-  # questions) was the same in every run of a seed, the faulty ones but the
-  # stale copy included: it is not compared.
+  # pass, rightly: clipped to norm 1 and fed to Adam, which a common scale
+  # hardly moves, they train as the unscaled ones (losses equal to fp32's
+  # to 4 places). The F1 (8-14, EM 0, on 16 questions: the trivial
+  # baselines' level) was the same in every run of a seed, the faulty ones
+  # but the stale copy included: it is not compared.
   bert bert_cpu --device=cpu
   for p in fp32 bf16 fp16; do bert bert_$p --device=cuda --precision=$p; done
   compare_losses emu_bert_fp32_matches_cpu bert bert_cpu bert_fp32 0.0005
