@@ -321,7 +321,8 @@ if [[ -f $vocab ]]; then
     "$build/bin/squad_generate" --out="$tmp/squad" --seed=1 --train_questions=48 --dev_questions=16 --entries=2 \
       >/dev/null 2>&1 &&
     "$build/bin/squad_to_lmdb" --train="$tmp/squad/train-v1.1.json" --dev="$tmp/squad/dev-v1.1.json" \
-      --vocab="$vocab" --out="$tmp/squad/lmdb" --max_seq_length=48 --doc_stride=24 >/dev/null 2>&1 ||
+      --vocab="$vocab" --out="$tmp/squad/lmdb" --max_seq_length=48 --doc_stride=24 --max_query_length=44 \
+      >/dev/null 2>&1 ||
     { echo "FAIL emu_bert_data: could not prepare the data set or the checkpoint"; exit 1; }
   # Measured over Haswell, Zen, SkylakeX and Sandybridge kernels, 1 and 2
   # threads, seeds 1-2 (seed 3 on Haswell and Zen): the emulated fp32 run's
