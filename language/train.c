@@ -297,12 +297,8 @@ static void bert_bench_step(void *ctx, int64_t i) {
 // second over all ranks.
 static double bert_bench(BertTrainer *r, int64_t steps) {
   BertBench bb = {.r = r, .batch = bert_bench_batch(r)};
-  for (int64_t s = 0; s < BERT_BENCH_WARMUP; s++) bert_bench_step(&bb, s);
-  device_sync(r->dev);
-  double t0 = time_now_s();
-  for (int64_t s = 0; s < steps; s++) bert_bench_step(&bb, BERT_BENCH_WARMUP + s);
-  device_sync(r->dev);
-  double seconds = time_now_s() - t0, seqs = (double)(r->batch * steps);
+  double seconds = profile_time_steps(r->dev, BERT_BENCH_WARMUP, steps, bert_bench_step, &bb);
+  double seqs = (double)(r->batch * steps);
   if (r->run.rank == 0)
     printf("bert: bench: %lld steps of %lld windows x %lld tokens: %.3f ms/step, %.2f sequences/s "
            "(loss %.4f)\n", (long long)steps, (long long)r->batch, (long long)bb.batch.t,

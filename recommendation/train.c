@@ -189,8 +189,8 @@ static double ncf_train_epoch(NcfTrainer *r, int64_t epoch) {
   return loss_mean_read(&r->epoch_loss, r->dev);
 }
 
-// Step i of a bench run's profile: epoch 1's full batches from `first` on,
-// wrapping around.
+// Step i of a bench run (timed, then profiled): epoch 1's full batches from
+// `first` on, wrapping around.
 typedef struct NcfBenchStep {
   NcfTrainer *r;
   int64_t first, full;
@@ -209,12 +209,9 @@ static double ncf_bench(NcfTrainer *r, int64_t steps) {
   if (full < 1)
     die_input("--batch_size", "%lld is larger than an epoch (%lld samples); a bench run times "
               "full batches", (long long)r->batch, (long long)n);
-  for (int64_t s = 0; s < NCF_BENCH_WARMUP; s++) ncf_train_step(r, 1, s % full);
-  device_sync(r->dev);
-  double t0 = time_now_s();
-  for (int64_t s = 0; s < steps; s++) ncf_train_step(r, 1, (NCF_BENCH_WARMUP + s) % full);
-  device_sync(r->dev);
-  double seconds = time_now_s() - t0, samples_per_s = (double)(steps * r->batch) / seconds;
+  NcfBenchStep timed = {r, 0, full};
+  double seconds = profile_time_steps(r->dev, NCF_BENCH_WARMUP, steps, ncf_bench_step, &timed);
+  double samples_per_s = (double)(steps * r->batch) / seconds;
   if (r->run.rank == 0)
     printf("ncf: bench: %lld steps of %lld samples: %.3f ms/step, %.0f samples/s (loss %.4f)\n",
            (long long)steps, (long long)r->batch, 1e3 * seconds / (double)steps, samples_per_s,

@@ -336,12 +336,7 @@ static void nmt_bench_step(void *ctx, int64_t i) {
 // second over all ranks.
 static double nmt_bench(NmtTrainer *r, int64_t steps) {
   nmt_bench_batch(r);
-  for (int64_t s = 0; s < NMT_BENCH_WARMUP; s++) nmt_bench_step(r, s);
-  device_sync(r->dev);
-  double t0 = time_now_s();
-  for (int64_t s = 0; s < steps; s++) nmt_bench_step(r, NMT_BENCH_WARMUP + s);
-  device_sync(r->dev);
-  double seconds = time_now_s() - t0;
+  double seconds = profile_time_steps(r->dev, NMT_BENCH_WARMUP, steps, nmt_bench_step, r);
   double tokens = (double)(2 * r->batch.b * r->max_length * r->run.dist.size * steps);
   if (r->run.rank == 0)
     printf("transformer: bench: %lld steps of %lld pairs x %lld tokens a side: %.3f ms/step, "

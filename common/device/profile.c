@@ -152,6 +152,16 @@ void profile_report(FILE *out, int64_t steps, double wall_s) {
             (double)small_calls / (double)steps, small_ms, 100.0 * small_ms / step_ms);
 }
 
+double profile_time_steps(const Device *dev, int64_t warmup, int64_t steps,
+                          void (*step)(void *ctx, int64_t i), void *ctx) {
+  for (int64_t i = 0; i < warmup; i++) step(ctx, i);
+  device_sync(dev);
+  double t0 = time_now_s();
+  for (int64_t i = 0; i < steps; i++) step(ctx, warmup + i);
+  device_sync(dev);
+  return time_now_s() - t0;
+}
+
 void profile_run(const Device *dev, int64_t steps, void (*step)(void *ctx, int64_t i), void *ctx,
                  FILE *out) {
   if (steps <= 0) return;

@@ -45,6 +45,12 @@ int profile_rows(ProfileRow *rows, int max);
 // steps <= 0 does nothing.
 void profile_run(const Device *dev, int64_t steps, void (*step)(void *ctx, int64_t i), void *ctx,
                  FILE *out);
+// Times step(ctx, i) for i = warmup .. warmup + steps - 1, after the
+// untimed warmup calls i = 0 .. warmup - 1, the device synchronised before
+// and after the timed ones; returns their wall seconds (a trainer's
+// --bench_steps).
+double profile_time_steps(const Device *dev, int64_t warmup, int64_t steps,
+                          void (*step)(void *ctx, int64_t i), void *ctx);
 // A table of the totals per step: name, calls per step, ms per step, share of
 // wall_s (the steps' wall time). Rows below 0.5% are summed into one line.
 void profile_report(FILE *out, int64_t steps, double wall_s);
