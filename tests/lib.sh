@@ -63,6 +63,14 @@ expect_error() {
   fi
 }
 
+# config_target CONF: the target_accuracy a config file states (its last).
+config_target() {
+  sed -n 's/^[[:space:]]*target_accuracy[[:space:]]*=[[:space:]]*\([0-9.]*\).*/\1/p' "$1" | tail -n 1
+}
+
+# has_mpi TRAINER: mpirun is on PATH and TRAINER was built with MPI.
+has_mpi() { command -v mpirun >/dev/null && ldd "$1" | grep libmpi >/dev/null; }
+
 # small_run_checks BENCH TARGET LOG RC: after a CPU run of the small config
 # (its output in $tmp/train.out, exit status RC, its MLPerf log LOG), three
 # lines: BENCH_small_reaches_target (exit 0 and "BENCH: target reached"),

@@ -14,7 +14,7 @@ cd "$(dirname "$0")/../.."
 source tests/lib.sh
 scratch_dir
 conf=language/configs/small.conf
-target=$(sed -n 's/^[[:space:]]*target_accuracy[[:space:]]*=[[:space:]]*\([0-9.]*\).*/\1/p' $conf)
+target=$(config_target $conf)
 export PROGRESS_INTERVAL_S=1000
 trainer=$build/bin/bert
 
@@ -77,7 +77,7 @@ bench_run_checks bert $? '^bert: bench: 2 steps of 2 windows x 32 tokens'
 # 5. Two MPI ranks on CPU: each takes half of every batch and half of the
 # dev questions; the EM/F1 sums are added, so the log holds one F1 over all
 # 12 questions, and the log complies.
-if ! command -v mpirun >/dev/null || ! ldd "$trainer" | grep libmpi >/dev/null; then
+if ! has_mpi "$trainer"; then
   echo "SKIP bert_two_ranks: no MPI in this build"
 else
   timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 "$trainer" --config=$conf \

@@ -12,7 +12,7 @@ cd "$(dirname "$0")/../.."
 source tests/lib.sh
 scratch_dir
 conf=object_detection/configs/small.conf
-target=$(sed -n 's/^[[:space:]]*target_accuracy[[:space:]]*=[[:space:]]*\([0-9.]*\).*/\1/p' $conf)
+target=$(config_target $conf)
 export PROGRESS_INTERVAL_S=1000
 trainer=$build/bin/ssd
 

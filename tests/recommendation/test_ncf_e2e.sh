@@ -13,7 +13,7 @@ source tests/lib.sh
 root=$PWD
 scratch_dir
 conf=recommendation/configs/small.conf
-target=$(sed -n 's/^[[:space:]]*target_accuracy[[:space:]]*=[[:space:]]*\([0-9.]*\).*/\1/p' $conf)
+target=$(config_target $conf)
 
 for bin in movielens_generate movielens_convert ncf; do
   if [[ ! -x $build/bin/$bin ]]; then
@@ -126,7 +126,7 @@ resume_check ncf_resume_matches_uninterrupted "$tmp/resume" "$build/bin/ncf" --c
 # 5. Two MPI ranks on CPU (each a half of every global batch and of the eval
 # users): epoch 1 scores what one rank scored, to rounding of the gradient
 # averaging (a different summation order, not different data).
-if ! command -v mpirun >/dev/null || ! ldd "$build/bin/ncf" | grep libmpi >/dev/null; then
+if ! has_mpi "$build/bin/ncf"; then
   echo "SKIP ncf_two_ranks: no MPI in this build"
 else
   timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 "$build/bin/ncf" --config=$conf \

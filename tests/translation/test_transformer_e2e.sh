@@ -13,7 +13,7 @@ cd "$(dirname "$0")/../.."
 source tests/lib.sh
 scratch_dir
 conf=translation/configs/small.conf
-target=$(sed -n 's/^[[:space:]]*target_accuracy[[:space:]]*=[[:space:]]*\([0-9.]*\).*/\1/p' $conf)
+target=$(config_target $conf)
 export PROGRESS_INTERVAL_S=1000
 trainer=$build/bin/transformer
 
@@ -113,7 +113,7 @@ bench_run_checks transformer $? '^transformer: bench: 2 steps of 16 pairs x 16 t
 # 6. Two MPI ranks on CPU: each takes every other batch of an epoch and half
 # of the eval sentences; the n-gram counts are summed, so the log holds one
 # BLEU over all 40 sentences, and the log complies.
-if ! command -v mpirun >/dev/null || ! ldd "$trainer" | grep libmpi >/dev/null; then
+if ! has_mpi "$trainer"; then
   echo "SKIP transformer_two_ranks: no MPI in this build"
 else
   timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 "$trainer" --config=$conf \
