@@ -83,6 +83,7 @@ typedef struct BertTrainer {
   Run run;
   const Device *dev;
   char lmdb[4096];          // DATA_DIR/lmdb
+  char ckpt[4096];          // the model's folder: init_checkpoint, or DATA_DIR/model
   SquadCounts counts;       // checked before run_start
   SquadSplit train, dev_set;  // read after run_start
   SquadSet questions;       // the dev questions: ids, contexts, gold answers
@@ -167,11 +168,7 @@ static OptConfig bert_optimizer(BertTrainer *r) {
 
 static void bert_setup(BertTrainer *r, const OptConfig *oc) {
   const Config *cfg = &r->run.cfg;
-  char ckpt[4096];
-  if (*config_string(cfg, "init_checkpoint"))
-    snprintf(ckpt, sizeof ckpt, "%s", config_string(cfg, "init_checkpoint"));
-  else
-    snprintf(ckpt, sizeof ckpt, "%s/model", run_data_dir(&r->run));
+  const char *ckpt = r->ckpt;
   BertShape shape = read_model_config(ckpt, amp_compute_dtype(r->amp.precision));
   bool bench = config_int(cfg, "bench_steps") > 0;
   if (!bench) squad_data_check_vocab(r->lmdb, shape.vocab, ckpt);
@@ -434,11 +431,16 @@ int main(int argc, char **argv) {
   } else {
     snprintf(r.lmdb, sizeof r.lmdb, "%s/lmdb", run_data_dir(&r.run));
     r.counts = squad_data_check(r.lmdb);
-    char model[4200];
-    snprintf(model, sizeof model, "%s/model/config.json", run_data_dir(&r.run));
-    if (!*config_string(cfg, "init_checkpoint") && access(model, F_OK) != 0)
-      die_input("--init_checkpoint", "not given, and %s/model holds no config.json (language/prepare_data.sh "
-                "puts the pretrained model there)", run_data_dir(&r.run));
+  }
+  if (*config_string(cfg, "init_checkpoint")) {
+    snprintf(r.ckpt, sizeof r.ckpt, "%s", config_string(cfg, "init_checkpoint"));
+  } else {
+    snprintf(r.ckpt, sizeof r.ckpt, "%s/model", run_data_dir(&r.run));
+    char config[4200];
+    snprintf(config, sizeof config, "%s/config.json", r.ckpt);
+    if (access(config, F_OK) != 0)
+      die_input("--init_checkpoint", "not given, and %s holds no config.json (language/prepare_data.sh "
+                "puts the pretrained model there)", r.ckpt);
   }
   run_resolve_epochs(&r.run, "decay_epochs");
   run_check(&r.run);
