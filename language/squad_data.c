@@ -134,7 +134,19 @@ BertBatch squad_batch_fill(const SquadSplit *s, const int64_t *idx, int64_t n, S
                      .start = buf->start, .end = buf->end};
 }
 
-int64_t *squad_epoch_order(const SquadSplit *s, uint64_t seed, int64_t epoch) {
+// A window of a run being sorted: its length, its place in the shuffled order.
+typedef struct SquadPlace {
+  int64_t tokens, place, window;
+} SquadPlace;
+
+static int longest_first(const void *a, const void *b) {
+  const SquadPlace *x = a, *y = b;
+  if (x->tokens != y->tokens) return x->tokens > y->tokens ? -1 : 1;
+  return (x->place > y->place) - (x->place < y->place);
+}
+
+int64_t *squad_epoch_order(const SquadSplit *s, uint64_t seed, int64_t epoch, int64_t batch,
+                           int64_t group) {
   uint32_t *perm = xmalloc((size_t)s->n * sizeof(uint32_t));
   for (int64_t i = 0; i < s->n; i++) perm[i] = (uint32_t)i;
   Rng rng = rng_make(seed, 1000 + (uint64_t)epoch);
@@ -142,5 +154,29 @@ int64_t *squad_epoch_order(const SquadSplit *s, uint64_t seed, int64_t epoch) {
   int64_t *order = xmalloc((size_t)s->n * sizeof(int64_t));
   for (int64_t i = 0; i < s->n; i++) order[i] = perm[i];
   free(perm);
-  return order;
+  int64_t whole = batch > 0 ? s->n / batch : 0;
+  if (group <= 0 || whole < 2) return order;
+  // Each run of group batches sorted by length.
+  int64_t run = group * batch;
+  SquadPlace *places = xmalloc((size_t)run * sizeof *places);
+  for (int64_t first = 0; first < whole * batch; first += run) {
+    int64_t count = whole * batch - first < run ? whole * batch - first : run;
+    for (int64_t i = 0; i < count; i++)
+      places[i] = (SquadPlace){s->windows[order[first + i]].n, i, order[first + i]};
+    qsort(places, (size_t)count, sizeof *places, longest_first);
+    for (int64_t i = 0; i < count; i++) order[first + i] = places[i].window;
+  }
+  free(places);
+  // The whole batches in a shuffled order (a stream of its own).
+  uint32_t *batches = xmalloc((size_t)whole * sizeof(uint32_t));
+  for (int64_t i = 0; i < whole; i++) batches[i] = (uint32_t)i;
+  Rng batch_rng = rng_make(seed, 2000 + (uint64_t)epoch);
+  rng_shuffle_u32(&batch_rng, batches, (size_t)whole);
+  int64_t *grouped = xmalloc((size_t)s->n * sizeof(int64_t));
+  for (int64_t i = 0; i < whole; i++)
+    memcpy(grouped + i * batch, order + (int64_t)batches[i] * batch, (size_t)batch * sizeof(int64_t));
+  memcpy(grouped + whole * batch, order + whole * batch, (size_t)(s->n - whole * batch) * sizeof(int64_t));
+  free(batches);
+  free(order);
+  return grouped;
 }

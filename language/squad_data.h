@@ -53,8 +53,15 @@ void squad_batch_buf_free(SquadBatchBuf *buf);
 // longest of them.
 BertBatch squad_batch_fill(const SquadSplit *s, const int64_t *idx, int64_t n, SquadBatchBuf *buf);
 
-// This epoch's order of s's windows (n of them, malloc'd), drawn from (seed, epoch).
-int64_t *squad_epoch_order(const SquadSplit *s, uint64_t seed, int64_t epoch);
+// This epoch's order of s's windows (n of them, malloc'd), drawn from (seed,
+// epoch). With group > 0, batches of `batch` windows of similar length: the
+// shuffled order is cut into runs of group batches, each run sorted by
+// window length (longest first, ties by place), and the whole batches of
+// all runs are shuffled (the windows after the last whole batch stay at the
+// end). A batch pads to its longest window, so this cuts the padding (Hugging
+// Face's group_by_length, with runs of 50 batches).
+int64_t *squad_epoch_order(const SquadSplit *s, uint64_t seed, int64_t epoch, int64_t batch,
+                           int64_t group);
 
 #ifdef __cplusplus
 }

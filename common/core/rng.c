@@ -47,3 +47,43 @@ void rng_fill_normal_cpu(float *out, int64_t n, uint64_t seed, uint64_t stream,
   for (int64_t i = 0; i < n; i++)
     out[i] = mean + std * rng_normal(seed, stream, offset + (uint64_t)i);
 }
+
+// RNG_LANES blocks side by side, one array per counter word, so that each
+// round is a loop over the lanes the compiler vectorises (two or four 32 x
+// 32 -> 64 bit products an instruction); the same rounds as rng_philox.
+enum { RNG_LANES = 16 };
+
+__attribute__((target_clones("avx2", "default"), optimize("tree-vectorize")))
+void rng_blocks_cpu(uint32_t *out, int64_t n, uint64_t seed, uint64_t stream, uint64_t first) {
+  for (int64_t done = 0; done < n; done += RNG_LANES) {
+    uint32_t c0[RNG_LANES], c1[RNG_LANES], c2[RNG_LANES], c3[RNG_LANES];
+    for (int l = 0; l < RNG_LANES; l++) {
+      uint64_t block = first + (uint64_t)done + (uint64_t)l;
+      c0[l] = (uint32_t)block;
+      c1[l] = (uint32_t)(block >> 32);
+      c2[l] = (uint32_t)stream;
+      c3[l] = (uint32_t)(stream >> 32);
+    }
+    uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+    for (int round = 0; round < 10; round++) {
+      for (int l = 0; l < RNG_LANES; l++) {
+        uint64_t p0 = (uint64_t)0xD2511F53u * c0[l], p1 = (uint64_t)0xCD9E8D57u * c2[l];
+        uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1[l] ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3[l] ^ k1;
+        c0[l] = n0;
+        c1[l] = (uint32_t)p1;
+        c2[l] = n2;
+        c3[l] = (uint32_t)p0;
+      }
+      k0 += 0x9E3779B9u;
+      k1 += 0xBB67AE85u;
+    }
+    int64_t lanes = n - done < RNG_LANES ? n - done : RNG_LANES;
+    for (int l = 0; l < lanes; l++) {
+      uint32_t *w = out + 4 * (done + l);
+      w[0] = c0[l];
+      w[1] = c1[l];
+      w[2] = c2[l];
+      w[3] = c3[l];
+    }
+  }
+}

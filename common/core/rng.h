@@ -96,6 +96,11 @@ uint32_t rng_next_below(Rng *r, uint32_t n);  // uniform on [0, n), unbiased
 float rng_next_normal(Rng *r);
 void rng_shuffle_u32(Rng *r, uint32_t *items, size_t count);  // Fisher-Yates
 
+// Blocks first .. first+n-1 of (seed, stream), word w of block first+j at
+// out[4 j + w]: what rng_block gives one at a time, many at once (the CPU's
+// vector units run several blocks side by side; dropout draws this way).
+void rng_blocks_cpu(uint32_t *out, int64_t n, uint64_t seed, uint64_t stream, uint64_t first);
+
 // Fill out[0..n) with numbers offset .. offset+n-1 of (seed, stream).
 void rng_fill_uniform_cpu(float *out, int64_t n, uint64_t seed, uint64_t stream,
                           uint64_t offset, float lo, float hi);

@@ -87,15 +87,16 @@ static void dropout_cpu(const Tensor *x, const Tensor *y, float keep_prob, uint6
   const float *in = x->data;
   float *out = y->data;
   float scale = 1.0f / keep_prob;
-  // rng_bernoulli's draws, a Philox block (4 numbers) at a time: element i
-  // takes word i % 4 of block i / 4, as rng_u32 does.
+  // rng_bernoulli's draws, Philox blocks (4 numbers each) a chunk at a time:
+  // element i takes word i % 4 of block i / 4, as rng_u32 does.
+  enum { CHUNK_BLOCKS = 256 };
+  uint32_t words[4 * CHUNK_BLOCKS];
   int64_t n = tensor_numel(x);
-  for (int64_t block = 0; block * 4 < n; block++) {
-    RngBlock r = rng_block(seed, stream, (uint64_t)block);
-    for (int w = 0; w < 4 && block * 4 + w < n; w++) {
-      int64_t i = block * 4 + w;
-      out[i] = rng_u32_to_unit(r.w[w]) < keep_prob ? in[i] * scale : 0.0f;
-    }
+  for (int64_t start = 0; start < n; start += 4 * CHUNK_BLOCKS) {
+    int64_t count = n - start < 4 * CHUNK_BLOCKS ? n - start : 4 * CHUNK_BLOCKS;
+    rng_blocks_cpu(words, (count + 3) / 4, seed, stream, (uint64_t)start / 4);
+    for (int64_t j = 0; j < count; j++)
+      out[start + j] = rng_u32_to_unit(words[j]) < keep_prob ? in[start + j] * scale : 0.0f;
   }
 }
 

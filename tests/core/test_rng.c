@@ -98,6 +98,26 @@ static void host_draws(void) {
   CHECK(moved > 90);
 }
 
+// The batched blocks equal rng_block's one by one: a count that is not a
+// multiple of the lanes, a start that crosses into the counter's high word,
+// a 64-bit seed and stream.
+static void batched_blocks(void) {
+  enum { N = 37 };
+  const uint64_t seeds[] = {1, 0x123456789abcdefull}, streams[] = {0, 0xfedcba9876543210ull};
+  const uint64_t firsts[] = {0, 0xffffffffull - 20, 5};
+  uint32_t out[4 * N];
+  for (int s = 0; s < 2; s++)
+    for (int f = 0; f < 3; f++) {
+      rng_blocks_cpu(out, N, seeds[s], streams[s], firsts[f]);
+      for (int j = 0; j < N; j++) {
+        RngBlock b = rng_block(seeds[s], streams[s], firsts[f] + (uint64_t)j);
+        for (int w = 0; w < 4; w++)
+          CHECK_MSG(out[4 * j + w] == b.w[w], "seed %d start %d block %d word %d: %08x != %08x", s,
+                    f, j, w, out[4 * j + w], b.w[w]);
+      }
+    }
+}
+
 static void gpu_matches_cpu(void) {
 #if HAVE_CUDA
   if (!test_have_gpu()) test_skip("no GPU");
@@ -136,6 +156,7 @@ int main(void) {
   TEST_RUN(uniform_moments);
   TEST_RUN(normal_moments);
   TEST_RUN(host_draws);
+  TEST_RUN(batched_blocks);
   TEST_RUN(gpu_matches_cpu);
   return test_finish();
 }
