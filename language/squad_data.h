@@ -3,9 +3,10 @@
 // in memory, and its batches.
 //
 // Training: every window once an epoch, in an order drawn from (seed,
-// epoch); global batches of batch_size windows, rank r taking the r-th
-// share of each; a batch is padded to its longest window (not to
-// max_seq_length), pad id 0, token type 0.
+// epoch), optionally grouped by length (--length_group); global batches of
+// batch_size windows, rank r taking the r-th share of each; a batch is
+// padded to its longest window (not to max_seq_length), pad id 0, token
+// type 0.
 // Evaluation: the dev questions are shared out by index (question q to
 // rank q % ranks), each rank running all windows of its questions.
 #pragma once

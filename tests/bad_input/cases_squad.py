@@ -354,8 +354,11 @@ CASES = [
          "error: --profile_steps: profiles the steps after a bench run: give --bench_steps=N too", 2,
          "--profile_steps alone", setup=bert(data=False)),
     Case("bert_bench_without_init_checkpoint", BENCH + " --bench_steps=2",
-         "error: --init_checkpoint: missing: a bench run takes the model's shape from FOLDER/config.json", 2,
-         "--bench_steps without a model to take the shape from"),
+         "error: --init_checkpoint: missing: a bench run takes the model's shape from FOLDER/config.json "
+         "(or DATA_DIR/model with --data_dir)", 2, "--bench_steps without a model to take the shape from"),
+    Case("bert_bench_init_checkpoint_default", BENCH + " --data_dir={tmp}/d --bench_steps=2", None, 0,
+         "--bench_steps with --data_dir and no --init_checkpoint: the model in DATA_DIR/model",
+         setup=bert(model="d/model", data=False), check=printed("/d/model: 1 layers")),
     Case("bert_batch_not_divisible_by_ranks", MPIRUN + BERT.replace("--batch_size=2", "--batch_size=3"),
          re.compile(r"error: --batch_size: 3 windows do not split evenly over 2 ranks( \[rank [01]\])?"), 2,
          "a global batch of 3 on 2 ranks", setup=bert(), needs=("mpirun",), timeout_s=90),
