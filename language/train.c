@@ -80,9 +80,10 @@ static const RunSpec kSpec = {
     .eval_every = "1", .keys = kKeys, .n_keys = (int)(sizeof kKeys / sizeof kKeys[0]),
     .resume_may_change = (const char *const[]){"eval_batch", "predictions_out", "bench_steps",
                                                 "profile_steps", NULL},
-    // The step is GEMMs (82% of a MiniLM step at width 384, batch 16 x 96);
-    // windows are read whole from LMDB. Two OpenBLAS threads on two cores:
-    // 1.39x the step rate of one (language/README.md).
+    // Half the CPU step is the linear layers' GEMMs (1,044 of 2,001 ms with
+    // one thread: MiniLM, 16 windows of 96); windows come whole from LMDB.
+    // Two OpenBLAS threads on two cores: the linear layers 1.58x, the step
+    // 1.27x.
     .blas_all_cores = true,
 };
 
@@ -195,7 +196,7 @@ static void bert_setup(BertTrainer *r, const OptConfig *oc) {
   loss_mean_init(&r->epoch_loss, r->dev);
   squad_batch_buf_init(&r->buf, shape.max_batch, shape.max_len);
   char threads[48] = "";
-  if (r->dev->kind == DEVICE_CPU) snprintf(threads, sizeof threads, ", %d BLAS threads", device_blas_threads());
+  if (r->dev->kind == DEVICE_CPU) snprintf(threads, sizeof threads, ", BLAS threads %d", device_blas_threads());
   if (r->run.rank == 0)
     printf("bert: %s: %lld layers, width %lld, %lld heads; %lld parameters (span head %s); "
            "%lld training windows, %lld dev windows; batch %lld (%lld a rank); %s%s\n",

@@ -9,7 +9,8 @@
 #   make test-matrix                       every configuration (about 10 minutes each)
 #   MATRIX_SEEDS=5 make test-matrix        also the small ResNet and SSD to their
 #                                          targets from seeds 1..5 in every configuration
-#                                          (MATRIX_SEED_BENCHES="ssd": only SSD)
+#                                          (MATRIX_SEED_BENCHES="ssd": only SSD;
+#                                          "bert" adds BERT's small fine-tune)
 #   MATRIX_CORES="Haswell" MATRIX_THREADS=2 tests/matrix.sh   a part of it
 #
 # A configuration this CPU cannot run (SkylakeX needs AVX-512) is reported as
@@ -49,7 +50,7 @@ flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
 # The small run of BENCH (its folder DIR) from SEED: "epochs-to-target
 # seconds" or "- seconds".
 seed_benches=${MATRIX_SEED_BENCHES:-resnet ssd}
-bench_dir() { case $1 in resnet) echo image_classification ;; ssd) echo object_detection ;; esac; }
+bench_dir() { case $1 in resnet) echo image_classification ;; ssd) echo object_detection ;; bert) echo language ;; esac; }
 bench_seed() {
   local bench=$1 seed=$2 out=$logs/seed.out start
   start=$(date +%s)

@@ -2,6 +2,7 @@
 // calls go to device_cuda.cu in builds that have it.
 #include "device/device.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,9 +74,14 @@ void device_open(Device *dev, DeviceKind kind, int index) {
 #endif
 }
 
-int device_cpu_cores(void) {
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? (int)n : 1;
+int device_cpu_share(int local_ranks) {
+  long online = sysconf(_SC_NPROCESSORS_ONLN);
+  if (online < 1) online = 1;
+  cpu_set_t set;  // the cores this process may run on (taskset, cpusets, mpirun's binding)
+  int allowed = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+  if (allowed > 0 && allowed < online) return allowed;
+  int share = (int)online / (local_ranks > 0 ? local_ranks : 1);
+  return share > 0 ? share : 1;
 }
 
 void device_blas_threads_set(int threads) {

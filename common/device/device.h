@@ -47,9 +47,11 @@ const char *device_kind_name(DeviceKind kind);
 // cuBLAS/cuBLASLt/cuDNN handles and the workspace.
 void device_open(Device *dev, DeviceKind kind, int index);
 void device_close(Device *dev);
-// The CPU's online cores, and OpenBLAS's thread count: set (device_open sets
-// 1; at least 1; OPENBLAS_NUM_THREADS in the environment wins) and read.
-int device_cpu_cores(void);
+// This rank's CPU cores: those it is bound to when bound (taskset, mpirun's
+// binding), else the machine's cores over local_ranks (at least 1). And
+// OpenBLAS's thread count: set (device_open sets 1; at least 1;
+// OPENBLAS_NUM_THREADS in the environment wins) and read.
+int device_cpu_share(int local_ranks);
 void device_blas_threads_set(int threads);
 int device_blas_threads(void);
 void device_sync(const Device *dev);

@@ -80,7 +80,7 @@ void run_init(Run *run, const RunSpec *spec, int *argc, char ***argv) {
   DeviceKind kind = device_kind_parse("device", config_string(cfg, "device"));
   device_open(&run->dev, kind, kind == DEVICE_CUDA ? dist_device_index(&run->dist) : 0);
   if (kind == DEVICE_CPU && spec->blas_all_cores)
-    device_blas_threads_set(device_cpu_cores() / (run->dist.local_size > 0 ? run->dist.local_size : 1));
+    device_blas_threads_set(device_cpu_share(run->dist.local_size));
 
   const char *path = config_string(cfg, "log_file");
   if (*path)
