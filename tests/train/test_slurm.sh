@@ -4,13 +4,12 @@
 # scratch folder with their own config, ports and key; no systemd, no
 # cgroups: proctrack/linuxproc, task/none), then a 2-rank training of the
 # small Transformer on a 400-pair slice of its generated set through
-# `srun --mpi=pmix` (pmi2 when this Slurm has no PMIx), which must train over
-# 2 ranks: exit 0, one rank-0 output (not two single-rank runs), an epoch
-# line, and a log whose global_batch_size is 2 x max_tokens (each rank adds
-# its own max_tokens) and that the compliance checker accepts. SKIP, with
-# the reason, when Slurm is not installed (make deps installs it) or cannot
-# start here; the daemons, the job and the scratch folder go whatever
-# happens.
+# `srun --mpi=pmix`, which must train over 2 ranks: exit 0, one rank-0
+# output (not two single-rank runs), an epoch line, and a log whose
+# global_batch_size is 2 x max_tokens (each rank adds its own max_tokens)
+# and that the compliance checker accepts. SKIP, with the reason, when Slurm
+# is not installed (make deps installs it), cannot start here or has no
+# PMIx; the daemons, the job and the scratch folder go whatever happens.
 # Usage: tests/train/test_slurm.sh BUILD_DIR
 set -uo pipefail
 build=${1:-build}
@@ -44,12 +43,24 @@ export PATH=$PATH:/usr/sbin
 
 tmp=$(mktemp -d)
 pids=()
-cleanup() {
-  # The job first (its ranks end with it), then the daemons this script
-  # started, by their process ids, then the folder.
-  [[ -f $tmp/slurm.conf ]] && SLURM_CONF=$tmp/slurm.conf timeout 10 scancel --quiet --user=root \
-    >/dev/null 2>&1
+# our_stepds: the slurmstepd processes of this script's slurmd (they run
+# detached, and carry its SLURM_CONF).
+our_stepds() {
   local p
+  for p in $(pgrep -x slurmstepd); do
+    { tr '\0' '\n' <"/proc/$p/environ"; } 2>/dev/null | grep -qxF "SLURM_CONF=$tmp/slurm.conf" && echo "$p"
+  done
+}
+cleanup() {
+  # The job first (its ranks end with it; a step that cannot end is
+  # killed), then the daemons this script started, by their process ids,
+  # then the folder.
+  local p
+  if [[ -f $tmp/slurm.conf ]]; then
+    SLURM_CONF=$tmp/slurm.conf timeout 10 scancel --quiet --user=root >/dev/null 2>&1
+    for _ in 1 2 3 4 5 6 7 8 9 10; do [[ -z $(our_stepds) ]] && break; sleep 0.5; done
+    for p in $(our_stepds); do kill -9 "$p" 2>/dev/null; done
+  fi
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
   for p in "${pids[@]}"; do
     for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$p" 2>/dev/null || break; sleep 0.5; done
@@ -60,12 +71,13 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# skip_with LOG WHY: the reason Slurm could not start, with the last error
-# line of the daemon's log that says why.
+# skip_with WHY FILE...: the reason Slurm could not start, with the last
+# error line of the daemon's log and output that says why.
 skip_with() {
-  local detail
-  detail=$(grep -iE 'error|fatal' "$1" 2>/dev/null | tail -n 1)
-  echo "SKIP $name: $2${detail:+ ($(basename "$1"): $detail)}"
+  local why=$1 detail
+  shift
+  detail=$(cat "$@" 2>/dev/null | grep -iE 'error|fatal' | tail -n 1)
+  echo "SKIP $name: $why${detail:+ ($detail)}"
   exit 0
 }
 
@@ -88,7 +100,8 @@ munged --foreground --force --key-file="$tmp/munge/munge.key" --socket="$tmp/mun
   --pid-file="$tmp/munge/munged.pid" --log-file="$tmp/munge/munged.log" \
   --seed-file="$tmp/munge/seed" >"$tmp/munge/out" 2>&1 &
 pids+=($!)
-wait_for 10 test -S "$tmp/munge/sock" || skip_with "$tmp/munge/munged.log" "munged did not start"
+wait_for 10 test -S "$tmp/munge/sock" ||
+  skip_with "munged did not start" "$tmp/munge/munged.log" "$tmp/munge/out"
 
 # 2. Slurm: one node (this host, as many CPUs as it has), two ports that are
 # free now, everything under the scratch folder.
@@ -130,21 +143,28 @@ slurmd -D -f "$SLURM_CONF" -N "$node" >"$tmp/slurmd.out" 2>&1 &
 pids+=($!)
 node_idle() { [[ $(sinfo -h -N -o %t 2>/dev/null) == idle* ]]; }
 if ! wait_for 30 node_idle; then
-  kill -0 "${pids[1]}" 2>/dev/null || skip_with "$tmp/slurmctld.log" "slurmctld did not start"
-  kill -0 "${pids[2]}" 2>/dev/null || skip_with "$tmp/slurmd.log" "slurmd did not start"
-  skip_with "$tmp/slurmd.log" "the node did not come up idle (sinfo: $(sinfo -h -N -o %t 2>&1 | head -n 1))"
+  kill -0 "${pids[1]}" 2>/dev/null || skip_with "slurmctld did not start" "$tmp"/slurmctld.{log,out}
+  kill -0 "${pids[2]}" 2>/dev/null || skip_with "slurmd did not start" "$tmp"/slurmd.{log,out}
+  skip_with "the node did not come up idle (sinfo: $(sinfo -h -N -o %t 2>&1 | head -n 1))" \
+    "$tmp"/slurmd.{log,out}
 fi
 
-# 3. An MPI plugin Open MPI can talk to: PMIx (Debian's Open MPI is built
-# with it), else PMI2.
+# 3. PMIx: Debian's Open MPI finds its rank through PMIx only (it is built
+# with an external PMIx and no PMI2 client: under srun --mpi=pmi2 each rank
+# stops in MPI_Init, "requires that you configure and build SLURM
+# --with-pmix").
+mpi=pmix
 mpi_list=$(srun --mpi=list 2>&1)
-if grep -q pmix <<<"$mpi_list"; then
-  mpi=pmix
-elif grep -q pmi2 <<<"$mpi_list"; then
-  mpi=pmi2
-else
-  echo "SKIP $name: this Slurm offers neither PMIx nor PMI2 (srun --mpi=list: $(tr '\n' ' ' <<<"$mpi_list"))"
+if ! grep -q pmix <<<"$mpi_list"; then
+  echo "SKIP $name: this Slurm has no PMIx plugin, which Open MPI needs (srun --mpi=list: $(tr '\n' ' ' <<<"$mpi_list"))"
   exit 0
+fi
+
+# A job step of two echoes: when Slurm cannot launch tasks here, that is
+# this machine's Slurm, not the trainer (srun may exit 0 even then).
+timeout 60 srun -N 1 -n 2 --time=1 echo slurm-task >"$tmp/echo.out" 2>&1
+if [[ $(grep -c '^slurm-task$' "$tmp/echo.out") != 2 ]]; then
+  skip_with "Slurm cannot launch tasks here (srun -n 2 echo)" "$tmp/echo.out" "$tmp/slurmd.log"
 fi
 
 # 4. The data: a 400-pair slice of the generated set.
