@@ -274,6 +274,7 @@ def main():
                                               ",".join(precisions)))
 
     rows, skipped = [], {}
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         log_dir = args.logs or tmp
         os.makedirs(log_dir, exist_ok=True)
@@ -291,6 +292,7 @@ def main():
                     rows.append(row)
     if not rows:
         return 0
+    load = (load_before, os.getloadavg()[0])
     add_ratios(rows)
     lines = table(rows)
     print("\n".join(lines))
@@ -305,11 +307,15 @@ def main():
           "Each run: the trainer's small config and its batch on every rank (the global batch grows "
           "with the ranks), benchmark mode on random or generated inputs, the throughput it logs; "
           "efficiency = rate_R / (R x rate_1)%s." % (
-              "" if args.device == "cuda" else "; fp32 only (the CPU has no bf16/fp16 path)"), ""]
+              "" if args.device == "cuda" else "; fp32 only (the CPU has no bf16/fp16 path)"),
+          "Load average (1 minute) before and after the sweep: %.2f and %.2f (above the sweep's own "
+          "ranks, other processes shared the %s)." % (load[0], load[1],
+                                                      "GPUs' hosts" if args.device == "cuda" else "cores"), ""]
     md += lines
     md += [""] + ["Skipped %s: %s" % kv for kv in skipped.items()]
     record = {"date": date, "machine": machine, "host": platform.node(), "device": args.device,
-              "ranks": ranks, "precisions": precisions, "mpi": args.mpi, "rows": rows, "skipped": skipped}
+              "ranks": ranks, "precisions": precisions, "mpi": args.mpi, "load_average": load,
+              "rows": rows, "skipped": skipped}
     base = benchlib.write_results("scaling", date, machine, record, "\n".join(md) + "\n", folder=args.out)
     draw(rows, ranks, args.size, base + ".png")
     with open(base + ".md", "a") as f:
