@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Scaling sweep: each trainer's training throughput at 1, 2, 4, 8 ranks.
 
-  python3 tests/bench/scaling.py --build build [--trainers resnet,transformer,ncf,bert]
+  python3 tests/bench/scaling.py --build build [--trainers resnet,ssd,transformer,ncf,bert]
       [--ranks 1,2,4,8] [--steps N] [--precisions fp32,bf16] [--device auto|cpu|cuda]
       [--out DIR] [--logs DIR] [--size 1000x450]
 
-Each point is one benchmark run of a trainer (resnet --synthetic, the others
---bench_steps: random or generated inputs, no eval) under `mpirun -np R`, at
+Each point is one benchmark run of a trainer (resnet and ssd --synthetic, the
+others --bench_steps: random or generated inputs, no eval) under `mpirun -np R`, at
 the small config's batch on every rank (weak scaling: the global batch grows
 with the ranks, as data parallelism is used). Its throughput is the one the
 run logs (benchmark_stop); the table gives it, the speed-up over 1 rank, the
@@ -44,6 +44,8 @@ import result  # noqa: E402  (logs/result.py: the MLPerf log reader)
 TRAINERS = {
     "resnet": ("resnet", "image_classification/configs/small.conf", "batch_size",
                ["--synthetic", "--synthetic_steps={steps}"], 20),
+    "ssd": ("ssd", "object_detection/configs/small.conf", "batch_size",
+            ["--synthetic", "--synthetic_steps={steps}"], 10),
     "transformer": ("transformer", "translation/configs/small.conf", None,
                     ["--bench_steps={steps}", "--bench_vocab=2048"], 20),
     "ncf": ("ncf", "recommendation/configs/small.conf", "batch_size",
@@ -308,9 +310,9 @@ def main():
           "with the ranks), benchmark mode on random or generated inputs, the throughput it logs; "
           "efficiency = rate_R / (R x rate_1)%s." % (
               "" if args.device == "cuda" else "; fp32 only (the CPU has no bf16/fp16 path)"),
-          "Load average (1 minute) before and after the sweep: %.2f and %.2f (above the sweep's own "
-          "ranks, other processes shared the %s)." % (load[0], load[1],
-                                                      "GPUs' hosts" if args.device == "cuda" else "cores"), ""]
+          "Load average (1 minute) before the sweep: %.2f; after it: %.2f.%s" % (
+              load[0], load[1], " Other work shared the cores: the rates, those of several ranks most, "
+              "are below what a quiet machine gives." if load[0] >= 0.5 else ""), ""]
     md += lines
     md += [""] + ["Skipped %s: %s" % kv for kv in skipped.items()]
     record = {"date": date, "machine": machine, "host": platform.node(), "device": args.device,
