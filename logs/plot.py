@@ -137,13 +137,18 @@ def figure(size):
     return plt, plt.figure(figsize=(size[0] / DPI, size[1] / DPI), dpi=DPI)
 
 
-def draw_runs(ax, series, target, xlabel, ylabel, title):
+def draw_runs(ax, series, target, xlabel, ylabel, title, target_label="target %g", xticks=None):
+    """One line per series ({"x", "y", "label"[, "color"]}), the target as a
+    dashed red line (labelled target_label % target), integer ticks on an
+    epoch axis or xticks where given."""
     for s in series:
         ax.plot(s["x"], s["y"], marker="o", markersize=3, label=s["label"], color=s.get("color"))
     if target is not None:
-        ax.axhline(target, color="red", linestyle="--", linewidth=1, label="target %g" % target)
+        ax.axhline(target, color="red", linestyle="--", linewidth=1, label=target_label % target)
     ax.set_xlabel(xlabel)
-    if xlabel == "epoch":
+    if xticks is not None:
+        ax.set_xticks(xticks)
+    elif xlabel == "epoch":
         ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_ylabel(ylabel)
     ax.set_title(title)

@@ -97,17 +97,25 @@ def time_ms(torch, fn, warmup, iters, device="cuda"):
     return start.elapsed_time(stop) / iters
 
 
-def trainer_throughput(name, cmd, pattern=r"synthetic: .*: ([0-9.]+) images/s"):
-    """Runs a trainer's benchmark mode (cmd, a list; a --log_file in a
-    temporary folder is added) and finds its throughput line: returns the
-    match of pattern (group 1: images/s) and the trainer's output. A failed
-    run, a missing line or a loss that is not finite after it ("(loss X)":
-    the steps would have timed NaN arithmetic, or in fp16 overflow-skipped
-    steps without an optimizer step) ends the run with the output's tail."""
+def trainer_throughput(name, cmd, pattern=r"synthetic: .*: ([0-9.]+) images/s", log_file=None,
+                       timeout=None, env=None):
+    """Runs a trainer's benchmark mode (cmd, a list; --log_file=log_file is
+    added, by default in a temporary folder) and finds its throughput line:
+    returns the match of pattern (group 1: images/s) and the trainer's
+    output. A failed run, one that outlasts timeout seconds, a missing line
+    or a loss that is not finite after it ("(loss X)": the steps would have
+    timed NaN arithmetic, or in fp16 overflow-skipped steps without an
+    optimizer step) ends the run with the output's tail. env: the
+    environment, when not this one."""
     with tempfile.TemporaryDirectory() as tmp:
-        proc = subprocess.run(list(cmd) + [f"--log_file={os.path.join(tmp, 'bench.log')}"],
-                              capture_output=True, text=True)
-    m = re.search(pattern, proc.stdout)
+        log = log_file or os.path.join(tmp, "bench.log")
+        try:
+            proc = subprocess.run(list(cmd) + [f"--log_file={log}"], capture_output=True, text=True,
+                                  timeout=timeout, env=env)
+        except subprocess.TimeoutExpired as e:
+            sys.exit(f"{name}: {' '.join(cmd)}: still running after {timeout} s:\n"
+                     + (e.stdout or b"")[-2000:].decode(errors="replace"))
+    m = re.search(pattern, proc.stdout, re.M)
     if proc.returncode != 0 or not m:
         sys.exit(f"{name}: {cmd[0]} failed:\n" + proc.stdout[-2000:] + proc.stderr[-2000:])
     loss = re.search(r"\(loss ([^)]*)\)", proc.stdout[m.start():])
@@ -205,11 +213,11 @@ def gpu_slug(device):
     return re.sub(r"[^A-Za-z0-9]+", "-", device).strip("-")
 
 
-def write_results(kind, stamp, device, record, markdown):
-    """Writes record (JSON) and markdown to results/<kind>_<stamp>_<gpu>.{json,md};
-    returns that path without the extension."""
-    os.makedirs(RESULTS, exist_ok=True)
-    base = os.path.join(RESULTS, f"{kind}_{stamp}_{gpu_slug(device)}")
+def write_results(kind, stamp, device, record, markdown, folder=RESULTS):
+    """Writes record (JSON) and markdown to folder/<kind>_<stamp>_<gpu>.{json,md}
+    (folder: results/ by default); returns that path without the extension."""
+    os.makedirs(folder, exist_ok=True)
+    base = os.path.join(folder, f"{kind}_{stamp}_{gpu_slug(device)}")
     with open(base + ".json", "w") as f:
         json.dump(record, f, indent=1)
     with open(base + ".md", "w") as f:

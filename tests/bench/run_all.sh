@@ -6,8 +6,8 @@
 #   NAMEs (conv, gemm, resnet, ...) run only those benchmarks.
 # A benchmark is a row of the table below (a built program and the Python
 # script that runs it beside PyTorch), or a tests/bench/bench_*.sh of its own
-# (decode, loader, ncf, ssd: each checks what it needs and passes its own
-# flags; a row as well would run it twice).
+# (decode, loader, ncf, ssd, allreduce, scaling: each checks what it needs and
+# passes its own flags; a row as well would run it twice).
 set -uo pipefail
 build=${1:-build} only=${2:-}
 cd "$(dirname "$0")/../.."

@@ -5,14 +5,13 @@ the table it prints); a corrupted element (--fault) is caught; bad sizes
 are one-line errors."""
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests", "logs"))
-from mllog_fixture import case, failures  # noqa: E402
+from mllog_fixture import case, failures, require_mpi_program  # noqa: E402
 
 build = sys.argv[1] if len(sys.argv) > 1 else "build"
 BIN = os.path.join(ROOT, build, "bench", "bench_allreduce")
@@ -46,15 +45,7 @@ def bandwidths_ok(rows, ranks):
                for r in rows)
 
 
-if not shutil.which("mpirun"):
-    print("SKIP allreduce_bench: mpirun not found (Open MPI is not installed)")
-    sys.exit(0)
-if not os.access(BIN, os.X_OK):
-    print("FAIL allreduce_bench: %s is not built" % BIN)
-    sys.exit(1)
-if "libmpi" not in subprocess.run(["ldd", BIN], capture_output=True, text=True).stdout:
-    print("SKIP allreduce_bench: %s was built without MPI (MPI=0)" % BIN)
-    sys.exit(0)
+require_mpi_program("allreduce_bench", BIN)
 
 with tempfile.TemporaryDirectory() as tmp:
     js = os.path.join(tmp, "two.json")

@@ -1,5 +1,9 @@
-"""MLPerf logs written for the tests of the result tools (logs/)."""
+"""MLPerf logs written for the tests of the result tools (logs/), and what
+those tests share: case lines, running a tool, reading back a PNG."""
 import json
+import os
+import shutil
+import struct
 import subprocess
 import sys
 
@@ -57,3 +61,32 @@ def run_tool(tool, *args):
     """(exit status, stdout + stderr) of a Python tool run with args."""
     proc = subprocess.run([sys.executable, tool] + list(args), capture_output=True, text=True)
     return proc.returncode, proc.stdout + proc.stderr
+
+
+def png_size(path):
+    """(width, height) from the PNG's IHDR chunk; None if not a PNG."""
+    with open(path, "rb") as f:
+        head = f.read(24)
+    if head[:8] != b"\x89PNG\r\n\x1a\n" or head[12:16] != b"IHDR":
+        return None
+    return struct.unpack(">II", head[16:24])
+
+
+def colours(path):
+    """How many colours the picture has (a blank one has one)."""
+    from PIL import Image
+    return len(Image.open(path).convert("RGB").getcolors(1 << 20) or [])
+
+
+def require_mpi_program(name, exe):
+    """Ends the test unless exe can run on MPI ranks: "FAIL name" when it is
+    not built, "SKIP name" without mpirun or when it was built with MPI=0."""
+    if not shutil.which("mpirun"):
+        print("SKIP %s: mpirun not found (Open MPI is not installed)" % name)
+        sys.exit(0)
+    if not os.access(exe, os.X_OK):
+        print("FAIL %s: %s is not built" % (name, exe))
+        sys.exit(1)
+    if "libmpi" not in subprocess.run(["ldd", exe], capture_output=True, text=True).stdout:
+        print("SKIP %s: %s was built without MPI (MPI=0)" % (name, exe))
+        sys.exit(0)

@@ -9,31 +9,16 @@ one-line errors."""
 import json
 import os
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mllog_fixture import case, failures, run_tool  # noqa: E402
+from mllog_fixture import case, colours, failures, png_size, run_tool  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOL = os.path.join(ROOT, "logs", "plot.py")
 build = sys.argv[1] if len(sys.argv) > 1 else "build"
-
-
-def png_size(path):
-    """(width, height) from the PNG's IHDR chunk; None if not a PNG."""
-    with open(path, "rb") as f:
-        head = f.read(24)
-    if head[:8] != b"\x89PNG\r\n\x1a\n" or head[12:16] != b"IHDR":
-        return None
-    return struct.unpack(">II", head[16:24])
-
-
-def colours(path):
-    from PIL import Image
-    return len(Image.open(path).convert("RGB").getcolors(1 << 20) or [])
 
 
 def events(path):
