@@ -312,7 +312,7 @@ def main():
               "" if args.device == "cuda" else "; fp32 only (the CPU has no bf16/fp16 path)"),
           "Load average (1 minute) before the sweep: %.2f; after it: %.2f.%s" % (
               load[0], load[1], " Other work shared the cores: the rates, those of several ranks most, "
-              "are below what a quiet machine gives." if load[0] >= 0.5 else ""), ""]
+              "are below what a quiet machine gives." if load[0] >= 0.5 * (os.cpu_count() or 1) else ""), ""]
     md += lines
     md += [""] + ["Skipped %s: %s" % kv for kv in skipped.items()]
     record = {"date": date, "machine": machine, "host": platform.node(), "device": args.device,
