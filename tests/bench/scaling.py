@@ -36,6 +36,7 @@ sys.path.insert(0, os.path.join(ROOT, "logs"))
 import benchlib  # noqa: E402
 import plot  # noqa: E402  (logs/plot.py: the figure and its lines)
 import result  # noqa: E402  (logs/result.py: the MLPerf log reader)
+import system_desc  # noqa: E402  (logs/system_desc.py: /proc/cpuinfo's fields)
 
 # name: program, config, the config key whose value is one rank's batch and
 # is multiplied by the ranks (None: the config's max_tokens already is per
@@ -109,14 +110,7 @@ def gpu_names():
 
 
 def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "CPU"
+    return system_desc.cpuinfo_field("model name") or platform.processor() or "CPU"
 
 
 def prerequisites(name, args):
