@@ -76,15 +76,15 @@ void rng_blocks_cpu(uint32_t *out, int64_t n, uint64_t seed, uint64_t stream, ui
     uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
     for (int round = 0; round < 10; round++) {
       for (int l = 0; l < RNG_LANES; l++) {
-        uint64_t p0 = (uint64_t)0xD2511F53u * c0[l], p1 = (uint64_t)0xCD9E8D57u * c2[l];
+        uint64_t p0 = (uint64_t)RNG_PHILOX_M0 * c0[l], p1 = (uint64_t)RNG_PHILOX_M1 * c2[l];
         uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1[l] ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3[l] ^ k1;
         c0[l] = n0;
         c1[l] = (uint32_t)p1;
         c2[l] = n2;
         c3[l] = (uint32_t)p0;
       }
-      k0 += 0x9E3779B9u;
-      k1 += 0xBB67AE85u;
+      k0 += RNG_PHILOX_W0;
+      k1 += RNG_PHILOX_W1;
     }
     int64_t lanes = n - done < RNG_LANES ? n - done : RNG_LANES;
     for (int l = 0; l < lanes; l++) {

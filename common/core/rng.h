@@ -33,16 +33,22 @@ RNG_FN uint32_t rng_mulhilo(uint32_t a, uint32_t b, uint32_t *hi) {
   return (uint32_t)p;
 }
 
-// Philox4x32 with 10 rounds (Salmon et al., SC'11).
+// Philox4x32 with 10 rounds (Salmon et al., SC'11): the round multipliers
+// and the key's increments (rng_blocks_cpu runs the same rounds).
+#define RNG_PHILOX_M0 0xD2511F53u
+#define RNG_PHILOX_M1 0xCD9E8D57u
+#define RNG_PHILOX_W0 0x9E3779B9u
+#define RNG_PHILOX_W1 0xBB67AE85u
+
 RNG_FN RngBlock rng_philox(RngBlock ctr, uint32_t k0, uint32_t k1) {
   for (int round = 0; round < 10; round++) {
     uint32_t hi0, hi1;
-    uint32_t lo0 = rng_mulhilo(0xD2511F53u, ctr.w[0], &hi0);
-    uint32_t lo1 = rng_mulhilo(0xCD9E8D57u, ctr.w[2], &hi1);
+    uint32_t lo0 = rng_mulhilo(RNG_PHILOX_M0, ctr.w[0], &hi0);
+    uint32_t lo1 = rng_mulhilo(RNG_PHILOX_M1, ctr.w[2], &hi1);
     RngBlock next = {{hi1 ^ ctr.w[1] ^ k0, lo1, hi0 ^ ctr.w[3] ^ k1, lo0}};
     ctr = next;
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
+    k0 += RNG_PHILOX_W0;
+    k1 += RNG_PHILOX_W1;
   }
   return ctr;
 }
