@@ -16,7 +16,7 @@ RandomResizedCrop + flip, DataLoader with as many workers, pinned memory).
 Prints one table and writes tests/bench/results/resnet_<date>_<gpu>.{json,md}.
 
     python3 tests/bench/bench_resnet.py [--build build] [--batch 256] [--steps 50]
-        [--images 5120] [--loader_threads N]
+        [--images 5120] [--loader_threads N] [--precisions tf32,bf16,fp16] [--no_compile]
     python3 tests/bench/bench_resnet.py --device cpu --batch 4 --image_size 64 --steps 2 --images 64
         (a smoke run of the script's own logic: fp32 only, no results file)
 """
@@ -124,24 +124,31 @@ def main():
     p.add_argument("--images", type=int, default=5120, help="JPEGs of the real-input runs")
     p.add_argument("--loader_threads", type=int, default=os.cpu_count(),
                    help="our loader's threads and PyTorch's DataLoader workers")
+    p.add_argument("--precisions", default="tf32,bf16,fp16",
+                   help="the synthetic rows on a GPU (the real-input row is bf16 when listed)")
+    p.add_argument("--no_compile", action="store_true",
+                   help="leave out the torch.compile column (it compiles for a minute or more)")
     args = p.parse_args()
     torch = benchlib.require_torch("bench_resnet", cuda=args.device == "cuda",
                                    modules=("torchvision",),
                                    missing="PyTorch with torchvision is not installed")
-    precisions = ["tf32", "bf16", "fp16"] if args.device == "cuda" else ["fp32"]
+    precisions = args.precisions.split(",") if args.device == "cuda" else ["fp32"]
+    if not set(precisions) <= {"tf32", "bf16", "fp16"}:
+        p.error(f"--precisions: {args.precisions!r}: each must be tf32, bf16 or fp16")
     rows = []
-    profile_prec = "bf16" if args.device == "cuda" else precisions[0]
+    profile_prec = "bf16" if "bf16" in precisions else precisions[0]
     profile = ""
     for prec in precisions:
         ours, prof = run_ours(args, prec, profile=prec == profile_prec)
         profile = prof or profile
         eager = torch_images_per_s(torch, args, prec)
-        compiled = torch_images_per_s(torch, args, prec, compile_it=True) if prec == "bf16" else None
+        compiled = (torch_images_per_s(torch, args, prec, compile_it=True)
+                    if prec == "bf16" and not args.no_compile else None)
         rows.append({"precision": prec, "ours": ours, "torch_eager": eager, "torch_compile": compiled})
         # A row as soon as it is measured: a run cut short still says what it found.
         print(f"{prec}: ours {ours:.1f} images/s, torchvision eager {eager:.1f}"
               + (f", torch.compile {compiled:.1f}" if compiled else ""), flush=True)
-    real_prec = precisions[1] if args.device == "cuda" else precisions[0]
+    real_prec = profile_prec
     with tempfile.TemporaryDirectory() as tmp:
         data_note = make_jpegs(args, tmp)
         ours_real, waited = run_ours(args, real_prec, data_dir=tmp)

@@ -12,7 +12,8 @@
 struct Device;
 
 // Runs fn as case `name`; a failed CHECK marks the case failed and goes on, a
-// failed REQUIRE or test_skip() ends the case at once.
+// failed REQUIRE or test_skip() ends the case at once. With TEST_ONLY set (case
+// names, space- or comma-separated), every other case reports a skip.
 void test_run(const char *name, void (*fn)(void));
 #define TEST_RUN(fn) test_run(#fn, fn)
 // Ends the program: 0 when no case failed.

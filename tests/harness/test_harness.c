@@ -1,10 +1,15 @@
 // The test harness itself (harness.c, test.h) fails when it should: a NaN
 // gradient or loss fails the gradient check, a NaN fails every comparison,
-// and a case that fails and then skips makes the program exit non-zero.
+// and a case that fails and then skips makes the program exit non-zero;
+// TEST_ONLY runs exactly the cases it names, and a forked child that dies
+// through exit() keeps its status without running its parent's exit handlers.
 // The cases that run a harness of their own in a child run first, while
 // this program has no failure that the child would inherit.
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "test.h"
 
@@ -100,8 +105,51 @@ static void nan_fails_comparisons(void) {
   CHECK_EQ_INT(program_status(check_error_nan), 1);
 }
 
+// TEST_ONLY: the named cases run, and no case whose name merely contains or
+// starts with a named one.
+static int g_ran;
+static void count_run(void) { g_ran++; }
+static void must_not_run(void) { CHECK(!"a case outside TEST_ONLY ran"); }
+static void select_cases(void *ctx) {
+  (void)ctx;
+  setenv("TEST_ONLY", "other, wanted", 1);
+  test_run("wanted", count_run);
+  test_run("wanted_too", must_not_run);
+  test_run("unwanted", must_not_run);
+  test_run("other", count_run);
+  exit(g_ran == 2 ? test_finish() : 2);
+}
+
+static void test_only_runs_the_named_cases(void) {
+  char msg[256];
+  CHECK_EQ_INT(test_run_child(select_cases, NULL, msg, sizeof msg), 0);
+}
+
+// An exit handler of this process: in a forked child it must not run (as
+// the CUDA runtime's or compute-sanitizer's would not).
+static pid_t g_parent;
+static void parent_exit_handler(void) {
+  if (getpid() != g_parent) fprintf(stderr, "the parent's exit handler ran in the child\n");
+}
+static void die_with_3(void *ctx) {
+  (void)ctx;
+  fprintf(stderr, "dying\n");
+  exit(3);
+}
+
+static void child_skips_parent_exit_handlers(void) {
+  char msg[256];
+  CHECK_EQ_INT(test_run_child(die_with_3, NULL, msg, sizeof msg), 3);
+  CHECK_CONTAINS(msg, "dying");
+  CHECK_MSG(!strstr(msg, "exit handler"), "child said: %s", msg);
+}
+
 int main(void) {
+  g_parent = getpid();
+  atexit(parent_exit_handler);
   TEST_RUN(failure_then_skip_exits_nonzero);
+  TEST_RUN(test_only_runs_the_named_cases);
+  TEST_RUN(child_skips_parent_exit_handlers);
   TEST_RUN(nan_fails_comparisons);
   TEST_RUN(gradcheck_passes_a_right_gradient);
   TEST_RUN(gradcheck_fails_a_nan_gradient);
