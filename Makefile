@@ -58,9 +58,9 @@ endif
 # ---------------------------------------------------------------- flags
 BUILD ?= build
 # A user's CFLAGS (make CFLAGS=-g, or the environment) come after ours, so they win.
-override CFLAGS := -O2 -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -MMD -MP -Icommon -I. $(CFLAGS)
+override CFLAGS := -O2 -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -fopenmp -MMD -MP -Icommon -I. $(CFLAGS)
 override CFLAGS += $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-LDLIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -pthread
+LDLIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -pthread -fopenmp
 NVCCFLAGS := -O2 -std=c++17 -Icommon -I. -MMD -MP -Xcompiler -Wall,-Wextra \
   -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
 

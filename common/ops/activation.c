@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/parallel.h"
 #include "core/rng.h"
 
 // ---------------------------------------------------------------- GELU
@@ -13,7 +14,9 @@ void op_gelu_fwd_cpu(const Device *dev, const Tensor *x, const Tensor *y) {
   op_same_size_check("op_gelu_fwd", x, y);
   const float *in = x->data;
   float *out = y->data;
-  for (int64_t i = 0, n = tensor_numel(x); i < n; i++)
+  int64_t n = tensor_numel(x);
+#pragma omp parallel for if (n >= parallel_min_work)
+  for (int64_t i = 0; i < n; i++)
     out[i] = 0.5f * in[i] * (1.0f + erff(in[i] * (float)M_SQRT1_2));
 }
 
@@ -26,7 +29,9 @@ void op_gelu_bwd_cpu(const Device *dev, const Tensor *x, const Tensor *dy,
   const float *in = x->data, *g = dy->data;
   float *out = dx->data;
   const float inv_sqrt_2pi = 0.3989422804014327f;
-  for (int64_t i = 0, n = tensor_numel(x); i < n; i++) {
+  int64_t n = tensor_numel(x);
+#pragma omp parallel for if (n >= parallel_min_work)
+  for (int64_t i = 0; i < n; i++) {
     float cdf = 0.5f * (1.0f + erff(in[i] * (float)M_SQRT1_2));
     float pdf = inv_sqrt_2pi * expf(-0.5f * in[i] * in[i]);
     out[i] = g[i] * (cdf + in[i] * pdf);
@@ -60,6 +65,7 @@ void op_softmax_fwd_cpu(const Device *dev, const Tensor *x, const Tensor *y) {
   (void)dev;
   op_same_size_check("op_softmax_fwd", x, y);
   int64_t m = op_rows(x), c = op_last_dim(x);
+#pragma omp parallel for if (m * c >= parallel_min_work)
   for (int64_t i = 0; i < m; i++)
     op_softmax_row((const float *)x->data + i * c, (float *)y->data + i * c, c, c);
 }
@@ -70,6 +76,7 @@ void op_softmax_bwd_cpu(const Device *dev, const Tensor *y, const Tensor *dy,
   op_same_size_check("op_softmax_bwd", y, dy);
   op_same_size_check("op_softmax_bwd", y, dx);
   int64_t m = op_rows(y), c = op_last_dim(y);
+#pragma omp parallel for if (m * c >= parallel_min_work)
   for (int64_t i = 0; i < m; i++)
     op_softmax_bwd_row((const float *)y->data + i * c, (const float *)dy->data + i * c,
                     (float *)dx->data + i * c, c, 1.0f);
@@ -88,11 +95,13 @@ static void dropout_cpu(const Tensor *x, const Tensor *y, float keep_prob, uint6
   float *out = y->data;
   float scale = 1.0f / keep_prob;
   // rng_bernoulli's draws, Philox blocks (4 numbers each) a chunk at a time:
-  // element i takes word i % 4 of block i / 4, as rng_u32 does.
+  // element i takes word i % 4 of block i / 4, as rng_u32 does. Chunks are
+  // independent, so the team shares them.
   enum { CHUNK_BLOCKS = 256 };
-  uint32_t words[4 * CHUNK_BLOCKS];
   int64_t n = tensor_numel(x);
+#pragma omp parallel for if (n >= parallel_min_work)
   for (int64_t start = 0; start < n; start += 4 * CHUNK_BLOCKS) {
+    uint32_t words[4 * CHUNK_BLOCKS];
     int64_t count = n - start < 4 * CHUNK_BLOCKS ? n - start : 4 * CHUNK_BLOCKS;
     rng_blocks_cpu(words, (count + 3) / 4, seed, stream, (uint64_t)start / 4);
     for (int64_t j = 0; j < count; j++)

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "core/parallel.h"
 #include "ops/activation.h"
 
 // ---------------------------------------------------------------- attention
@@ -90,9 +91,15 @@ void op_attention_fwd_cpu(const Device *dev, const Tensor *q, const Tensor *k,
       if (valid > 0)
         attn_gemm(false, true, s.tq, valid, s.dh, scale, head_of(q, &s, b, h), ld, head_of(k, &s, b, h),
                   ld, 0.0f, p, (int)s.tk);
-      for (int64_t i = 0; i < s.tq; i++)
-        op_softmax_row(p + i * s.tk, p + i * s.tk, s.tk, keys_seen(valid, causal, i));
     }
+  }
+  // Each row of scores (b, h, i) to its probabilities, on the team's threads.
+  int64_t rows = s.b * s.h * s.tq;
+#pragma omp parallel for if (rows * s.tk >= parallel_min_work)
+  for (int64_t r = 0; r < rows; r++) {
+    float *p = (float *)probs->data + r * s.tk;
+    int64_t valid = keys_valid(&s, key_len, r / (s.h * s.tq));
+    op_softmax_row(p, p, s.tk, keys_seen(valid, causal, r % s.tq));
   }
   // The probabilities that weigh the values: dropped ones in scratch.
   if (dropout) op_dropout_fwd_cpu(dev, probs, scratch, drop->keep_prob, drop->seed, drop->stream);
@@ -140,7 +147,9 @@ void op_attention_bwd_cpu(const Device *dev, const Tensor *q, const Tensor *k,
       attn_gemm(false, true, s.tq, s.tk, s.dh, 1.0f, head_of(dout, &s, b, h), ld, head_of(v, &s, b, h),
                 ld, 0.0f, scores_of(scratch, &s, b, h), tk);
   if (dropout) op_dropout_bwd_cpu(dev, scratch, scratch, drop->keep_prob, drop->seed, drop->stream);
-  for (int64_t r = 0; r < s.b * s.h * s.tq; r++) {
+  int64_t rows = s.b * s.h * s.tq;
+#pragma omp parallel for if (rows * s.tk >= parallel_min_work)
+  for (int64_t r = 0; r < rows; r++) {
     const float *p = (const float *)probs->data + r * s.tk;
     float *ds = (float *)scratch->data + r * s.tk;
     op_softmax_bwd_row(p, ds, ds, s.tk, scale);

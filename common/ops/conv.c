@@ -7,6 +7,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/check.h"
+#include "core/parallel.h"
 #include "ops/reduce.h"
 
 
@@ -227,13 +229,21 @@ void op_conv2d_bwd_filter_cpu(const Device *dev, const Tensor *x, const Tensor *
 
 // ---------------------------------------------------------------- CPU: batch norm
 
-// Channels go in blocks of this many, rows inner: every pass reads memory in
-// order and keeps its per-channel sums in double on the stack.
-enum { BN_BLOCK = 64 };
+// Rows go in pieces of BN_ROWS, on the team's threads. Each piece sums its
+// rows per channel in double; the pieces' sums are then added in piece order,
+// so any number of threads gives the same bits (core/parallel.h).
+enum { BN_ROWS = 256 };
 
 static void bn_require_f32(const char *op, const Tensor *x, const Tensor *z, const Tensor *y) {
   OP_REQUIRE(op, x->dtype == DT_F32 && y->dtype == DT_F32 && tensor_numel(y) == tensor_numel(x));
   OP_REQUIRE(op, !z || (z->dtype == DT_F32 && tensor_numel(z) == tensor_numel(x)));
+}
+
+// total[j] = the sum over pieces of part[p * c + j], in piece order.
+static void bn_add_pieces(const double *part, int64_t pieces, int64_t c, double *total) {
+  for (int64_t j = 0; j < c; j++) total[j] = 0;
+  for (int64_t p = 0; p < pieces; p++)
+    for (int64_t j = 0; j < c; j++) total[j] += part[p * c + j];
 }
 
 // y = act(scale[c] x + shift[c] (+ z)) with scale = gamma invstd and shift =
@@ -245,21 +255,20 @@ static void bn_apply_cpu(const BatchNorm *bn, const float *mean, const float *sp
   const float *px = x->data, *pz = z ? z->data : NULL, *gamma = bn->gamma.data,
               *beta = bn->beta.data;
   float *py = y->data;
-  for (int64_t c0 = 0; c0 < c; c0 += BN_BLOCK) {
-    int64_t cn = c - c0 < BN_BLOCK ? c - c0 : BN_BLOCK;
-    float scale[BN_BLOCK], shift[BN_BLOCK];
-    for (int64_t j = 0; j < cn; j++) {
-      float invstd = spread_is_var ? 1.0f / sqrtf(spread[c0 + j] + bn->eps) : spread[c0 + j];
-      scale[j] = gamma[c0 + j] * invstd;
-      shift[j] = beta[c0 + j] - mean[c0 + j] * scale[j];
-    }
-    for (int64_t i = 0; i < m; i++)
-      for (int64_t j = 0; j < cn; j++) {
-        int64_t e = i * c + c0 + j;
-        float v = scale[j] * px[e] + shift[j] + (pz ? pz[e] : 0.0f);
-        py[e] = relu && !(v > 0) ? 0.0f : v;
-      }
+  float *scale = xmalloc((size_t)(2 * c) * sizeof(float)), *shift = scale + c;
+  for (int64_t j = 0; j < c; j++) {
+    float invstd = spread_is_var ? 1.0f / sqrtf(spread[j] + bn->eps) : spread[j];
+    scale[j] = gamma[j] * invstd;
+    shift[j] = beta[j] - mean[j] * scale[j];
   }
+#pragma omp parallel for if (m * c >= parallel_min_work)
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < c; j++) {
+      int64_t e = i * c + j;
+      float v = scale[j] * px[e] + shift[j] + (pz ? pz[e] : 0.0f);
+      py[e] = relu && !(v > 0) ? 0.0f : v;
+    }
+  free(scale);
 }
 
 void op_batchnorm_fwd_train_cpu(const Device *dev, const BatchNorm *bn, const Tensor *x,
@@ -272,27 +281,40 @@ void op_batchnorm_fwd_train_cpu(const Device *dev, const BatchNorm *bn, const Te
   const float *px = x->data;
   float *save_mean = bn->save_mean.data, *save_invstd = bn->save_invstd.data;
   float *run_mean = bn->running_mean.data, *run_var = bn->running_var.data;
-  for (int64_t c0 = 0; c0 < c; c0 += BN_BLOCK) {
-    int64_t cn = c - c0 < BN_BLOCK ? c - c0 : BN_BLOCK;
-    // Two passes (mean, then squared deviations): no cancellation.
-    double sum[BN_BLOCK] = {0}, sq[BN_BLOCK] = {0};
-    for (int64_t i = 0; i < m; i++)
-      for (int64_t j = 0; j < cn; j++) sum[j] += px[i * c + c0 + j];
-    for (int64_t j = 0; j < cn; j++) sum[j] /= (double)m;
-    for (int64_t i = 0; i < m; i++)
-      for (int64_t j = 0; j < cn; j++) {
-        double d = px[i * c + c0 + j] - sum[j];
-        sq[j] += d * d;
-      }
-    for (int64_t j = 0; j < cn; j++) {
-      double var = sq[j] / (double)m;
-      save_mean[c0 + j] = (float)sum[j];
-      save_invstd[c0 + j] = (float)(1.0 / sqrt(var + bn->eps));
-      run_mean[c0 + j] = (1 - bn->momentum) * run_mean[c0 + j] + bn->momentum * (float)sum[j];
-      run_var[c0 + j] = (1 - bn->momentum) * run_var[c0 + j] +
-                        bn->momentum * (float)(var * (double)m / (double)(m - 1));
-    }
+  int64_t pieces = parallel_pieces(m, BN_ROWS);
+  double *part = xmalloc((size_t)(pieces * c) * sizeof(double));
+  double *mean = xmalloc((size_t)(2 * c) * sizeof(double)), *sq = mean + c;
+  // Two passes (mean, then squared deviations): no cancellation.
+#pragma omp parallel for if (m * c >= parallel_min_work)
+  for (int64_t p = 0; p < pieces; p++) {
+    double *sum = part + p * c;
+    for (int64_t j = 0; j < c; j++) sum[j] = 0;
+    for (int64_t i = p * BN_ROWS; i < m && i < (p + 1) * BN_ROWS; i++)
+      for (int64_t j = 0; j < c; j++) sum[j] += px[i * c + j];
   }
+  bn_add_pieces(part, pieces, c, mean);
+  for (int64_t j = 0; j < c; j++) mean[j] /= (double)m;
+#pragma omp parallel for if (m * c >= parallel_min_work)
+  for (int64_t p = 0; p < pieces; p++) {
+    double *sum = part + p * c;
+    for (int64_t j = 0; j < c; j++) sum[j] = 0;
+    for (int64_t i = p * BN_ROWS; i < m && i < (p + 1) * BN_ROWS; i++)
+      for (int64_t j = 0; j < c; j++) {
+        double d = px[i * c + j] - mean[j];
+        sum[j] += d * d;
+      }
+  }
+  bn_add_pieces(part, pieces, c, sq);
+  for (int64_t j = 0; j < c; j++) {
+    double var = sq[j] / (double)m;
+    save_mean[j] = (float)mean[j];
+    save_invstd[j] = (float)(1.0 / sqrt(var + bn->eps));
+    run_mean[j] = (1 - bn->momentum) * run_mean[j] + bn->momentum * (float)mean[j];
+    run_var[j] = (1 - bn->momentum) * run_var[j] +
+                 bn->momentum * (float)(var * (double)m / (double)(m - 1));
+  }
+  free(part);
+  free(mean);
   bn_apply_cpu(bn, save_mean, save_invstd, false, x, z, relu, y, m, c);
 }
 
@@ -320,34 +342,45 @@ void op_batchnorm_bwd_cpu(const Device *dev, const BatchNorm *bn, const Tensor *
   const float *mean = bn->save_mean.data, *invstd = bn->save_invstd.data;
   float *pdx = dx->data, *pdz = dz ? dz->data : NULL;
   float *pdgamma = dgamma->data, *pdbeta = dbeta->data;
-  for (int64_t c0 = 0; c0 < c; c0 += BN_BLOCK) {
-    int64_t cn = c - c0 < BN_BLOCK ? c - c0 : BN_BLOCK;
-    // g = dy through the ReLU; sum g and sum g xhat per channel.
-    double sum_g[BN_BLOCK] = {0}, sum_gx[BN_BLOCK] = {0};
-    for (int64_t i = 0; i < m; i++)
-      for (int64_t j = 0; j < cn; j++) {
-        int64_t e = i * c + c0 + j;
+  int64_t pieces = parallel_pieces(m, BN_ROWS);
+  double *part = xmalloc((size_t)(2 * pieces * c) * sizeof(double));
+  double *sum_g = xmalloc((size_t)(2 * c) * sizeof(double)), *sum_gx = sum_g + c;
+  // g = dy through the ReLU; sum g and sum g xhat per channel.
+#pragma omp parallel for if (m * c >= parallel_min_work)
+  for (int64_t p = 0; p < pieces; p++) {
+    double *sg = part + p * c, *sgx = part + (pieces + p) * c;
+    for (int64_t j = 0; j < c; j++) sg[j] = sgx[j] = 0;
+    for (int64_t i = p * BN_ROWS; i < m && i < (p + 1) * BN_ROWS; i++)
+      for (int64_t j = 0; j < c; j++) {
+        int64_t e = i * c + j;
         float g = relu && !(py[e] > 0) ? 0.0f : pdy[e];
-        sum_g[j] += g;
-        sum_gx[j] += (double)g * (px[e] - mean[c0 + j]) * invstd[c0 + j];
-      }
-    for (int64_t j = 0; j < cn; j++) {
-      pdbeta[c0 + j] = (float)sum_g[j] + (accumulate ? pdbeta[c0 + j] : 0.0f);
-      pdgamma[c0 + j] = (float)sum_gx[j] + (accumulate ? pdgamma[c0 + j] : 0.0f);
-      sum_g[j] /= (double)m;
-      sum_gx[j] /= (double)m;
-    }
-    // dx = gamma invstd (g - mean(g) - xhat mean(g xhat))
-    for (int64_t i = 0; i < m; i++)
-      for (int64_t j = 0; j < cn; j++) {
-        int64_t e = i * c + c0 + j;
-        float g = relu && !(py[e] > 0) ? 0.0f : pdy[e];
-        float xhat = (px[e] - mean[c0 + j]) * invstd[c0 + j];
-        if (pdz) pdz[e] = g;
-        pdx[e] = gamma[c0 + j] * invstd[c0 + j] *
-                 (g - (float)sum_g[j] - xhat * (float)sum_gx[j]);
+        sg[j] += g;
+        sgx[j] += (double)g * (px[e] - mean[j]) * invstd[j];
       }
   }
+  bn_add_pieces(part, pieces, c, sum_g);
+  bn_add_pieces(part + pieces * c, pieces, c, sum_gx);
+  float *k = xmalloc((size_t)(3 * c) * sizeof(float)), *mg = k + c, *mgx = k + 2 * c;
+  for (int64_t j = 0; j < c; j++) {
+    pdbeta[j] = (float)sum_g[j] + (accumulate ? pdbeta[j] : 0.0f);
+    pdgamma[j] = (float)sum_gx[j] + (accumulate ? pdgamma[j] : 0.0f);
+    mg[j] = (float)(sum_g[j] / (double)m);
+    mgx[j] = (float)(sum_gx[j] / (double)m);
+    k[j] = gamma[j] * invstd[j];
+  }
+  // dx = gamma invstd (g - mean(g) - xhat mean(g xhat))
+#pragma omp parallel for if (m * c >= parallel_min_work)
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < c; j++) {
+      int64_t e = i * c + j;
+      float g = relu && !(py[e] > 0) ? 0.0f : pdy[e];
+      float xhat = (px[e] - mean[j]) * invstd[j];
+      if (pdz) pdz[e] = g;
+      pdx[e] = k[j] * (g - mg[j] - xhat * mgx[j]);
+    }
+  free(part);
+  free(sum_g);
+  free(k);
 }
 
 // ---------------------------------------------------------------- CPU: ReLU
@@ -358,6 +391,7 @@ void op_relu_fwd_cpu(const Device *dev, const Tensor *x, const Tensor *y) {
   OP_REQUIRE("op_relu_fwd", x->dtype == DT_F32 && y->dtype == DT_F32 && tensor_numel(y) == n);
   const float *px = x->data;
   float *py = y->data;
+#pragma omp parallel for if (n >= parallel_min_work)
   for (int64_t i = 0; i < n; i++) py[i] = px[i] > 0 ? px[i] : 0.0f;
 }
 
@@ -368,6 +402,7 @@ void op_relu_bwd_cpu(const Device *dev, const Tensor *y, const Tensor *dy, const
   OP_REQUIRE("op_relu_bwd", tensor_numel(dy) == n && tensor_numel(dx) == n);
   const float *py = y->data, *pdy = dy->data;
   float *pdx = dx->data;
+#pragma omp parallel for if (n >= parallel_min_work)
   for (int64_t i = 0; i < n; i++) pdx[i] = py[i] > 0 ? pdy[i] : 0.0f;
 }
 

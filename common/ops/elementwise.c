@@ -5,6 +5,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/parallel.h"
+
 // ---------------------------------------------------------------- shape checks
 
 int64_t elem_affine_u8_channels(const Tensor *x, const Tensor *y) {
@@ -31,6 +33,7 @@ void op_add_cpu(const Device *dev, const Tensor *a, const Tensor *b, const Tenso
   int64_t n = elem_binary_count("op_add", a, b, y);
   const float *pa = a->data, *pb = b->data;
   float *py = y->data;
+#pragma omp parallel for if (n >= parallel_min_work)
   for (int64_t i = 0; i < n; i++) py[i] = pa[i] + pb[i];
 }
 
@@ -39,6 +42,7 @@ void op_mul_cpu(const Device *dev, const Tensor *a, const Tensor *b, const Tenso
   int64_t n = elem_binary_count("op_mul", a, b, y);
   const float *pa = a->data, *pb = b->data;
   float *py = y->data;
+#pragma omp parallel for if (n >= parallel_min_work)
   for (int64_t i = 0; i < n; i++) py[i] = pa[i] * pb[i];
 }
 
@@ -47,6 +51,7 @@ void op_scale_cpu(const Device *dev, const Tensor *x, float alpha, const Tensor 
   int64_t n = elem_binary_count("op_scale", x, x, y);
   const float *px = x->data;
   float *py = y->data;
+#pragma omp parallel for if (n >= parallel_min_work)
   for (int64_t i = 0; i < n; i++) py[i] = alpha * px[i];
 }
 
@@ -55,6 +60,7 @@ void op_axpy_cpu(const Device *dev, float alpha, const Tensor *x, const Tensor *
   int64_t n = elem_binary_count("op_axpy", x, x, y);
   const float *px = x->data;
   float *py = y->data;
+#pragma omp parallel for if (n >= parallel_min_work)
   for (int64_t i = 0; i < n; i++) py[i] += alpha * px[i];
 }
 
@@ -74,6 +80,7 @@ void op_affine_u8_cpu(const Device *dev, const Tensor *x, const ChannelAffine *a
   (void)dev;
   int64_t channels = elem_affine_u8_channels(x, y), n = tensor_numel(x);
   const uint8_t *in = x->data;
+#pragma omp parallel for if (n >= parallel_min_work)
   for (int64_t i = 0; i < n; i++)
     dtype_store_f32(y->data, y->dtype, i, (float)in[i] * a->scale[i % channels] + a->shift[i % channels]);
 }
@@ -84,5 +91,6 @@ void op_cast_cpu(const Device *dev, const Tensor *x, const Tensor *y) {
   OP_REQUIRE("op_cast", tensor_numel(y) == n);
   OP_REQUIRE("op_cast", x->dtype == DT_F32 || x->dtype == DT_F16 || x->dtype == DT_BF16);
   OP_REQUIRE("op_cast", y->dtype == DT_F32 || y->dtype == DT_F16 || y->dtype == DT_BF16);
+#pragma omp parallel for if (n >= parallel_min_work)
   for (int64_t i = 0; i < n; i++) dtype_store_f32(y->data, y->dtype, i, dtype_load_f32(x->data, x->dtype, i));
 }

@@ -4,6 +4,9 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/check.h"
+#include "core/parallel.h"
+
 // ---------------------------------------------------------------- layer norm
 void op_layernorm_check(const Tensor *x, const Tensor *gamma, const Tensor *y,
                         const Tensor *mean, const Tensor *rstd) {
@@ -22,6 +25,7 @@ void op_layernorm_fwd_cpu(const Device *dev, const Tensor *x, const Tensor *gamm
   OP_REQUIRE("op_layernorm_fwd", tensor_same_shape(beta, gamma));
   int64_t m = op_rows(x), c = op_last_dim(x);
   const float *g = gamma->data, *b = beta->data;  // (C)
+#pragma omp parallel for if (m * c >= parallel_min_work)
   for (int64_t i = 0; i < m; i++) {
     const float *row = (const float *)x->data + i * c;  // (C)
     float *out = (float *)y->data + i * c;              // (C)
@@ -35,6 +39,11 @@ void op_layernorm_fwd_cpu(const Device *dev, const Tensor *x, const Tensor *gamm
     ((float *)rstd->data)[i] = rs;
   }
 }
+
+// Rows per piece of the dgamma, dbeta sums: each piece sums its rows in
+// double, and the pieces are added in order (the same bits at any thread
+// count, core/parallel.h).
+enum { LN_ROWS = 64 };
 
 // With xhat = (x - mean) rstd and g = dy gamma:
 //   dx = rstd (g - mean(g) - xhat mean(g xhat)),
@@ -51,28 +60,41 @@ void op_layernorm_bwd_cpu(const Device *dev, const Tensor *x, const Tensor *gamm
   int64_t m = op_rows(x), c = op_last_dim(x);
   const float *gam = gamma->data;               // (C)
   float *dg = dgamma->data, *db = dbeta->data;  // (C)
-  if (!accumulate) {
-    memset(dg, 0, (size_t)c * sizeof(float));
-    memset(db, 0, (size_t)c * sizeof(float));
-  }
-  for (int64_t i = 0; i < m; i++) {
-    const float *row = (const float *)x->data + i * c,
-                *g = (const float *)dy->data + i * c;
-    float *out = (float *)dx->data + i * c;
-    float mu = ((const float *)mean->data)[i], rs = ((const float *)rstd->data)[i];
-    double mean_g = 0, mean_gx = 0;
-    for (int64_t j = 0; j < c; j++) {
-      float xhat = (row[j] - mu) * rs;
-      mean_g += g[j] * gam[j];
-      mean_gx += g[j] * gam[j] * xhat;
-      dg[j] += g[j] * xhat;
-      db[j] += g[j];
+  int64_t pieces = parallel_pieces(m, LN_ROWS);
+  double *part = xmalloc((size_t)(2 * pieces * c) * sizeof(double));  // (pieces, 2, C)
+#pragma omp parallel for if (m * c >= parallel_min_work)
+  for (int64_t p = 0; p < pieces; p++) {
+    double *pdg = part + 2 * p * c, *pdb = pdg + c;
+    for (int64_t j = 0; j < c; j++) pdg[j] = pdb[j] = 0;
+    for (int64_t i = p * LN_ROWS; i < m && i < (p + 1) * LN_ROWS; i++) {
+      const float *row = (const float *)x->data + i * c,
+                  *g = (const float *)dy->data + i * c;
+      float *out = (float *)dx->data + i * c;
+      float mu = ((const float *)mean->data)[i], rs = ((const float *)rstd->data)[i];
+      double mean_g = 0, mean_gx = 0;
+      for (int64_t j = 0; j < c; j++) {
+        float xhat = (row[j] - mu) * rs;
+        mean_g += g[j] * gam[j];
+        mean_gx += g[j] * gam[j] * xhat;
+        pdg[j] += g[j] * xhat;
+        pdb[j] += g[j];
+      }
+      mean_g /= c;
+      mean_gx /= c;
+      for (int64_t j = 0; j < c; j++) {
+        float xhat = (row[j] - mu) * rs;
+        out[j] = rs * (g[j] * gam[j] - (float)mean_g - xhat * (float)mean_gx);
+      }
     }
-    mean_g /= c;
-    mean_gx /= c;
-    for (int64_t j = 0; j < c; j++) {
-      float xhat = (row[j] - mu) * rs;
-      out[j] = rs * (g[j] * gam[j] - (float)mean_g - xhat * (float)mean_gx);
-    }
   }
+  for (int64_t j = 0; j < c; j++) {
+    double sum_g = 0, sum_b = 0;
+    for (int64_t p = 0; p < pieces; p++) {
+      sum_g += part[2 * p * c + j];
+      sum_b += part[(2 * p + 1) * c + j];
+    }
+    dg[j] = (float)sum_g + (accumulate ? dg[j] : 0.0f);
+    db[j] = (float)sum_b + (accumulate ? db[j] : 0.0f);
+  }
+  free(part);
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "core/parallel.h"
 #include "train/optim_math.h"
 
 static const char *const kKindNames[] = {
@@ -121,14 +122,28 @@ void optim_grads_zero(const Device *dev, ParamSet *ps) {
 
 // ------------------------------------------------------------ CPU reference
 
+// Sum of x[i]^2 in double: pieces of SQ_PIECE elements on the team's
+// threads, added in piece order (the same bits at any thread count).
+enum { SQ_PIECE = 1 << 15 };
 static double sum_squares(const float *x, int64_t n) {
+  int64_t pieces = parallel_pieces(n, SQ_PIECE);
+  double *part = xmalloc((size_t)(pieces > 0 ? pieces : 1) * sizeof(double));
+#pragma omp parallel for if (n >= parallel_min_work)
+  for (int64_t p = 0; p < pieces; p++) {
+    double s = 0;
+    for (int64_t i = p * SQ_PIECE; i < n && i < (p + 1) * SQ_PIECE; i++)
+      s += (double)x[i] * x[i];
+    part[p] = s;
+  }
   double s = 0;
-  for (int64_t i = 0; i < n; i++) s += (double)x[i] * x[i];
+  for (int64_t p = 0; p < pieces; p++) s += part[p];
+  free(part);
   return s;
 }
 
 static void sgd_tensor(const OptConfig *c, float lr, float wd, float *w, const float *g,
                        float *buf, int64_t n) {
+#pragma omp parallel for if (n >= parallel_min_work)
   for (int64_t i = 0; i < n; i++)
     optim_sgd_elem(&w[i], &buf[i], g[i], lr, wd, c->momentum, c->nesterov);
 }
@@ -139,6 +154,7 @@ static void lars_tensor(const OptConfig *c, float lr, bool adapt, float *w, cons
   float ratio = adapt ? optim_lars_ratio(sqrt(sum_squares(w, n)), sqrt(sum_squares(g, n)),
                                          c->lars_eta, wd, c->eps)
                       : 1.0f;
+#pragma omp parallel for if (n >= parallel_min_work)
   for (int64_t i = 0; i < n; i++)
     optim_lars_elem(&w[i], &buf[i], g[i], lr * ratio, wd, c->momentum, c->nesterov);
 }
@@ -149,6 +165,7 @@ static void adam_tensor(const OptConfig *c, OptStepScalars s, float lr, bool dec
   float l2 = c->kind == OPT_ADAM ? wd : 0.0f;
   float decoupled = c->kind == OPT_ADAMW ? 1.0f - lr * wd : 1.0f;
   float sqrt_bc2 = sqrtf(s.bc2);
+#pragma omp parallel for if (n >= parallel_min_work)
   for (int64_t i = 0; i < n; i++)
     optim_adam_elem(&w[i], &m[i], &v[i], g[i], lr / s.bc1, l2, decoupled, c->beta1, c->beta2,
                     sqrt_bc2, c->eps);
@@ -164,6 +181,7 @@ static void lamb_tensor(const OptConfig *c, OptStepScalars s, float lr, bool ada
     u_sq += (double)u * u;
   }
   float ratio = adapt ? optim_lamb_ratio(sqrt(sum_squares(w, n)), sqrt(u_sq)) : 1.0f;
+#pragma omp parallel for if (n >= parallel_min_work)
   for (int64_t i = 0; i < n; i++)
     w[i] -= lr * ratio * optim_lamb_dir(w[i], m[i], v[i], s.bc1, s.bc2, c->eps, wd);
 }
@@ -194,7 +212,9 @@ void optim_grads_zero_cpu(const Device *dev, ParamSet *ps) {
 
 void optim_grads_scale_cpu(const Device *dev, ParamSet *ps, float factor) {
   (void)dev;
-  for (int64_t i = 0; i < ps->total_numel; i++) ps->grads[i] *= factor;
+  int64_t n = ps->total_numel;
+#pragma omp parallel for if (n >= parallel_min_work)
+  for (int64_t i = 0; i < n; i++) ps->grads[i] *= factor;
 }
 
 void optim_clip_grads_cpu(Optimizer *opt, const Device *dev, ParamSet *ps, float max_norm) {

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/check.h"
+#include "core/parallel.h"
 #include "core/progress.h"
 #include "device/profile.h"
 #include "ops/elementwise.h"
@@ -23,6 +24,8 @@ const ConfigKey run_keys[] = {
     {"submission_division", CFG_STRING, "closed", "closed or open", "closed|open"},
     {"submission_status", CFG_STRING, "research", "onprem, cloud, research or preview", "onprem|cloud|research|preview"},
     {"submission_platform", CFG_STRING, "", "default: 1x<device name>", NULL},
+    {"threads", CFG_INT, "0",
+     "CPU op threads per rank; 0: OMP_NUM_THREADS, else the rank's share of the cores", "[0, 1024]"},
 };
 const int run_key_count = (int)(sizeof run_keys / sizeof run_keys[0]);
 
@@ -30,7 +33,7 @@ const int run_key_count = (int)(sizeof run_keys / sizeof run_keys[0]);
 // its labels, and the epoch limit (a schedule's length is its own key).
 static const char *const kResumeMayChange[] = {
     "data_dir", "log_file", "checkpoint", "resume", "device", "max_epochs", "submission_org",
-    "submission_division", "submission_status", "submission_platform", NULL};
+    "submission_division", "submission_status", "submission_platform", "threads", NULL};
 
 // The lifecycle's keys, their defaults the spec's.
 static void declare_run_keys(Run *run) {
@@ -79,8 +82,10 @@ void run_init(Run *run, const RunSpec *spec, int *argc, char ***argv) {
 
   DeviceKind kind = device_kind_parse("device", config_string(cfg, "device"));
   device_open(&run->dev, kind, kind == DEVICE_CUDA ? dist_device_index(&run->dist) : 0);
-  if (kind == DEVICE_CPU && spec->blas_all_cores)
-    device_blas_threads_set(device_cpu_share(run->dist.local_size));
+  if (kind == DEVICE_CPU) {
+    parallel_set_threads((int)config_int(cfg, "threads"), device_cpu_share(run->dist.local_size));
+    if (spec->blas_all_cores) device_blas_threads_set(parallel_threads());
+  }
 
   const char *path = config_string(cfg, "log_file");
   if (*path)

@@ -16,7 +16,8 @@ FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= record config image lmdb_record ckpt movielens_csv ncf_bin imagenet_val_csv
 
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-FUZZ_CFLAGS := -O2 -g -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -MMD -MP \
+# No OpenMP: the ops' parallel loops run on one thread (common/core/parallel.h).
+FUZZ_CFLAGS := -O2 -g -std=c11 -Wall -Wextra -Werror -Wno-unknown-pragmas -D_GNU_SOURCE -pthread -MMD -MP \
   -Icommon -I. -Itests/fuzz -DHAVE_CUDA=0 -DHAVE_MPI=0 \
   $(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(FUZZ_SAN) -fsanitize=fuzzer-no-link
 # fuzz_util.c's ledger sees what the suite's code allocates and opens.

@@ -14,8 +14,11 @@
 //   - where the row names a gradient check, the CPU backward against central
 //     differences of the CPU forward (loss = sum(y * dy) in double, or the
 //     op's own scalar loss).
-// Rows are grouped by family; each family is two cases,
-// <family>_cuda_matches_cpu and <family>_gradients_match_finite_differences.
+//   - the CPU implementation on 1 and on 3 threads, every loop made parallel
+//     whatever its size (core/parallel.h): every output bit for bit the same.
+// Rows are grouped by family; each family is three cases,
+// <family>_cuda_matches_cpu, <family>_gradients_match_finite_differences
+// and <family>_cpu_threads_agree.
 //
 // Adding an op: its entry in the family's list (ops.h), a run function
 // below (a few lines calling the op on t[0], t[1], ... in the order of the
@@ -27,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/parallel.h"
 #include "ops/activation.h"
 #include "ops/attention.h"
 #include "ops/conv.h"
@@ -928,16 +932,52 @@ static void gradients_match_finite_differences(void) {
   }
 }
 
+// The fp32 CPU op on 1 thread and on 3, from the same inputs: every output
+// and scratch tensor the same bits. Every loop runs on the team, whatever its
+// size, so a race or a sum whose order follows the threads shows here.
+static void cpu_threads_agree(void) {
+  int64_t saved = parallel_min_work;
+  int threads = parallel_threads();
+  parallel_min_work = 1;
+  for (int row = 0; row < g_family->n; row++) {
+    const Row *r = &g_family->rows[row];
+    if (!(r->dtypes & DT_BIT(DT_F32))) continue;
+    Bufs one, three;
+    bufs_make(&one, r, DT_F32, DT_I32, 3000 + 97 * (uint64_t)row, false, 0);
+    bufs_make(&three, r, DT_F32, DT_I32, 3000 + 97 * (uint64_t)row, false, 0);
+    parallel_set_threads(1, 1);
+    r->run(&kCpu, one.h, r);
+    parallel_set_threads(3, 3);
+    r->run(&kCpu, three.h, r);
+    for (int i = 0; i < one.n; i++) {
+      const Arg *a = &r->args[i];
+      if (is_input(a) && a->role != 'u' && a->role != 'a') continue;
+      size_t elem = dtype_size(one.h[i].dtype);
+      int64_t n = tensor_numel(&one.h[i]), differ = 0;
+      for (int64_t e = 0; e < n; e++)
+        differ += memcmp((char *)one.h[i].data + e * elem, (char *)three.h[i].data + e * elem, elem) != 0;
+      CHECK_MSG(differ == 0, "row %d %s %s: %lld of %lld elements differ between 1 and 3 threads", row,
+                r->op, a->name, (long long)differ, (long long)n);
+    }
+    bufs_free(&one);
+    bufs_free(&three);
+  }
+  parallel_min_work = saved;
+  parallel_set_threads(threads, threads);
+}
+
 int main(void) {
-  static char names[N_FAMILIES][2][80];
+  static char names[N_FAMILIES][3][80];
   for (int f = 0; f < N_FAMILIES; f++) {
     g_family = &kFamilies[f];
     bool any_fd = false;
     for (int row = 0; row < g_family->n; row++) any_fd |= g_family->rows[row].fd.n_wrt > 0;
     snprintf(names[f][0], sizeof names[f][0], "%.24s_gradients_match_finite_differences", g_family->name);
     snprintf(names[f][1], sizeof names[f][1], "%.24s_cuda_matches_cpu", g_family->name);
+    snprintf(names[f][2], sizeof names[f][2], "%.24s_cpu_threads_agree", g_family->name);
     if (any_fd) test_run(names[f][0], gradients_match_finite_differences);
     test_run(names[f][1], cuda_matches_cpu);
+    test_run(names[f][2], cpu_threads_agree);
   }
   return test_finish();
 }

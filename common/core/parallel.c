@@ -1,0 +1,28 @@
+// parallel.c: the size of the CPU ops' OpenMP team (parallel.h).
+#include "core/parallel.h"
+
+#include <stdlib.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+int64_t parallel_min_work = 1 << 15;
+
+void parallel_set_threads(int threads, int fallback) {
+#ifdef _OPENMP
+  const char *env = getenv("OMP_NUM_THREADS");
+  if (threads <= 0) threads = env && atoi(env) > 0 ? atoi(env) : fallback;
+  omp_set_num_threads(threads > 0 ? threads : 1);
+#else
+  (void)threads, (void)fallback;  // a build without OpenMP runs every op on one thread
+#endif
+}
+
+int parallel_threads(void) {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
