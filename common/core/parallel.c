@@ -26,3 +26,11 @@ int parallel_threads(void) {
   return 1;
 #endif
 }
+
+int parallel_thread_index(void) {
+#ifdef _OPENMP
+  return omp_get_thread_num();
+#else
+  return 0;
+#endif
+}

@@ -18,6 +18,8 @@ extern int64_t parallel_min_work;
 // else `fallback` (a rank's share of the cores, device_cpu_share).
 void parallel_set_threads(int threads, int fallback);
 int parallel_threads(void);
+// Inside a parallel region: this thread's index in the team (0 outside one).
+int parallel_thread_index(void);
 
 // How many pieces of `grain` items [0, n) is cut into (the last may be
 // shorter); piece p is [p * grain, min(n, (p + 1) * grain)).

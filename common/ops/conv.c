@@ -164,6 +164,17 @@ static float *conv_chunk_col(const ConvGeometry *g, const ConvParams *p, const T
   return scratch;  // (images * P * Q, R * S * C)
 }
 
+// The convolutions share their chunks of images among the team's threads
+// (each GEMM then runs on its thread alone). Each thread builds its im2col
+// matrices in a buffer of its own; the first uses the caller's scratch.
+static float *conv_thread_col(void *scratch, size_t bytes) {
+  return parallel_thread_index() == 0 ? scratch : xmalloc(bytes ? bytes : 1);
+}
+static void conv_thread_col_free(void *col, void *scratch) {
+  if (col != scratch) free(col);
+}
+#define CONV_PARALLEL(g, chunks) ((chunks) > 1 && (g).n * (g).p * (g).q * (g).k >= parallel_min_work)
+
 void op_conv2d_fwd_cpu(const Device *dev, const Tensor *x, const Tensor *w, const Tensor *bias,
                        const Tensor *y, const ConvParams *p, void *scratch,
                        size_t scratch_bytes) {
@@ -172,16 +183,23 @@ void op_conv2d_fwd_cpu(const Device *dev, const Tensor *x, const Tensor *w, cons
   OP_REQUIRE("op_conv2d_fwd", x->dtype == DT_F32);
   OP_REQUIRE("op_conv2d_fwd", !bias || (bias->dtype == DT_F32 && tensor_numel(bias) == g.k));
   int64_t chunk = conv_chunk_images("op_conv2d_fwd", &g, p, scratch_bytes);
-  int64_t rsc = g.r * g.s * g.c, pq = g.p * g.q;
-  for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
-    int64_t images = g.n - n0 < chunk ? g.n - n0 : chunk;
-    float *ys = (float *)y->data + n0 * pq * g.k;  // (images * P * Q, K)
-    float *col = conv_chunk_col(&g, p, x, n0, images, scratch);
-    int64_t rows = images * pq;
-    if (bias)
-      for (int64_t i = 0; i < rows; i++) memcpy(ys + i * g.k, bias->data, (size_t)g.k * sizeof(float));
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)g.k, (int)rsc, 1.0f,
-                col, (int)rsc, w->data, (int)rsc, bias ? 1.0f : 0.0f, ys, (int)g.k);
+  int64_t rsc = g.r * g.s * g.c, pq = g.p * g.q, chunks = parallel_pieces(g.n, chunk);
+  size_t col_bytes = conv_is_pointwise(&g, p) ? 0 : (size_t)chunk * conv_col_image_bytes(&g);
+#pragma omp parallel if (CONV_PARALLEL(g, chunks))
+  {
+    float *own = conv_thread_col(scratch, col_bytes);
+#pragma omp for
+    for (int64_t ci = 0; ci < chunks; ci++) {
+      int64_t n0 = ci * chunk, images = g.n - n0 < chunk ? g.n - n0 : chunk;
+      float *ys = (float *)y->data + n0 * pq * g.k;  // (images * P * Q, K)
+      float *col = conv_chunk_col(&g, p, x, n0, images, own);
+      int64_t rows = images * pq;
+      if (bias)
+        for (int64_t i = 0; i < rows; i++) memcpy(ys + i * g.k, bias->data, (size_t)g.k * sizeof(float));
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)g.k, (int)rsc, 1.0f,
+                  col, (int)rsc, w->data, (int)rsc, bias ? 1.0f : 0.0f, ys, (int)g.k);
+    }
+    conv_thread_col_free(own, scratch);
   }
 }
 
@@ -192,21 +210,35 @@ void op_conv2d_bwd_data_cpu(const Device *dev, const Tensor *dy, const Tensor *w
   ConvGeometry g = conv_geometry("op_conv2d_bwd_data", dx, w, dy, p);
   OP_REQUIRE("op_conv2d_bwd_data", dx->dtype == DT_F32);
   int64_t chunk = conv_chunk_images("op_conv2d_bwd_data", &g, p, scratch_bytes);
-  int64_t rsc = g.r * g.s * g.c, pq = g.p * g.q;
+  int64_t rsc = g.r * g.s * g.c, pq = g.p * g.q, chunks = parallel_pieces(g.n, chunk);
   bool pointwise = conv_is_pointwise(&g, p);
-  for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
-    int64_t images = g.n - n0 < chunk ? g.n - n0 : chunk;
-    float *dxs = (float *)dx->data + n0 * g.h * g.w * g.c;  // (images, H, W, C)
-    float *dys = (float *)dy->data + n0 * pq * g.k;         // (images * P * Q, K)
-    float *dcol = pointwise ? dxs : scratch;                // (images * P * Q, R * S * C)
-    int64_t rows = images * pq;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)rsc, (int)g.k, 1.0f,
-                dys, (int)g.k, w->data, (int)rsc, 0.0f, dcol, (int)rsc);
-    if (pointwise) continue;
-    memset(dxs, 0, (size_t)(images * g.h * g.w * g.c) * sizeof(float));
-    conv_im2col(dxs, dcol, &g, p, images, false);
+  size_t col_bytes = pointwise ? 0 : (size_t)chunk * conv_col_image_bytes(&g);
+#pragma omp parallel if (CONV_PARALLEL(g, chunks))
+  {
+    float *own = conv_thread_col(scratch, col_bytes);
+#pragma omp for
+    for (int64_t ci = 0; ci < chunks; ci++) {
+      int64_t n0 = ci * chunk, images = g.n - n0 < chunk ? g.n - n0 : chunk;
+      float *dxs = (float *)dx->data + n0 * g.h * g.w * g.c;  // (images, H, W, C)
+      float *dys = (float *)dy->data + n0 * pq * g.k;         // (images * P * Q, K)
+      float *dcol = pointwise ? dxs : own;                    // (images * P * Q, R * S * C)
+      int64_t rows = images * pq;
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)rsc, (int)g.k, 1.0f,
+                  dys, (int)g.k, w->data, (int)rsc, 0.0f, dcol, (int)rsc);
+      if (pointwise) continue;
+      memset(dxs, 0, (size_t)(images * g.h * g.w * g.c) * sizeof(float));
+      conv_im2col(dxs, dcol, &g, p, images, false);
+    }
+    conv_thread_col_free(own, scratch);
   }
 }
+
+// The filter gradient sums over every chunk. Chunk i goes to lane i %
+// CONV_LANES; each lane sums its chunks in order (lane 0 into dw itself, the
+// others into buffers of their own), and the lanes are then added in order:
+// a decomposition fixed by the data, so any number of threads (up to
+// CONV_LANES at work) gives the same bits.
+enum { CONV_LANES = 8 };
 
 void op_conv2d_bwd_filter_cpu(const Device *dev, const Tensor *x, const Tensor *dy,
                               const Tensor *dw, const ConvParams *p, bool accumulate,
@@ -216,15 +248,34 @@ void op_conv2d_bwd_filter_cpu(const Device *dev, const Tensor *x, const Tensor *
   OP_REQUIRE("op_conv2d_bwd_filter", x->dtype == DT_F32);
   if (g.n == 0 && !accumulate) memset(dw->data, 0, tensor_bytes(dw));  // an empty sum
   int64_t chunk = conv_chunk_images("op_conv2d_bwd_filter", &g, p, scratch_bytes);
-  int64_t rsc = g.r * g.s * g.c, pq = g.p * g.q;
-  for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
-    int64_t images = g.n - n0 < chunk ? g.n - n0 : chunk;
-    float *dys = (float *)dy->data + n0 * pq * g.k;  // (images * P * Q, K)
-    float *col = conv_chunk_col(&g, p, x, n0, images, scratch);
-    float beta = (accumulate || n0 > 0) ? 1.0f : 0.0f;
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)g.k, (int)rsc, (int)(images * pq),
-                1.0f, dys, (int)g.k, col, (int)rsc, beta, dw->data, (int)rsc);
+  int64_t rsc = g.r * g.s * g.c, pq = g.p * g.q, chunks = parallel_pieces(g.n, chunk);
+  int64_t lanes = chunks < CONV_LANES ? chunks : CONV_LANES, wn = g.k * rsc;
+  size_t col_bytes = conv_is_pointwise(&g, p) ? 0 : (size_t)chunk * conv_col_image_bytes(&g);
+  float *partial = lanes > 1 ? xmalloc((size_t)((lanes - 1) * wn) * sizeof(float)) : NULL;
+#pragma omp parallel if (CONV_PARALLEL(g, chunks))
+  {
+    float *own = conv_thread_col(scratch, col_bytes);
+#pragma omp for schedule(static, 1)
+    for (int64_t lane = 0; lane < lanes; lane++) {
+      float *sum = lane == 0 ? dw->data : partial + (lane - 1) * wn;
+      for (int64_t ci = lane; ci < chunks; ci += lanes) {
+        int64_t n0 = ci * chunk, images = g.n - n0 < chunk ? g.n - n0 : chunk;
+        float *dys = (float *)dy->data + n0 * pq * g.k;  // (images * P * Q, K)
+        float *col = conv_chunk_col(&g, p, x, n0, images, own);
+        float beta = ci >= lanes || (lane == 0 && accumulate) ? 1.0f : 0.0f;
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)g.k, (int)rsc, (int)(images * pq),
+                    1.0f, dys, (int)g.k, col, (int)rsc, beta, sum, (int)rsc);
+      }
+    }
+    conv_thread_col_free(own, scratch);
   }
+  float *pdw = dw->data;
+  for (int64_t lane = 1; lane < lanes; lane++) {
+    const float *part = partial + (lane - 1) * wn;
+#pragma omp parallel for if (wn >= parallel_min_work)
+    for (int64_t i = 0; i < wn; i++) pdw[i] += part[i];
+  }
+  free(partial);
 }
 
 // ---------------------------------------------------------------- CPU: batch norm
