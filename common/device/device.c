@@ -11,6 +11,7 @@
 #include <cblas.h>
 
 #include "core/check.h"
+#include "core/parallel.h"
 #include "core/progress.h"
 
 int device_cuda_count(void) {
@@ -60,10 +61,10 @@ void device_open(Device *dev, DeviceKind kind, int index) {
   dev->index = index;
   if (kind == DEVICE_CPU) {
     cpu_model_name(dev->name, sizeof dev->name);
-    // One BLAS thread per process: the loader threads and MPI ranks supply
-    // the parallelism. On 2 cores a small-scale ResNet epoch took 13.1 s so
-    // against 15.7 s with OpenBLAS's default 2 threads competing with the
-    // loader. OPENBLAS_NUM_THREADS overrides.
+    // One BLAS thread per GEMM: the ops' team (core/parallel.h), the loader
+    // threads and MPI ranks supply the parallelism. On 2 cores a small-scale
+    // ResNet epoch took 13.1 s so against 15.7 s with OpenBLAS's default 2
+    // threads competing with the loader. OPENBLAS_NUM_THREADS overrides.
     device_blas_threads_set(1);
     return;
   }
@@ -85,7 +86,11 @@ int device_cpu_share(int local_ranks) {
 }
 
 void device_blas_threads_set(int threads) {
-  if (!getenv("OPENBLAS_NUM_THREADS")) openblas_set_num_threads(threads > 0 ? threads : 1);
+  if (getenv("OPENBLAS_NUM_THREADS")) return;
+  // OpenBLAS's OpenMP build sets OpenMP's team size too: the ops' team keeps its own.
+  int team = parallel_threads();
+  openblas_set_num_threads(threads > 0 ? threads : 1);
+  parallel_set_threads(team, team);
 }
 
 int device_blas_threads(void) { return openblas_get_num_threads(); }
