@@ -60,14 +60,7 @@ BUILD ?= build
 # A user's CFLAGS (make CFLAGS=-g, or the environment) come after ours, so they win.
 override CFLAGS := -O2 -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -fopenmp -MMD -MP -Icommon -I. $(CFLAGS)
 override CFLAGS += $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-# OpenBLAS's OpenMP build where it is installed (libopenblas0-openmp): its
-# threads are the same OpenMP team as the CPU ops' (common/core/parallel.h),
-# where the default pthread build's spinning workers would fight them. The
-# programs link libopenblas.so.0 as usual and find this one first at run time.
-BLAS_OPENMP_DIR := /usr/lib/$(shell $(CC) -print-multiarch 2>/dev/null)/openblas-openmp
-comma := ,
-BLAS_RPATH := $(if $(wildcard $(BLAS_OPENMP_DIR)/libopenblas.so.0),-Wl$(comma)-rpath$(comma)$(BLAS_OPENMP_DIR))
-LDLIBS := $(BLAS_RPATH) $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -pthread -fopenmp
+LDLIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -pthread -fopenmp
 NVCCFLAGS := -O2 -std=c++17 -Icommon -I. -MMD -MP -Xcompiler -Wall,-Wextra \
   -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
 
@@ -154,7 +147,7 @@ ALL_OBJ := $(COMMON_OBJ) $(HARNESS_OBJ)
 all: probe $(LIBCOMMON) $(TRAINER_BINS) $(TOOL_BINS) $(TEST_BINS) $(BENCH_BINS)
 
 probe:
-	@echo "build: CUDA=$(CUDA)$(if $(NVCC), (nvcc $(NVCC))) MPI=$(MPI)$(if $(MPICC), ($(MPICC))) libraries=$(if $(PKG_OK),found,MISSING) blas=$(if $(BLAS_RPATH),openmp,pthread) trainers=[$(strip $(BUILT_BENCHES))]"
+	@echo "build: CUDA=$(CUDA)$(if $(NVCC), (nvcc $(NVCC))) MPI=$(MPI)$(if $(MPICC), ($(MPICC))) libraries=$(if $(PKG_OK),found,MISSING) trainers=[$(strip $(BUILT_BENCHES))]"
 
 # V=1 shows the full commands.
 Q := $(if $(filter 1,$(V)),,@)
@@ -230,7 +223,7 @@ $(BUILD)/tests/test_emu_%: $(BUILD)/obj/tests/emu/test_emu_%.cpp.o $(BUILD)/obj/
   $(BUILD)/obj/tests/emu/emu_runtime.cpp.o
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD    $@")
-	$(Q)$(CXX) $^ -o $@ $(BLAS_RPATH) $(shell pkg-config --libs openblas) $(EMU_MPI_LIBS) $(filter -fsanitize=%,$(LDLIBS))
+	$(Q)$(CXX) $^ -o $@ $(shell pkg-config --libs openblas) $(EMU_MPI_LIBS) $(filter -fsanitize=%,$(LDLIBS))
 
 # The race check's test kernels are a .cu, compiled by emucc.py as the
 # project's are.

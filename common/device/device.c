@@ -11,7 +11,6 @@
 #include <cblas.h>
 
 #include "core/check.h"
-#include "core/parallel.h"
 #include "core/progress.h"
 
 int device_cuda_count(void) {
@@ -86,11 +85,7 @@ int device_cpu_share(int local_ranks) {
 }
 
 void device_blas_threads_set(int threads) {
-  if (getenv("OPENBLAS_NUM_THREADS")) return;
-  // OpenBLAS's OpenMP build sets OpenMP's team size too: the ops' team keeps its own.
-  int team = parallel_threads();
-  openblas_set_num_threads(threads > 0 ? threads : 1);
-  parallel_set_threads(team, team);
+  if (!getenv("OPENBLAS_NUM_THREADS")) openblas_set_num_threads(threads > 0 ? threads : 1);
 }
 
 int device_blas_threads(void) { return openblas_get_num_threads(); }

@@ -25,6 +25,7 @@
 // row's tensors; the same code runs on the CPU and on CUDA), and a row in
 // its family's table. Hand-checked cases, golden files and bad-input tests
 // stay in tests/ops/test_ops_<family>.c.
+#include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -935,9 +936,12 @@ static void gradients_match_finite_differences(void) {
 // The fp32 CPU op on 1 thread and on 3, from the same inputs: every output
 // and scratch tensor the same bits. Every loop runs on the team, whatever its
 // size, so a race or a sum whose order follows the threads shows here.
+// OpenBLAS keeps one thread: how it splits a GEMM among threads of its own
+// changes its sums under some kernel sets (Haswell, Zen), and is not the ops'.
 static void cpu_threads_agree(void) {
   int64_t saved = parallel_min_work;
   int threads = parallel_threads();
+  openblas_set_num_threads(1);
   parallel_min_work = 1;
   for (int row = 0; row < g_family->n; row++) {
     const Row *r = &g_family->rows[row];
