@@ -219,7 +219,8 @@ if [[ $part == first || $part == first:* ]]; then
     # application-only: the bad-input cases fork children that die on
     # purpose; with those tracked too (the default, "all"), test_ckpt ended
     # in "malloc(): unaligned fastbin chunk detected" after every case passed
-    # with 0 errors, and without its forking cases, or with this, it is clean.
+    # with 0 errors, and without its forking cases, or with this, it is clean;
+    # its case that forks without ever using CUDA aborts alone too (2026-11-27).
     # GPU_SESSION_SAN_SECONDS: each program's cap (test_bert_model's CUDA cases alone take about 130 s).
     for name in ${GPU_SESSION_SAN-test_ops_table test_ops_async test_device test_amp test_optim test_rng \
       test_ssd_boxes_cuda test_ncf_model test_ckpt test_loader test_ssd_model test_resnet test_nmt_model}; do

@@ -44,16 +44,22 @@ def margin(r):
     return f"{r['tol'] / r['err']:.1f}x"
 
 
+def over_tolerance(r):
+    # "not <=" so that a NaN error (or tolerance) counts as over: a NaN fails
+    # every comparison.
+    return not r["err"] <= r["tol"]
+
+
 def section(title, rows):
     if not rows:
         return [f"## {title}", "", "No rows (nothing of this kind ran here).", ""]
-    over = [r for r in rows if r["err"] > r["tol"]]
+    over = [r for r in rows if over_tolerance(r)]
     lines = [f"## {title}", "",
              f"{len(rows)} comparisons, {len(over)} over tolerance.", "",
              "| program | case | quantity | dtype | relative error | tolerance | margin |",
              "|---|---|---|---|---:|---:|---:|"]
     for r in rows:
-        flag = " **over**" if r["err"] > r["tol"] else ""
+        flag = " **over**" if over_tolerance(r) else ""
         lines.append(f"| {r['program']} | {r['case']} | {r['what']} | {r['dtype']} | "
                      f"{r['err']:.3g}{flag} | {r['tol']:.3g} | {margin(r)} |")
     return lines + [""]
@@ -74,7 +80,7 @@ def main():
     if args.out:
         with open(args.out, "w") as f:
             f.write(text + "\n")
-    return 1 if any(r["err"] > r["tol"] for r in rows) else 0
+    return 1 if any(over_tolerance(r) for r in rows) else 0
 
 
 if __name__ == "__main__":

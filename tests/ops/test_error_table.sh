@@ -25,6 +25,14 @@ rc=$?
 check error_table_flags_over_tolerance [ $rc = 1 ]
 check error_table_marks_the_row grep -q '| test_x | case_y | thing | bf16 | 0.5 \*\*over\*\* | 0.01 | 0.0x |' "$tmp/over.md"
 
+# A NaN error is over every tolerance.
+head -n 1 "$tmp/rows.tsv" >"$tmp/nan.tsv"
+printf 'test_x\tcase_n\tthing\tfp32\tnan\t1\n' >>"$tmp/nan.tsv"
+python3 tests/ops/error_table.py "$tmp/nan.tsv" >"$tmp/nan.md" 2>&1
+rc=$?
+check error_table_flags_nan [ $rc = 1 ]
+check error_table_marks_the_nan_row grep -q '| test_x | case_n | thing | fp32 | nan \*\*over\*\* | 1 |' "$tmp/nan.md"
+
 printf 'only\tthree\tfields\n' >"$tmp/bad.tsv"
 python3 tests/ops/error_table.py "$tmp/bad.tsv" >"$tmp/bad.out" 2>&1
 rc=$?
