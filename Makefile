@@ -8,6 +8,7 @@
 #                                  N runs with seeds SEED.., in the MLPerf submission layout
 #                                  under OUT, and their score (scripts/seeds.sh)
 #   make bench                     the benchmarks this machine can run
+#   make bench-cpu                 the small trainers' CPU steps beside PyTorch eager, 1 and 2 threads
 #   make test-emu                  the CUDA code on the CPU emulator (tests/emu)
 #   make test-san                  the C test programs under ASan + UBSan (SANITIZE=1 build)
 #   make test-matrix               order-dependent tests under every OpenBLAS kernel set (tests/matrix.sh)
@@ -26,7 +27,7 @@ PKGS := lmdb libturbojpeg libpng libcjson openblas zlib libutf8proc
 PKG_OK := $(shell pkg-config --exists $(PKGS) 2>/dev/null && echo 1)
 PYTHON ?= python3
 
-ifneq ($(filter-out deps clean test test-emu test-san test-matrix run seeds bench goldens,$(or $(MAKECMDGOALS),all)),)
+ifneq ($(filter-out deps clean test test-emu test-san test-matrix run seeds bench bench-cpu goldens,$(or $(MAKECMDGOALS),all)),)
 ifneq ($(PKG_OK),1)
 $(error missing libraries (pkg-config: $(PKGS)); run 'make deps' as root first)
 endif
@@ -140,7 +141,7 @@ BENCH_BINS := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(wildcard tests/bench
 ALL_OBJ := $(COMMON_OBJ) $(HARNESS_OBJ)
 
 # ---------------------------------------------------------------- rules
-.PHONY: all deps test test-emu test-san test-matrix run seeds bench clean probe goldens fuzz
+.PHONY: all deps test test-emu test-san test-matrix run seeds bench bench-cpu clean probe goldens fuzz
 # Keep the objects of every program: make would otherwise delete them as
 # intermediate files and compile them again next time.
 .SECONDARY:
@@ -156,7 +157,7 @@ Q := $(if $(filter 1,$(V)),,@)
 # (or MPI=0, or a new library) rebuilds instead of mixing old objects in.
 FLAGS_STAMP := $(BUILD)/flags.txt
 FLAGS_NOW := $(CC) $(CFLAGS) | $(NVCC) $(NVCCFLAGS) | $(LDLIBS)
-ifneq ($(filter-out deps clean test test-emu test-san test-matrix run seeds bench goldens,$(or $(MAKECMDGOALS),all)),)
+ifneq ($(filter-out deps clean test test-emu test-san test-matrix run seeds bench bench-cpu goldens,$(or $(MAKECMDGOALS),all)),)
 $(shell mkdir -p $(BUILD); [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" = '$(FLAGS_NOW)' ] || echo '$(FLAGS_NOW)' >$(FLAGS_STAMP))
 endif
 
@@ -286,6 +287,12 @@ seeds:
 
 bench:
 	@bash scripts/deps.sh && $(MAKE) --no-print-directory -j$$(nproc) all && bash tests/bench/run_all.sh $(BUILD)
+
+# The small trainers' CPU training and eval steps beside PyTorch eager at 1
+# and 2 threads (tests/bench/bench_cpu.py; PyTorch installed into
+# $(BUILD)/torch-site when missing); writes tests/bench/results/cpu_*.
+bench-cpu:
+	@bash scripts/deps.sh && $(MAKE) --no-print-directory -j$$(nproc) all && bash tests/bench/bench_cpu.sh $(BUILD)
 
 # The PyTorch golden files the CPU op tests compare against, from their
 # generators (tests/golden/README.md); tests/ops/test_goldens.py checks the

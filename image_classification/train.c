@@ -301,8 +301,9 @@ static void synthetic_step(void *ctx, int64_t i) {
   train_step(s->t, s->x, s->y, s->first + i);
 }
 
-// Throughput on random data already on the device; no eval, no target.
-// Returns images/s.
+// Throughput on random data already on the device: training steps, then
+// as many eval forward passes of the same batch; no eval of the val split,
+// no target. Returns the training images/s.
 static double synthetic_run(Trainer *t) {
   const Device *dev = &t->run.dev;
   int64_t n = t->local_batch, side = t->net.cfg.image_size, classes = t->net.cfg.num_classes;
@@ -331,6 +332,16 @@ static double synthetic_run(Trainer *t) {
   if (t->run.dist.rank == 0)
     printf("synthetic: %lld steps of %lld images: %.1f images/s (loss %.4f)\n", (long long)steps,
            (long long)t->global_batch, (double)(steps * t->global_batch) / seconds, read_loss(t));
+  // The eval forward (running batch-norm statistics) on the same batch.
+  for (int64_t s = 0; s < 3; s++) resnet_forward(&t->net, dev, &x, false);
+  device_sync(dev);
+  start = time_now_s();
+  for (int64_t s = 0; s < steps; s++) resnet_forward(&t->net, dev, &x, false);
+  device_sync(dev);
+  double eval_seconds = time_now_s() - start;
+  if (t->run.dist.rank == 0)
+    printf("synthetic eval: %lld forward passes of %lld images: %.1f images/s\n", (long long)steps,
+           (long long)t->local_batch, (double)(steps * t->local_batch) / eval_seconds);
   SyntheticStep more = {t, &x, &y, 10 + steps};
   profile_run(dev, config_int(&t->run.cfg, "profile_steps"), synthetic_step, &more,
               t->run.dist.rank == 0 ? stdout : NULL);

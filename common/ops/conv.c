@@ -474,12 +474,15 @@ static void pool_require_f32(const char *op, const Tensor *a, const Tensor *b) {
   OP_REQUIRE(op, a->dtype == DT_F32 && b->dtype == DT_F32);
 }
 
+// The pooling ops go image by image on the team's threads: each image's
+// output (and its input gradient) is its own, so any team gives the same bits.
 void op_maxpool_fwd_cpu(const Device *dev, const Tensor *x, const Tensor *y, const PoolParams *p) {
   (void)dev;
   ConvGeometry g = pool_geometry("op_maxpool_fwd", x, y, p);
   pool_require_f32("op_maxpool_fwd", x, y);
   const float *px = x->data;
   float *py = y->data;
+#pragma omp parallel for if (tensor_numel(x) >= parallel_min_work)
   for (int64_t n = 0; n < g.n; n++)
     for (int64_t oh = 0; oh < g.p; oh++)
       for (int64_t ow = 0; ow < g.q; ow++) {
@@ -495,6 +498,9 @@ void op_maxpool_fwd_cpu(const Device *dev, const Tensor *x, const Tensor *y, con
       }
 }
 
+// Each output's gradient goes to the first input of its window (in row
+// order) that holds the maximum; the window is walked a position at a time,
+// all channels together, with a flag per channel once it has its input.
 void op_maxpool_bwd_cpu(const Device *dev, const Tensor *x, const Tensor *y, const Tensor *dy,
                         const Tensor *dx, const PoolParams *p) {
   (void)dev;
@@ -504,23 +510,30 @@ void op_maxpool_bwd_cpu(const Device *dev, const Tensor *x, const Tensor *y, con
   OP_REQUIRE("op_maxpool_bwd", tensor_same_shape(dy, y) && tensor_same_shape(dx, x));
   const float *px = x->data, *py = y->data, *pdy = dy->data;
   float *pdx = dx->data;
-  memset(pdx, 0, tensor_bytes(dx));
-  for (int64_t n = 0; n < g.n; n++)
+#pragma omp parallel for if (tensor_numel(x) >= parallel_min_work)
+  for (int64_t n = 0; n < g.n; n++) {
+    unsigned char *routed = xmalloc((size_t)g.c);
+    memset(pdx + n * g.h * g.w * g.c, 0, (size_t)(g.h * g.w * g.c) * sizeof(float));
     for (int64_t oh = 0; oh < g.p; oh++)
       for (int64_t ow = 0; ow < g.q; ow++) {
         int64_t o = ((n * g.p + oh) * g.q + ow) * g.c;
         int64_t h0, h1, w0, w1;
         pool_window(&g, p, oh, ow, &h0, &h1, &w0, &w1);
-        for (int64_t c = 0; c < g.c; c++) {
-          int64_t hit = -1;  // first input holding the maximum
-          for (int64_t ih = h0; ih < h1 && hit < 0; ih++)
-            for (int64_t iw = w0; iw < w1 && hit < 0; iw++) {
-              int64_t i = ((n * g.h + ih) * g.w + iw) * g.c + c;
-              if (px[i] == py[o + c]) hit = i;
+        memset(routed, 0, (size_t)g.c);
+        for (int64_t ih = h0; ih < h1; ih++)
+          for (int64_t iw = w0; iw < w1; iw++) {
+            int64_t i = ((n * g.h + ih) * g.w + iw) * g.c;
+            for (int64_t c = 0; c < g.c; c++) {
+              // Without branches (ties make them unpredictable); pdx is never
+              // -0, so adding +0 leaves it as it is.
+              unsigned char take = !routed[c] & (px[i + c] == py[o + c]);
+              pdx[i + c] += take ? pdy[o + c] : 0.0f;
+              routed[c] |= take;
             }
-          if (hit >= 0) pdx[hit] += pdy[o + c];
-        }
+          }
       }
+    free(routed);
+  }
 }
 
 void op_avgpool_fwd_cpu(const Device *dev, const Tensor *x, const Tensor *y, const PoolParams *p) {
@@ -530,6 +543,7 @@ void op_avgpool_fwd_cpu(const Device *dev, const Tensor *x, const Tensor *y, con
   const float *px = x->data;
   float *py = y->data;
   float inv_area = 1.0f / (float)(g.r * g.s);
+#pragma omp parallel for if (g.n * g.h * g.w * g.c >= parallel_min_work)
   for (int64_t n = 0; n < g.n; n++)
     for (int64_t oh = 0; oh < g.p; oh++)
       for (int64_t ow = 0; ow < g.q; ow++) {
@@ -555,6 +569,7 @@ void op_avgpool_bwd_cpu(const Device *dev, const Tensor *dy, const Tensor *dx,
   float *pdx = dx->data;
   float inv_area = 1.0f / (float)(g.r * g.s);
   memset(pdx, 0, tensor_bytes(dx));
+#pragma omp parallel for if (g.n * g.h * g.w * g.c >= parallel_min_work)
   for (int64_t n = 0; n < g.n; n++)
     for (int64_t oh = 0; oh < g.p; oh++)
       for (int64_t ow = 0; ow < g.q; ow++) {

@@ -214,6 +214,27 @@ static void conv_hand_checked(void) {
   CHECK(m[0] == 5 && m[1] == 6 && m[2] == 8 && m[3] == 9);
 }
 
+// Max pool backward where windows tie (ReLU outputs are full of zeros): each
+// output's gradient goes to one input only, the first of its window in row
+// order holding the maximum, as PyTorch does. A 3x3 image, 2 channels, pool
+// 2x2 stride 1 (windows overlap): channel 0 all zeros, channel 1 zeros but
+// for a 4 in the middle, which every window holds as its maximum.
+static void maxpool_ties_route_to_the_first(void) {
+  float x[18] = {0}, y[8], dy[8], dx[18];
+  x[4 * 2 + 1] = 4;
+  for (int i = 0; i < 8; i++) dy[i] = (float)(i + 1);  // output o, channel c: 2 o + c + 1
+  Tensor tx = T4(x, 1, 3, 3, 2), ty = T4(y, 1, 2, 2, 2), tdy = T4(dy, 1, 2, 2, 2),
+         tdx = T4(dx, 1, 3, 3, 2);
+  PoolParams pp = pool_params(2, 1, 0);
+  op_maxpool_fwd(&kCpu, &tx, &ty, &pp);
+  op_maxpool_bwd(&kCpu, &tx, &ty, &tdy, &tdx, &pp);
+  // Channel 0: output (oh, ow)'s window starts at input (oh, ow), its first zero.
+  float want[18] = {0};
+  want[0 * 2] = 1, want[1 * 2] = 3, want[3 * 2] = 5, want[4 * 2] = 7;
+  want[4 * 2 + 1] = 2 + 4 + 6 + 8;  // channel 1: all four windows' maximum
+  for (int i = 0; i < 18; i++) CHECK_MSG(dx[i] == want[i], "dx[%d] = %g, want %g", i, dx[i], want[i]);
+}
+
 // An empty batch is nothing to compute: forward and backward-data write
 // nothing, and the filter gradient is an empty sum (zero, or left as it was
 // when accumulating). CUDA against this: a row of test_ops_table.c.
@@ -274,6 +295,7 @@ static void preconditions_name_the_op(void) {
 
 int main(void) {
   TEST_RUN(conv_hand_checked);
+  TEST_RUN(maxpool_ties_route_to_the_first);
   TEST_RUN(conv_empty_batch);
   TEST_RUN(conv_matches_pytorch_per_image);
   TEST_RUN(conv_matches_pytorch_whole_batch);
