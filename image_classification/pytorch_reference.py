@@ -1,18 +1,38 @@
 #!/usr/bin/env python3
-"""The same training in PyTorch, for comparison with build/bin/resnet: the same
-ResNet (basic or bottleneck v1.5 blocks, NHWC / channels_last), the same data
-(the raw ImageNet-layout folder the converter read), the same SGD/LARS-free
-schedule (SGD momentum, linear warmup, polynomial decay), label smoothing,
-eval after every epoch, the same precision (the conf's `precision`: bf16 or
-fp16 autocast with fp32 master weights, fp16 with a GradScaler; tf32; fp32).
-Prints top-1 per epoch and the time to the target.
+"""The same training in PyTorch, for comparison with build/bin/resnet:
+- the same ResNet (basic or bottleneck v1.5 blocks, channels_last), the same
+  initialisation rules;
+- the same data: the raw ImageNet-layout folder the converter read, decoded
+  again every epoch by `loader_threads` DataLoader workers (PIL), with the
+  trainer's random-resized crop (area `crop_scale_min`-1, aspect 3/4-4/3, ten
+  tries then the whole image cut to the nearest allowed aspect) and flip for
+  training, and for eval the centre crop that keeps image_size/resize_side of
+  the short side; the mean/std normalisation on the device;
+- the same optimizer (`optimizer`: SGD with momentum as PyTorch has it, or
+  LARS as the MLPerf reference has it: trust ratio eta ||w|| / (||g|| + wd
+  ||w||), the scaled learning rate inside the momentum buffer), biases and
+  batch-norm parameters without weight decay (and without LARS);
+- the same schedule (linear warmup over `warmup_epochs`, polynomial decay to
+  `end_lr` by `decay_epochs`), label smoothing, precision (`precision`: bf16 or
+  fp16 autocast with fp32 master weights, fp16 with a GradScaler; tf32; fp32);
+- the same eval cadence (`eval_every`, `eval_offset`: the first eval after
+  epoch eval_every - eval_offset; an epoch limit off the cadence ends without
+  an eval there);
+- the same clock: from the point the trainer logs run_start (model,
+  optimizer and data set opened) to the eval that reaches the target, image
+  decoding included.
+One difference stays: PIL's bilinear resize filters over the whole source
+span when it shrinks (antialiasing); the trainer's samples the four nearest
+pixels. Prints top-1 per eval and the time to the target.
 
   python3 image_classification/pytorch_reference.py --config=image_classification/configs/small.conf \
-      --raw=data/resnet/small/raw [--device=cuda] [--max_epochs=N] [--no_augment]
+      --raw=data/resnet/small/raw [--device=cuda] [--max_epochs=N] [--threads=N] [--no_augment]
 """
 import argparse
 import csv
+import math
 import os
+import random
 import time
 
 import numpy as np
@@ -32,7 +52,9 @@ def read_conf(path):
     return conf
 
 
-def load_split(raw, split, side):
+def list_split(raw, split):
+    """(paths, labels) of a split of the raw ImageNet layout; class indices
+    from the sorted wnids, as the converter gives them."""
     classes = sorted(os.listdir(os.path.join(raw, "train")))
     index = {w: i for i, w in enumerate(classes)}
     paths, labels = [], []
@@ -45,8 +67,87 @@ def load_split(raw, split, side):
         for row in csv.DictReader(open(os.path.join(raw, "LOC_val_solution.csv"))):
             paths.append(os.path.join(raw, "val", row["ImageId"] + ".JPEG"))
             labels.append(index[row["PredictionString"].split()[0]])
-    x = np.stack([np.asarray(Image.open(p).convert("RGB").resize((side, side))) for p in paths])
-    return torch.from_numpy(x), torch.tensor(labels)
+    return paths, labels
+
+
+def random_resized_crop_box(width, height, scale_min, rng, ratio_min=3 / 4, ratio_max=4 / 3):
+    """The trainer's crop box (classify_data.c): (x, y, w, h)."""
+    area = width * height
+    log_lo, log_hi = math.log(ratio_min), math.log(ratio_max)
+    for _ in range(10):
+        target = area * (scale_min + (1 - scale_min) * rng.random())
+        ratio = math.exp(log_lo + (log_hi - log_lo) * rng.random())
+        w, h = round(math.sqrt(target * ratio)), round(math.sqrt(target / ratio))
+        if 0 < w <= width and 0 < h <= height:
+            return rng.randint(0, width - w), rng.randint(0, height - h), w, h
+    w, h = width, height
+    if width / height < ratio_min:
+        h = round(width / ratio_min)
+    elif width / height > ratio_max:
+        w = round(height * ratio_max)
+    return (width - w) // 2, (height - h) // 2, w, h
+
+
+def center_crop_box(width, height, resize_side, out_side):
+    """The trainer's eval box: the fraction out_side / resize_side of the short side."""
+    shorter = min(width, height)
+    side = min(max(round(shorter * out_side / resize_side), 1), shorter)
+    return (width - side) // 2, (height - side) // 2, side, side
+
+
+class Images(torch.utils.data.Dataset):
+    """Decodes and crops one image a call: uint8 (side, side, 3) and its label."""
+
+    def __init__(self, paths, labels, conf, train):
+        self.paths, self.labels, self.train = paths, labels, train
+        self.side, self.resize_side = int(conf["image_size"]), int(conf.get("resize_side", 256))
+        self.scale_min = float(conf.get("crop_scale_min", 0.08))
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, i):
+        img = Image.open(self.paths[i]).convert("RGB")
+        width, height = img.size
+        if self.train:
+            rng = random  # seeded per worker and epoch by the DataLoader
+            x, y, w, h = random_resized_crop_box(width, height, self.scale_min, rng)
+            flip = rng.random() < 0.5
+        else:
+            x, y, w, h = center_crop_box(width, height, self.resize_side, self.side)
+            flip = False
+        out = img.resize((self.side, self.side), Image.BILINEAR, box=(x, y, x + w, y + h))
+        if flip:
+            out = out.transpose(Image.FLIP_LEFT_RIGHT)
+        return torch.from_numpy(np.asarray(out).copy()), self.labels[i]
+
+
+class LARS(torch.optim.Optimizer):
+    """LARS as the MLPerf reference (and common/train/optim_math.h) has it;
+    a group with adapt=False (biases, batch norm) is plain momentum SGD with
+    the learning rate inside the buffer and no weight decay."""
+
+    def __init__(self, groups, momentum, eta):
+        super().__init__(groups, dict(lr=0.0, momentum=momentum, eta=eta, weight_decay=0.0, adapt=True))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for g in self.param_groups:
+            wd = g["weight_decay"] if g["adapt"] else 0.0
+            for p in g["params"]:
+                if p.grad is None:
+                    continue
+                lr = g["lr"]
+                if g["adapt"]:
+                    wn, gn = p.norm(), p.grad.norm()
+                    ratio = torch.where((wn > 0) & (gn > 0), g["eta"] * wn / (gn + wd * wn), torch.ones_like(wn))
+                    lr = lr * ratio
+                step = (p.grad + wd * p) * lr
+                buf = self.state[p].get("buf")
+                if buf is None:
+                    buf = self.state[p]["buf"] = torch.zeros_like(p)
+                buf.mul_(g["momentum"]).add_(step)
+                p.sub_(buf)
 
 
 class Block(nn.Module):
@@ -109,14 +210,31 @@ def main():
     ap.add_argument("--raw", required=True)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--max_epochs", type=int)
-    ap.add_argument("--no_augment", action="store_true")
+    ap.add_argument("--threads", type=int, help="PyTorch's CPU threads (default: its own choice)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--no_augment", action="store_true", help="train on the eval crop, unflipped")
     args = ap.parse_args()
     conf = read_conf(args.config)
     dev = torch.device(args.device)
-    torch.manual_seed(1)
-    side = int(conf["image_size"])
-    xtr, ytr = load_split(args.raw, "train", side)
-    xva, yva = load_split(args.raw, "val", side)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    optimizer = conf.get("optimizer", "lars")
+    if optimizer not in ("sgd", "lars"):
+        raise SystemExit(f"pytorch_reference: optimizer '{optimizer}' is not sgd or lars")
+    precision = conf.get("precision", "fp32")
+    if precision not in ("fp32", "tf32", "bf16", "fp16"):
+        raise SystemExit(f"pytorch_reference: precision '{precision}' is not fp32, tf32, bf16 or fp16")
+    if precision != "fp32" and args.device == "cpu":
+        raise SystemExit(f"pytorch_reference: precision '{precision}' needs a GPU (the CPU run is fp32)")
+    workers = int(conf.get("loader_threads", 4))
+    batch = int(conf["batch_size"])
+    train_set = Images(*list_split(args.raw, "train"), conf, train=not args.no_augment)
+    val_set = Images(*list_split(args.raw, "val"), conf, train=False)
+    train_loader = torch.utils.data.DataLoader(train_set, batch_size=batch, shuffle=True, drop_last=True,
+                                               num_workers=workers, persistent_workers=workers > 0)
+    val_loader = torch.utils.data.DataLoader(val_set, batch_size=512, num_workers=workers,
+                                             persistent_workers=workers > 0)
     mean = torch.tensor([0.485, 0.456, 0.406], device=dev).view(1, 3, 1, 1) * 255
     std = torch.tensor([0.229, 0.224, 0.225], device=dev).view(1, 3, 1, 1) * 255
     prep = lambda x: ((x.to(dev).permute(0, 3, 1, 2).float() - mean) / std).contiguous(memory_format=torch.channels_last)
@@ -124,15 +242,19 @@ def main():
     decay, no_decay = [], []
     for n, p in model.named_parameters():
         (no_decay if p.ndim == 1 else decay).append(p)
-    opt = torch.optim.SGD([{"params": decay, "weight_decay": float(conf["weight_decay"])},
-                           {"params": no_decay, "weight_decay": 0}], lr=0.0,
-                          momentum=float(conf["momentum"]))
-    batch = int(conf["batch_size"])
+    wd, momentum = float(conf["weight_decay"]), float(conf["momentum"])
+    if optimizer == "sgd":
+        opt = torch.optim.SGD([{"params": decay, "weight_decay": wd}, {"params": no_decay, "weight_decay": 0}],
+                              lr=0.0, momentum=momentum)
+    else:
+        opt = LARS([{"params": decay, "weight_decay": wd}, {"params": no_decay, "adapt": False}],
+                   momentum=momentum, eta=float(conf.get("lars_eta", 0.001)))
     epochs = args.max_epochs or int(conf["max_epochs"])
-    steps_per_epoch = len(xtr) // batch
+    steps_per_epoch = len(train_set) // batch
     warm = round(float(conf["warmup_epochs"]) * steps_per_epoch)
     total = round(float(conf.get("decay_epochs", 0) or conf["max_epochs"]) * steps_per_epoch)
     base, end, power = float(conf["base_lr"]), float(conf["end_lr"]), float(conf["poly_power"])
+    every, offset = int(conf.get("eval_every", 4)), int(conf.get("eval_offset", 0))
 
     def lr_at(step):
         if step < warm:
@@ -141,41 +263,34 @@ def main():
         return end + (base - end) * (1 - frac) ** power
 
     target, smoothing = float(conf["target_accuracy"]), float(conf["label_smoothing"])
-    precision = conf.get("precision", "fp32")
-    if precision not in ("fp32", "tf32", "bf16", "fp16"):
-        raise SystemExit(f"pytorch_reference: precision '{precision}' is not fp32, tf32, bf16 or fp16")
-    if precision != "fp32" and args.device == "cpu":
-        raise SystemExit(f"pytorch_reference: precision '{precision}' needs a GPU (the CPU run is fp32)")
     torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
     torch.backends.cudnn.allow_tf32 = precision == "tf32"
     lowp = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
     scaler = torch.amp.GradScaler(enabled=precision == "fp16")
-    start, step = time.time(), 0
+    start, step = time.time(), 0  # the trainer's run_start
     for epoch in range(1, epochs + 1):
         model.train()
-        perm = torch.randperm(len(xtr))
-        for s in range(steps_per_epoch):
-            idx = perm[s * batch:(s + 1) * batch]
-            x = prep(xtr[idx])
-            if not args.no_augment:
-                flip = torch.rand(len(idx), device=dev) < 0.5
-                x = torch.where(flip.view(-1, 1, 1, 1), x.flip(3), x)
+        for x, y in train_loader:
             for g in opt.param_groups:
                 g["lr"] = lr_at(step)
             with torch.autocast(args.device, dtype=lowp or torch.float32, enabled=lowp is not None):
-                loss = F.cross_entropy(model(x), ytr[idx].to(dev), label_smoothing=smoothing)
+                loss = F.cross_entropy(model(prep(x)), y.to(dev), label_smoothing=smoothing)
             opt.zero_grad(set_to_none=True)
             scaler.scale(loss).backward()
             scaler.step(opt)
             scaler.update()
             step += 1
+        if (epoch + offset) % every != 0:
+            print("epoch %d: no eval (cadence); loss %.4f  %.1f s" % (epoch, loss.item(), time.time() - start),
+                  flush=True)
+            continue
         model.eval()
         correct = 0
         with torch.no_grad(), torch.autocast(args.device, dtype=lowp or torch.float32,
                                              enabled=lowp is not None):
-            for s in range(0, len(xva), 512):
-                correct += (model(prep(xva[s:s + 512])).argmax(1).cpu() == yva[s:s + 512]).sum().item()
-        acc = correct / len(xva)
+            for x, y in val_loader:
+                correct += (model(prep(x)).argmax(1).cpu() == y).sum().item()
+        acc = correct / len(val_set)
         print("epoch %d: top-1 %.4f loss %.4f  %.1f s" % (epoch, acc, loss.item(), time.time() - start), flush=True)
         if acc >= target:
             print("pytorch: target %.3f reached at epoch %d, time to train %.1f s" % (target, epoch, time.time() - start))
