@@ -34,3 +34,9 @@ int parallel_thread_index(void) {
   return 0;
 #endif
 }
+
+void parallel_add_pieces(const double *part, int64_t pieces, int64_t width, double *total) {
+  for (int64_t j = 0; j < width; j++) total[j] = 0;
+  for (int64_t p = 0; p < pieces; p++)
+    for (int64_t j = 0; j < width; j++) total[j] += part[p * width + j];
+}

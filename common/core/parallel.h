@@ -26,3 +26,8 @@ int parallel_thread_index(void);
 static inline int64_t parallel_pieces(int64_t n, int64_t grain) {
   return n <= 0 ? 0 : (n + grain - 1) / grain;
 }
+
+// total[j] = the sum over p of part[p * width + j], p in order: the partial
+// sums of `pieces` pieces of `width` values each, added the one way that
+// keeps the bits independent of the team.
+void parallel_add_pieces(const double *part, int64_t pieces, int64_t width, double *total);

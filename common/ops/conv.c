@@ -290,13 +290,6 @@ static void bn_require_f32(const char *op, const Tensor *x, const Tensor *z, con
   OP_REQUIRE(op, !z || (z->dtype == DT_F32 && tensor_numel(z) == tensor_numel(x)));
 }
 
-// total[j] = the sum over pieces of part[p * c + j], in piece order.
-static void bn_add_pieces(const double *part, int64_t pieces, int64_t c, double *total) {
-  for (int64_t j = 0; j < c; j++) total[j] = 0;
-  for (int64_t p = 0; p < pieces; p++)
-    for (int64_t j = 0; j < c; j++) total[j] += part[p * c + j];
-}
-
 // y = act(scale[c] x + shift[c] (+ z)) with scale = gamma invstd and shift =
 // beta - mean scale, the statistics given as (mean, invstd) or, for
 // inference, as (running mean, running variance).
@@ -343,7 +336,7 @@ void op_batchnorm_fwd_train_cpu(const Device *dev, const BatchNorm *bn, const Te
     for (int64_t i = p * BN_ROWS; i < m && i < (p + 1) * BN_ROWS; i++)
       for (int64_t j = 0; j < c; j++) sum[j] += px[i * c + j];
   }
-  bn_add_pieces(part, pieces, c, mean);
+  parallel_add_pieces(part, pieces, c, mean);
   for (int64_t j = 0; j < c; j++) mean[j] /= (double)m;
 #pragma omp parallel for if (m * c >= parallel_min_work)
   for (int64_t p = 0; p < pieces; p++) {
@@ -355,7 +348,7 @@ void op_batchnorm_fwd_train_cpu(const Device *dev, const BatchNorm *bn, const Te
         sum[j] += d * d;
       }
   }
-  bn_add_pieces(part, pieces, c, sq);
+  parallel_add_pieces(part, pieces, c, sq);
   for (int64_t j = 0; j < c; j++) {
     double var = sq[j] / (double)m;
     save_mean[j] = (float)mean[j];
@@ -409,8 +402,8 @@ void op_batchnorm_bwd_cpu(const Device *dev, const BatchNorm *bn, const Tensor *
         sgx[j] += (double)g * (px[e] - mean[j]) * invstd[j];
       }
   }
-  bn_add_pieces(part, pieces, c, sum_g);
-  bn_add_pieces(part + pieces * c, pieces, c, sum_gx);
+  parallel_add_pieces(part, pieces, c, sum_g);
+  parallel_add_pieces(part + pieces * c, pieces, c, sum_gx);
   float *k = xmalloc((size_t)(3 * c) * sizeof(float)), *mg = k + c, *mgx = k + 2 * c;
   for (int64_t j = 0; j < c; j++) {
     pdbeta[j] = (float)sum_g[j] + (accumulate ? pdbeta[j] : 0.0f);

@@ -61,10 +61,11 @@ void op_layernorm_bwd_cpu(const Device *dev, const Tensor *x, const Tensor *gamm
   const float *gam = gamma->data;               // (C)
   float *dg = dgamma->data, *db = dbeta->data;  // (C)
   int64_t pieces = parallel_pieces(m, LN_ROWS);
-  double *part = xmalloc((size_t)(2 * pieces * c) * sizeof(double));  // (pieces, 2, C)
+  double *part = xmalloc((size_t)(2 * pieces * c) * sizeof(double));  // (2, pieces, C)
+  double *sums = xmalloc((size_t)(2 * c) * sizeof(double));            // dgamma, dbeta
 #pragma omp parallel for if (m * c >= parallel_min_work)
   for (int64_t p = 0; p < pieces; p++) {
-    double *pdg = part + 2 * p * c, *pdb = pdg + c;
+    double *pdg = part + p * c, *pdb = part + (pieces + p) * c;
     for (int64_t j = 0; j < c; j++) pdg[j] = pdb[j] = 0;
     for (int64_t i = p * LN_ROWS; i < m && i < (p + 1) * LN_ROWS; i++) {
       const float *row = (const float *)x->data + i * c,
@@ -87,14 +88,12 @@ void op_layernorm_bwd_cpu(const Device *dev, const Tensor *x, const Tensor *gamm
       }
     }
   }
+  parallel_add_pieces(part, pieces, c, sums);
+  parallel_add_pieces(part + pieces * c, pieces, c, sums + c);
   for (int64_t j = 0; j < c; j++) {
-    double sum_g = 0, sum_b = 0;
-    for (int64_t p = 0; p < pieces; p++) {
-      sum_g += part[2 * p * c + j];
-      sum_b += part[(2 * p + 1) * c + j];
-    }
-    dg[j] = (float)sum_g + (accumulate ? dg[j] : 0.0f);
-    db[j] = (float)sum_b + (accumulate ? db[j] : 0.0f);
+    dg[j] = (float)sums[j] + (accumulate ? dg[j] : 0.0f);
+    db[j] = (float)sums[c + j] + (accumulate ? db[j] : 0.0f);
   }
   free(part);
+  free(sums);
 }

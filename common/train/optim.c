@@ -135,8 +135,8 @@ static double sum_squares(const float *x, int64_t n) {
       s += (double)x[i] * x[i];
     part[p] = s;
   }
-  double s = 0;
-  for (int64_t p = 0; p < pieces; p++) s += part[p];
+  double s;
+  parallel_add_pieces(part, pieces, 1, &s);
   free(part);
   return s;
 }
