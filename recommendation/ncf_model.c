@@ -224,16 +224,16 @@ static void ncf_ready(GradHook hook, int first, int last) {
     for (int t = last; t >= first; t--) hook.ready(hook.ctx, t);
 }
 
-// dtable of embedding param i from dout: overwritten (only this call writes it).
+// dtable of embedding param i from dout: overwritten, or added to.
 static void ncf_embedding_grad(const NcfModel *m, const Device *dev, int i, const Tensor *idx,
-                               const Tensor *dout, GradHook hook) {
+                               const Tensor *dout, bool accumulate, GradHook hook) {
   Tensor g = paramset_grad(&m->ps, i);
-  op_embedding_bwd(dev, idx, dout, &g, false);
+  op_embedding_bwd(dev, idx, dout, &g, accumulate);
   ncf_ready(hook, i, i);
 }
 
-void ncf_model_backward(NcfModel *m, const Device *dev, int64_t rows, float loss_scale,
-                        GradHook hook) {
+void ncf_model_backward(NcfModel *m, const Device *dev, int64_t rows, float grad_scale,
+                        bool accumulate, GradHook hook) {
   const NcfShape *s = &m->shape;
   const NcfActs *a = &m->a;
   const ParamSet *ps = &m->ps;
@@ -241,7 +241,7 @@ void ncf_model_backward(NcfModel *m, const Device *dev, int64_t rows, float loss
   Tensor users = ncf_rows(a->users, rows, 0), items = ncf_rows(a->items, rows, 0);
   Tensor logits = ncf_rows(a->logits, rows, 0), labels = ncf_rows(a->labels, rows, 0);
   Tensor dlogits = ncf_rows(a->dlogits, rows, 0);
-  op_bce_logits(dev, &logits, &labels, loss_scale, &a->loss, &dlogits);
+  op_bce_logits(dev, &logits, &labels, grad_scale, &a->loss, &dlogits);
   bool lowp = ncf_lowp(m);
   if (lowp) {
     Tensor d = ncf_rows(a->dlogits_lowp, rows, 0);
@@ -252,7 +252,7 @@ void ncf_model_backward(NcfModel *m, const Device *dev, int64_t rows, float loss
   Tensor cat = ncf_rows(a->cat, rows, 0), dcat = ncf_rows(a->dcat, rows, 0);
   Tensor w = ncf_weight(m, ncf_final_w(s));
   Tensor dw = paramset_grad(ps, ncf_final_w(s)), db = paramset_grad(ps, ncf_final_w(s) + 1);
-  op_linear_bwd(dev, &cat, &w, &dlogits, &dcat, &dw, &db, false);
+  op_linear_bwd(dev, &cat, &w, &dlogits, &dcat, &dw, &db, accumulate);
   ncf_ready(hook, ncf_final_w(s), ncf_final_w(s) + 1);
   Tensor dparts[2] = {ncf_rows(a->dgmf_lowp, rows, 0),
                       ncf_rows(a->dact[last % 2], rows, s->layers[last])};
@@ -268,14 +268,14 @@ void ncf_model_backward(NcfModel *m, const Device *dev, int64_t rows, float loss
     Tensor wk = ncf_weight(m, ncf_w(k));
     Tensor dwk = paramset_grad(ps, ncf_w(k)), dbk = paramset_grad(ps, ncf_w(k) + 1);
     op_relu_bwd(dev, &y, &dy, &dy);
-    op_linear_bwd(dev, &x, &wk, &dy, &dx, &dwk, &dbk, false);
+    op_linear_bwd(dev, &x, &wk, &dy, &dx, &dwk, &dbk, accumulate);
     ncf_ready(hook, ncf_w(k), ncf_w(k) + 1);
   }
   Tensor dmlp_in = ncf_rows(a->dmlp_in, rows, 0);
   Tensor dmlp[2] = {ncf_rows(a->dmlp_u, rows, 0), ncf_rows(a->dmlp_i, rows, 0)};
   op_split(dev, &dmlp_in, 1, dmlp, 2);
-  ncf_embedding_grad(m, dev, NCF_MLP_ITEM, &items, &dmlp[1], hook);
-  ncf_embedding_grad(m, dev, NCF_MLP_USER, &users, &dmlp[0], hook);
+  ncf_embedding_grad(m, dev, NCF_MLP_ITEM, &items, &dmlp[1], accumulate, hook);
+  ncf_embedding_grad(m, dev, NCF_MLP_USER, &users, &dmlp[0], accumulate, hook);
 
   // GMF: d(u * i) / du = i, / di = u (in fp32).
   Tensor dgmf = ncf_rows(a->dgmf, rows, 0);
@@ -284,6 +284,6 @@ void ncf_model_backward(NcfModel *m, const Device *dev, int64_t rows, float loss
   Tensor dgmf_u = ncf_rows(a->dgmf_u, rows, 0), dgmf_i = ncf_rows(a->dgmf_i, rows, 0);
   op_mul(dev, &dgmf, &gmf_i, &dgmf_u);
   op_mul(dev, &dgmf, &gmf_u, &dgmf_i);
-  ncf_embedding_grad(m, dev, NCF_MF_ITEM, &items, &dgmf_i, hook);
-  ncf_embedding_grad(m, dev, NCF_MF_USER, &users, &dgmf_u, hook);
+  ncf_embedding_grad(m, dev, NCF_MF_ITEM, &items, &dgmf_i, accumulate, hook);
+  ncf_embedding_grad(m, dev, NCF_MF_USER, &users, &dgmf_u, accumulate, hook);
 }

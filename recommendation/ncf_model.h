@@ -85,8 +85,11 @@ void ncf_model_free(NcfModel *m);
 // Logits (rows, 1) into m->a.logits for the pairs in m->a.users / m->a.items.
 void ncf_model_forward(NcfModel *m, const Device *dev, int64_t rows);
 // After ncf_model_forward: BCE-with-logits against m->a.labels into
-// m->a.loss, and every parameter gradient (overwritten) into m->ps.grads,
-// all multiplied by loss_scale (1, or fp16's dynamic loss scale: amp.h).
-// hook hears of each tensor as its gradient is final, last tensor first.
-void ncf_model_backward(NcfModel *m, const Device *dev, int64_t rows, float loss_scale,
-                        GradHook hook);
+// m->a.loss (the mean over the rows), and every parameter gradient into
+// m->ps.grads, overwritten, or with accumulate added to what is there (a
+// later micro-batch of the same batch). grad_scale multiplies the gradients:
+// the AMP loss scale (1, or fp16's dynamic one: amp.h), times this
+// micro-batch's share of the batch's rows. hook hears of each tensor as its
+// gradient is final, last tensor first.
+void ncf_model_backward(NcfModel *m, const Device *dev, int64_t rows, float grad_scale,
+                        bool accumulate, GradHook hook);

@@ -43,6 +43,9 @@ static const ConfigKey NCF_KEYS[] = {
      "MLP widths; the first is the concatenated user+item embedding width", NULL},
     {"train_negatives", CFG_INT, "4", "negatives per training positive, resampled each epoch",
      "[1, 1000]"},
+    {"grad_accumulation", CFG_INT, "1",
+     "micro-batches per step and rank, gradients summed over them: activations for a "
+     "micro-batch's rows only (less memory)", "[1, inf)"},
     {"eval_users", CFG_INT, "1024", "users scored per eval forward pass (at most a rank's users)",
      "[1, inf)"},
     {"bench_steps", CFG_INT, "0",
@@ -62,6 +65,8 @@ typedef struct NcfTrainer {
   LossScaler scaler;
   Optimizer opt;
   int64_t batch;
+  int64_t micro_batches;  // per step and rank (grad_accumulation)
+  int64_t max_micro_rows;  // rows of the largest micro-batch a step has
   int64_t eval_users;
   float lr;
   double *eval_acc;  // (2) device scratch of the CUDA metric; NULL on CPU
@@ -118,11 +123,16 @@ static void ncf_setup(NcfTrainer *r, const OptConfig *oc) {
                     .mf_dim = config_int(cfg, "mf_dim"),
                     .dtype = amp_compute_dtype(r->amp.precision)};
   ncf_parse_layers("--mlp_layers", config_string(cfg, "mlp_layers"), &shape);
-  // A step has at most a batch of rows, and no more than the epoch has.
+  // A step has at most a batch of rows, and no more than the epoch has, in
+  // micro_batches pieces; the activations are sized for the largest piece or
+  // an eval pass, whichever is larger.
   int64_t eval_rows = ncf_plan_eval(r);
   int64_t rows = r->batch < r->epoch_samples ? r->batch : r->epoch_samples;
+  int64_t rank_rows = (rows + r->run.dist.size - 1) / r->run.dist.size;
+  r->max_micro_rows = (rank_rows + r->micro_batches - 1) / r->micro_batches;
   ncf_model_init(&r->model, &shape, optim_state_count(OPT_ADAM),
-                 rows > eval_rows ? rows : eval_rows, (uint64_t)config_int(cfg, "seed"), kind);
+                 r->max_micro_rows > eval_rows ? r->max_micro_rows : eval_rows,
+                 (uint64_t)config_int(cfg, "seed"), kind);
   optim_init(&r->opt, oc, &r->model.ps);
   dist_attach(&r->run.dist, r->dev, &r->model.ps, NCF_BUCKET_BYTES);
   dist_broadcast_params(&r->run.dist);
@@ -154,7 +164,7 @@ static void ncf_rank_slice(const NcfTrainer *r, int64_t n, int64_t step, int64_t
   *rows = hi - lo;
 }
 
-// The loss of this rank's latest batch (on CUDA: waits for it).
+// The loss of this rank's latest micro-batch (on CUDA: waits for it).
 static double ncf_loss(const NcfTrainer *r) {
   float loss;
   device_sync(r->dev);
@@ -163,16 +173,26 @@ static double ncf_loss(const NcfTrainer *r) {
 }
 
 // Global batch `step` of `epoch`: sampling, forward, backward, all-reduce,
-// Adam (skipped when fp16 gradients overflowed: amp.h).
+// Adam (skipped when fp16 gradients overflowed: amp.h). This rank's rows go
+// in micro_batches pieces of max_micro_rows (the last one shorter), each
+// sampled, run forward and backward in turn, the gradients added up, each
+// piece's scaled by its share of the rows, so their sum is the batch mean's.
+// The all-reduce starts during the last piece's backward.
 static void ncf_train_step(NcfTrainer *r, int64_t epoch, int64_t step) {
   const NcfActs *a = &r->model.a;
   int64_t first, rows;
   ncf_rank_slice(r, ncf_epoch_samples(&r->data.train), step, &first, &rows);
-  ncf_train_batch(r->dev, &r->data.train, epoch, first, rows, a->users.data, a->items.data,
-                  a->labels.data);
-  ncf_model_forward(&r->model, r->dev, rows);
-  ncf_model_backward(&r->model, r->dev, rows, amp_loss_scale(&r->scaler), dist_grad_hook(&r->run.dist));
-  loss_mean_add(&r->epoch_loss, r->dev, &r->model.a.loss);
+  for (int64_t done = 0; done < rows; done += r->max_micro_rows) {
+    int64_t piece = rows - done < r->max_micro_rows ? rows - done : r->max_micro_rows;
+    bool last = done + piece == rows;
+    ncf_train_batch(r->dev, &r->data.train, epoch, first + done, piece, a->users.data,
+                    a->items.data, a->labels.data);
+    ncf_model_forward(&r->model, r->dev, piece);
+    ncf_model_backward(&r->model, r->dev, piece,
+                       amp_loss_scale(&r->scaler) * (float)((double)piece / (double)rows), done > 0,
+                       last ? dist_grad_hook(&r->run.dist) : (GradHook){0});
+    loss_mean_add(&r->epoch_loss, r->dev, &r->model.a.loss);
+  }
   run_update(r->dev, &r->run.dist, &r->scaler, &r->opt, &r->model.ps, r->lr);
 }
 
@@ -253,6 +273,7 @@ int main(int argc, char **argv) {
   if (r.batch < r.run.dist.size)
     die_input("--batch_size", "%lld is smaller than the %d ranks", (long long)r.batch,
               r.run.dist.size);
+  r.micro_batches = config_int(cfg, "grad_accumulation");
   r.eval_users = config_int(cfg, "eval_users");
   int64_t bench_steps = config_int(cfg, "bench_steps");
   if (config_int(cfg, "profile_steps") > 0 && bench_steps == 0)
@@ -263,7 +284,7 @@ int main(int argc, char **argv) {
   r.head = ncf_data_check(run_data_dir(&r.run));
   run_check(&r.run);
   MLLOG_POINT(&r.run.log, "global_batch_size", mlv_int(r.batch));
-  MLLOG_POINT(&r.run.log, "gradient_accumulation_steps", mlv_int(1));
+  MLLOG_POINT(&r.run.log, "gradient_accumulation_steps", mlv_int(r.micro_batches));
   OptConfig oc = ncf_optimizer_config(cfg, &r.run.log);
   ncf_setup(&r, &oc);
   run_resume(&r.run, &r.model.ps, NULL, &r.opt, &r.scaler);

@@ -355,6 +355,8 @@ CASES = [
     out_of_range("ncf_max_epochs_zero", "--max_epochs=0", "[1, 1000000]",
                  "no epoch to train (no division by zero, no empty run)"),
     out_of_range("ncf_eval_users_zero", "--eval_users=0", "[1, inf)", "the eval's step of users"),
+    out_of_range("ncf_grad_accumulation_zero", "--grad_accumulation=0", "[1, inf)",
+                 "no micro-batch to run a step's rows in"),
     out_of_range("ncf_train_negatives_zero", "--train_negatives=0", "[1, 1000]",
                  "no negatives to learn from"),
     out_of_range("ncf_mf_dim_zero", "--mf_dim=0", "[1, 65536]", "an empty GMF embedding"),

@@ -140,6 +140,20 @@ else
   fi
 fi
 
+# 5b. Micro-batches (--grad_accumulation=3: each step's rows in three pieces,
+# the gradients summed): the same batches, so epoch 1 scores what the whole
+# batches scored, to the rounding of the split sums, as with two ranks; the
+# log says 3 accumulation steps.
+"$build/bin/ncf" --config=$conf --device=cpu --data_dir="$tmp/data" --log_file="$tmp/accum.log" \
+  --max_epochs=1 --grad_accumulation=3 >"$tmp/accum.out" 2>&1
+rc=$?
+accum=$(ncf_hr "$tmp/accum.out" 1)
+if close "$one" "$accum" 0.01 && grep -q '"key": "gradient_accumulation_steps", "value": 3,' "$tmp/accum.log"; then
+  echo "PASS ncf_micro_batches (epoch 1 HR@10: whole batches $one, three micro-batches $accum)"
+else
+  echo "FAIL ncf_micro_batches: exit $rc, epoch 1 HR@10 whole '$one', micro-batched '$accum'"
+fi
+
 # 6. The GPU path (sampling kernel, cuBLAS MLP, fused Adam, metric kernel):
 # the same batches as the CPU, so epochs 1 and 2 score the CPU's HR@10 to the
 # rounding of different GEMM summation orders (0.01: 30 of 3,000 users).
