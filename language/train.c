@@ -80,11 +80,6 @@ static const RunSpec kSpec = {
     .eval_every = "1", .keys = kKeys, .n_keys = (int)(sizeof kKeys / sizeof kKeys[0]),
     .resume_may_change = (const char *const[]){"eval_batch", "predictions_out", "bench_steps",
                                                 "profile_steps", NULL},
-    // Half the CPU step is the linear layers' GEMMs (1,044 of 2,001 ms with
-    // one thread: MiniLM, 16 windows of 96); windows come whole from LMDB.
-    // Two OpenBLAS threads on two cores: the linear layers 1.58x, the step
-    // 1.27x.
-    .blas_all_cores = true,
 };
 
 typedef struct BertTrainer {

@@ -5,6 +5,8 @@
 #include <cblas.h>
 #include <string.h>
 
+#include "core/parallel.h"
+
 int64_t op_last_dim(const Tensor *t) { return t->ndim ? t->shape[t->ndim - 1] : 1; }
 
 int64_t op_rows(const Tensor *t) {
@@ -64,19 +66,48 @@ GemmShape op_gemm_shape(const Tensor *a, bool trans_a, const Tensor *b, bool tra
   return s;
 }
 
+// On the team's threads: a batched product one entry per task; a single one
+// cut into row pieces of C (GEMM_PIECES at most, at least GEMM_MIN_ROWS rows
+// each), each an OpenBLAS call of its own on one thread. The pieces depend on
+// the shape alone and every element of C is one call's K-long sum, so the
+// bits do not depend on the team's size (core/parallel.h).
+enum { GEMM_PIECES = 8, GEMM_MIN_ROWS = 32 };
+
+static void gemm_rows(bool trans_a, bool trans_b, int64_t rows, const GemmShape *s, float alpha,
+                      const float *pa, const float *pb, float beta, float *pc) {
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, (int)rows, (int)s->n, (int)s->k, alpha, pa,
+              (int)s->lda, pb, (int)s->ldb, beta, pc, (int)s->n);
+}
+
 void op_gemm_cpu(const Device *dev, const Tensor *a, bool trans_a, const Tensor *b,
                  bool trans_b, const Tensor *c, float alpha, float beta) {
   (void)dev;
   GemmShape s = op_gemm_shape(a, trans_a, b, trans_b, c);
   OP_REQUIRE("op_gemm", a->dtype == DT_F32 && c->dtype == DT_F32);
-  if (s.m == 0 || s.n == 0) return;
-  for (int64_t i = 0; i < s.batch; i++) {
-    const float *pa = (const float *)a->data + (s.batch_a ? i * s.m * s.k : 0);
-    const float *pb = (const float *)b->data + (s.batch_b ? i * s.k * s.n : 0);
-    float *pc = (float *)c->data + i * s.m * s.n;
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                trans_b ? CblasTrans : CblasNoTrans, (int)s.m, (int)s.n, (int)s.k, alpha,
-                pa, (int)s.lda, pb, (int)s.ldb, beta, pc, (int)s.n);
+  if (s.m == 0 || s.n == 0 || s.batch == 0) return;  // batch 0: an empty batch, no product
+  int64_t work = s.batch * s.m * s.n * (s.k > 0 ? s.k : 1);
+  if (s.batch > 1) {
+#pragma omp parallel for if (work >= parallel_min_work)
+    for (int64_t i = 0; i < s.batch; i++)
+      gemm_rows(trans_a, trans_b, s.m, &s, alpha,
+                (const float *)a->data + (s.batch_a ? i * s.m * s.k : 0),
+                (const float *)b->data + (s.batch_b ? i * s.k * s.n : 0), beta,
+                (float *)c->data + i * s.m * s.n);
+    return;
+  }
+  int64_t pieces = s.m / GEMM_MIN_ROWS;
+  if (pieces > GEMM_PIECES) pieces = GEMM_PIECES;
+  if (pieces < 1) pieces = 1;
+  int64_t step = (s.m + pieces - 1) / pieces;
+  pieces = (s.m + step - 1) / step;
+  // Row r of op(A): row r of A, or its column r when A is transposed.
+  int64_t a_row = trans_a ? 1 : s.lda;
+#pragma omp parallel for if (work >= parallel_min_work)
+  for (int64_t p = 0; p < pieces; p++) {
+    int64_t r0 = p * step, rows = s.m - r0 < step ? s.m - r0 : step;
+    gemm_rows(trans_a, trans_b, rows, &s, alpha, (const float *)a->data + r0 * a_row,
+              (const float *)b->data, beta, (float *)c->data + r0 * s.n);
   }
 }
 

@@ -83,13 +83,8 @@ void run_init(Run *run, const RunSpec *spec, int *argc, char ***argv) {
   DeviceKind kind = device_kind_parse("device", config_string(cfg, "device"));
   device_open(&run->dev, kind, kind == DEVICE_CUDA ? dist_device_index(&run->dist) : 0);
   if (kind == DEVICE_CPU) {
-    // A trainer whose GEMMs take the cores (OpenBLAS's own threads) keeps its
-    // other ops on one thread unless told otherwise: OpenBLAS's spinning
-    // workers and a second team fight (a small fine-tuning step measured
-    // 1,663 ms against 1,379 with both on 2 cores).
-    int share = device_cpu_share(run->dist.local_size);
-    parallel_set_threads((int)config_int(cfg, "threads"), spec->blas_all_cores ? 1 : share);
-    if (spec->blas_all_cores) device_blas_threads_set(share);
+    // The ops' team, GEMMs included (each OpenBLAS call on one thread).
+    parallel_set_threads((int)config_int(cfg, "threads"), device_cpu_share(run->dist.local_size));
   }
 
   const char *path = config_string(cfg, "log_file");

@@ -91,10 +91,6 @@ typedef struct RunSpec {
   // are added by the lifecycle. Every other key shapes the run: a resume with
   // another value is refused by name.
   const char *const *resume_may_change;
-  // On the CPU: OpenBLAS gets this rank's share of the cores
-  // (device_cpu_share) instead of one thread, for a trainer whose step is
-  // mostly GEMMs and whose input needs no worker threads.
-  bool blas_all_cores;
 } RunSpec;
 
 #define RUN_OWN_KEYS 6
