@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "core/parallel.h"
+
 // A copy of host array src (bytes) on the data's device, freed by close.
 static void *ncf_upload(NcfData *d, int slot, const void *src, size_t bytes) {
   void *dst = device_alloc(d->device, bytes ? bytes : 1);
@@ -65,6 +67,10 @@ void ncf_data_close(NcfData *d) {
 void ncf_train_batch_cpu(const Device *dev, const NcfTrainView *v, int64_t epoch, int64_t s0,
                          int64_t n, int32_t *users, int32_t *items, float *labels) {
   (void)dev;
+  // Each sample a function of (epoch, index) alone: any team gives the same
+  // batch. A sample costs some hundred element operations (its negatives'
+  // rejection tests), hence the lower bar for waking the team.
+#pragma omp parallel for if (n * 64 >= parallel_min_work)
   for (int64_t b = 0; b < n; b++) ncf_train_sample(v, epoch, s0 + b, &users[b], &items[b], &labels[b]);
 }
 

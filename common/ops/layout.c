@@ -4,6 +4,8 @@
 
 #include <string.h>
 
+#include "core/parallel.h"
+
 // ---------------------------------------------------------------- shape checks
 
 void layout_concat_geometry(const char *op, const Tensor *whole, const Tensor *parts, int count,
@@ -48,6 +50,7 @@ void layout_permute_strides(const Tensor *x, const int *perm, const Tensor *y,
 static void layout_copy_part(uint8_t *whole, uint8_t *part, int64_t outer, int64_t total,
                            int64_t offset, int64_t len, size_t inner_bytes, bool to_whole) {
   size_t run_bytes = (size_t)len * inner_bytes;
+#pragma omp parallel for if ((int64_t)((size_t)outer * run_bytes / 4) >= parallel_min_work)
   for (int64_t o = 0; o < outer; o++) {
     uint8_t *w = whole + ((size_t)o * (size_t)total + (size_t)offset) * inner_bytes;
     uint8_t *p = part + (size_t)o * run_bytes;
