@@ -28,6 +28,7 @@
 #include "core/json.h"
 #include "core/progress.h"
 #include "core/rng.h"
+#include "core/parallel.h"
 #include "device/profile.h"
 #include "language/bert_model.h"
 #include "language/squad_data.h"
@@ -191,7 +192,7 @@ static void bert_setup(BertTrainer *r, const OptConfig *oc) {
   loss_mean_init(&r->epoch_loss, r->dev);
   squad_batch_buf_init(&r->buf, shape.max_batch, shape.max_len);
   char threads[48] = "";
-  if (r->dev->kind == DEVICE_CPU) snprintf(threads, sizeof threads, ", BLAS threads %d", device_blas_threads());
+  if (r->dev->kind == DEVICE_CPU) snprintf(threads, sizeof threads, ", %d threads", parallel_threads());
   if (r->run.rank == 0)
     printf("bert: %s: %lld layers, width %lld, %lld heads; %lld parameters (span head %s); "
            "%lld training windows, %lld dev windows; batch %lld (%lld a rank); %s%s\n",

@@ -60,17 +60,17 @@ else
   echo "FAIL bert_predictions_out_scores_as_logged: logged '$logged', squad_score '$scored' $(head -c 300 "$tmp/score.err")"
 fi
 
-# OpenBLAS runs a thread per core this process may use (OPENBLAS_NUM_THREADS
-# wins); two ranks below share them.
+# The ops' team (GEMMs included) has a thread per core this process may use
+# (OMP_NUM_THREADS wins); two ranks below share them.
 cores=$(python3 -c 'import os; print(len(os.sched_getaffinity(0)))')
-blas_threads() {  # the BLAS thread count the setup line of output $1 reports
-  grep -o 'BLAS threads [0-9]*' "$1" | head -n 1 | sed 's/.* //'
+team_threads() {  # the thread count the setup line of output $1 reports
+  grep -o ', [0-9]* threads' "$1" | head -n 1 | sed 's/, \([0-9]*\) threads/\1/'
 }
-if [[ $(blas_threads "$tmp/train.out") == "${OPENBLAS_NUM_THREADS:-$cores}" ]]; then
-  echo "PASS bert_blas_thread_per_core ($(blas_threads "$tmp/train.out") of $cores cores)"
+if [[ $(team_threads "$tmp/train.out") == "${OMP_NUM_THREADS:-$cores}" ]]; then
+  echo "PASS bert_thread_per_core ($(team_threads "$tmp/train.out") of $cores cores)"
 else
-  echo "FAIL bert_blas_thread_per_core: '$(blas_threads "$tmp/train.out")' BLAS threads, expected" \
-    "${OPENBLAS_NUM_THREADS:-$cores} ($cores cores)"
+  echo "FAIL bert_thread_per_core: '$(team_threads "$tmp/train.out")' threads, expected" \
+    "${OMP_NUM_THREADS:-$cores} ($cores cores)"
 fi
 
 # 3. Resume: 1 epoch, then --resume for the second, gives the same final
@@ -88,7 +88,7 @@ resume_check bert_resume_matches_uninterrupted "$tmp/resume" "$trainer" --config
 bench_run_checks bert $? '^bert: bench: 2 steps of 2 windows x 32 tokens'
 
 # 5. Two MPI ranks on CPU: each takes half of every batch and half of the
-# dev questions, and at most half the cores' BLAS threads; the EM/F1 sums are added, so the log holds one F1 over all
+# dev questions, and at most half the cores' threads; the EM/F1 sums are added, so the log holds one F1 over all
 # 12 questions, and the log complies.
 if ! has_mpi "$trainer"; then
   echo "SKIP bert_two_ranks: no MPI in this build"
@@ -97,16 +97,16 @@ else
     --device=cpu --data_dir="$tmp/mini" --log_file="$tmp/two.log" --max_epochs=1 >"$tmp/two.out" 2>&1
   rc=$?
   got=$(grep -o '"key": "eval_accuracy", "value": [0-9.e-]*' "$tmp/two.log" | sed 's/.*: //')
-  # Two ranks' BLAS threads fit the cores: half each, or the cores mpirun
-  # binds a rank to.
-  two=$(blas_threads "$tmp/two.out") most=${OPENBLAS_NUM_THREADS:-$((cores / 2 > 0 ? cores / 2 : 1))}
+  # Two ranks' teams fit the cores: half each, or the cores mpirun binds a
+  # rank to.
+  two=$(team_threads "$tmp/two.out") most=${OMP_NUM_THREADS:-$((cores / 2 > 0 ? cores / 2 : 1))}
   if [[ $rc == 0 && -n $got ]] && grep -q '"key": "global_batch_size", "value": 16' "$tmp/two.log" &&
     [[ -n $two ]] && ((two >= 1 && two <= most)) &&
     grep -q '"key": "eval_samples", "value": 12' "$tmp/two.log" &&
     python3 logs/result.py --target "$got" "$tmp/two.log" >/dev/null 2>&1; then
     echo "PASS bert_two_ranks ($(grep '^bert: epoch' "$tmp/two.out" | cut -d, -f1))"
   else
-    echo "FAIL bert_two_ranks: exit $rc; BLAS threads '$two' (1 to $most);" \
+    echo "FAIL bert_two_ranks: exit $rc; threads '$two' (1 to $most);" \
       "$(grep -E '^error|^bert: epoch|time to train' "$tmp/two.out" | head -n 3 | tr '\n' ' ')"
   fi
 fi
