@@ -13,7 +13,8 @@ run logs (benchmark_stop); the table gives it, the speed-up over 1 rank, the
 scaling efficiency rate_R / (R x rate_1) and, on a GPU, each precision's
 speed-up over fp32 at the same ranks. Ranks default to 1, 2, 4, 8 up to the
 GPUs (CUDA build with a GPU) or the cores (CPU); on the CPU each rank gets
-one OpenBLAS thread (OPENBLAS_NUM_THREADS=1 unless set), so a rank is a core.
+one thread for its ops and one for OpenBLAS (OMP_NUM_THREADS=1 and
+OPENBLAS_NUM_THREADS=1 unless set), so a rank is a core.
 Writes OUT/scaling_<UTC date>_<machine>.{json,md,png} (OUT: tests/bench/results)
 and prints the table. A trainer this machine cannot run (not built, its data
 or model missing) is a "SKIP scaling <trainer>: why" line; a failed run ends
@@ -149,6 +150,7 @@ def run_point(name, spec, ranks, precision, args, values, log_dir):
     env = dict(os.environ)
     if args.device == "cpu":
         env.setdefault("OPENBLAS_NUM_THREADS", "1")
+        env.setdefault("OMP_NUM_THREADS", "1")
     env.setdefault("PROGRESS_INTERVAL_S", "1000")
     log = os.path.join(log_dir, "%s_%s_%dranks.log" % (name, precision, ranks))
     what = "scaling %s %s %d rank%s" % (name, precision, ranks, "" if ranks == 1 else "s")
@@ -298,8 +300,8 @@ def main():
           "Machine: %s (%s); %s, one rank per %s%s." % (
               machine, platform.node(), "MPI ranks under mpirun" if args.mpi else "one process, no MPI",
               "GPU" if args.device == "cuda" else "core",
-              "" if args.device == "cuda" else " (OPENBLAS_NUM_THREADS=%s)" %
-              os.environ.get("OPENBLAS_NUM_THREADS", "1")),
+              "" if args.device == "cuda" else " (OMP_NUM_THREADS=%s, OPENBLAS_NUM_THREADS=%s)" %
+              (os.environ.get("OMP_NUM_THREADS", "1"), os.environ.get("OPENBLAS_NUM_THREADS", "1"))),
           "Each run: the trainer's small config and its batch on every rank (the global batch grows "
           "with the ranks), benchmark mode on random or generated inputs, the throughput it logs; "
           "efficiency = rate_R / (R x rate_1)%s." % (
