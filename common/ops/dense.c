@@ -87,6 +87,7 @@ void op_gemm_cpu(const Device *dev, const Tensor *a, bool trans_a, const Tensor 
   OP_REQUIRE("op_gemm", a->dtype == DT_F32 && c->dtype == DT_F32);
   if (s.m == 0 || s.n == 0 || s.batch == 0) return;  // batch 0: an empty batch, no product
   int64_t work = s.batch * s.m * s.n * (s.k > 0 ? s.k : 1);
+  (void)work;  // read by the pragmas alone (a build without OpenMP ignores them)
   if (s.batch > 1) {
 #pragma omp parallel for if (work >= parallel_min_work)
     for (int64_t i = 0; i < s.batch; i++)
