@@ -25,6 +25,10 @@ MPICC := $(shell command -v mpicc 2>/dev/null)
 MPI ?= $(if $(MPICC),1,0)
 PKGS := lmdb libturbojpeg libpng libcjson openblas zlib libutf8proc
 PKG_OK := $(shell pkg-config --exists $(PKGS) 2>/dev/null && echo 1)
+# DNNL=1: the CPU convolutions through oneDNN (Debian libdnnl-dev, which has
+# no pkg-config file; common/ops/conv_dnnl.c); DNNL=0 keeps them on im2col +
+# OpenBLAS alone.
+DNNL ?= $(if $(wildcard /usr/include/oneapi/dnnl/dnnl.h),1,0)
 PYTHON ?= python3
 
 ifneq ($(filter-out deps clean test test-emu test-san test-matrix run seeds bench bench-cpu goldens,$(or $(MAKECMDGOALS),all)),)
@@ -62,6 +66,12 @@ BUILD ?= build
 override CFLAGS := -O2 -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -fopenmp -MMD -MP -Icommon -I. $(CFLAGS)
 override CFLAGS += $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDLIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -pthread -fopenmp
+ifeq ($(DNNL),1)
+override CFLAGS += -DHAVE_DNNL=1
+LDLIBS += -ldnnl
+else
+override CFLAGS += -DHAVE_DNNL=0
+endif
 NVCCFLAGS := -O2 -std=c++17 -Icommon -I. -MMD -MP -Xcompiler -Wall,-Wextra \
   -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
 

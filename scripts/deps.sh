@@ -6,7 +6,7 @@ set -euo pipefail
 # slurm-wlm and munge: tests/train/test_slurm.sh starts a one-node Slurm of its
 # own, with its own config and key (no system-wide Slurm setup needed).
 debs=(build-essential pkg-config libopenmpi-dev openmpi-bin liblmdb-dev lmdb-utils
-      libturbojpeg0-dev libpng-dev libopenblas-dev libcjson-dev zlib1g-dev
+      libturbojpeg0-dev libpng-dev libopenblas-dev libdnnl-dev libcjson-dev zlib1g-dev
       dataset-fashion-mnist opencv-doc clang libclang-rt-14-dev libutf8proc-dev trans-de-en
       wordnet-base slurm-wlm munge)
 # Python module name -> PyPI package name.

@@ -1,6 +1,7 @@
 // conv.c: shape checks and the CPU reference of the
-// convolutional layers. Convolution is im2col + OpenBLAS GEMM over NHWC; the
-// rest is plain loops with channels innermost (contiguous in NHWC).
+// convolutional layers. Convolution is oneDNN where it has a kernel
+// (conv_dnnl.c), else im2col + OpenBLAS GEMM over NHWC; the rest is plain
+// loops with channels innermost (contiguous in NHWC).
 #include "ops/conv.h"
 
 #include <cblas.h>
@@ -9,6 +10,7 @@
 
 #include "core/check.h"
 #include "core/parallel.h"
+#include "ops/conv_dnnl.h"
 #include "ops/reduce.h"
 
 
@@ -175,6 +177,62 @@ static void conv_thread_col_free(void *col, void *scratch) {
 }
 #define CONV_PARALLEL(g, chunks) ((chunks) > 1 && (g).n * (g).p * (g).q * (g).k >= parallel_min_work)
 
+// ---------------------------------------------------------------- CPU: convolution by oneDNN
+
+// oneDNN convolves the batch in up to CONV_LIB_CHUNKS chunks of `chunk` images
+// (the last may be shorter), one run per chunk on one thread: chunks fixed by
+// the shapes, as the plain path's are, so the bits do not follow the threads.
+enum { CONV_LIB_CHUNKS = 16 };
+
+typedef struct ConvLib {
+  const ConvDnnl *prim[2];  // for a whole chunk, for the last chunk
+  int64_t chunk, chunks;
+  size_t scratch_bytes;     // oneDNN's scratch, per thread
+  size_t filter_bytes;      // w or dw in the kernels' layout
+} ConvLib;
+
+// Fills lib and answers true where oneDNN takes this convolution: it has
+// kernels for both chunk sizes, and they agree on the filters' layout.
+static bool conv_library(ConvDnnlKind kind, const ConvGeometry *g, const ConvParams *p, bool bias,
+                         ConvLib *lib) {
+  if (g->n == 0) return false;
+  lib->chunk = (g->n + CONV_LIB_CHUNKS - 1) / CONV_LIB_CHUNKS;
+  lib->chunks = parallel_pieces(g->n, lib->chunk);
+  int64_t last = g->n - (lib->chunks - 1) * lib->chunk;
+  lib->prim[0] = conv_dnnl_get(kind, g, p, lib->chunk, bias);
+  lib->prim[1] = last == lib->chunk ? lib->prim[0] : conv_dnnl_get(kind, g, p, last, bias);
+  if (!lib->prim[0] || !lib->prim[1] || !conv_dnnl_same_filter_layout(lib->prim[0], lib->prim[1]))
+    return false;
+  size_t a = conv_dnnl_scratch_bytes(lib->prim[0]), b = conv_dnnl_scratch_bytes(lib->prim[1]);
+  lib->scratch_bytes = (a > b ? a : b) + 64;  // never 0; rounded for what follows it
+  lib->scratch_bytes -= lib->scratch_bytes % 64;
+  lib->filter_bytes = conv_dnnl_filter_bytes(lib->prim[0]);
+  return true;
+}
+
+#define CONV_LIB_CHUNK(lib, g, ci, n0, images)                           \
+  int64_t n0 = (ci) * (lib)->chunk, images = (g)->n - n0 < (lib)->chunk ? (g)->n - n0 : (lib)->chunk; \
+  const ConvDnnl *prim = (lib)->prim[images < (lib)->chunk]
+
+// FWD and BWD_DATA: w into the kernels' layout, then the chunks on the team.
+static void conv_lib_apply(const ConvLib *lib, const ConvGeometry *g, const float *in,
+                           int64_t in_image, const float *w, const float *bias, float *out,
+                           int64_t out_image) {
+  float *wl = xmalloc(lib->filter_bytes);
+  conv_dnnl_filter(lib->prim[0], w, wl);
+#pragma omp parallel if (CONV_PARALLEL(*g, lib->chunks))
+  {
+    void *own = xmalloc(lib->scratch_bytes);
+#pragma omp for
+    for (int64_t ci = 0; ci < lib->chunks; ci++) {
+      CONV_LIB_CHUNK(lib, g, ci, n0, images);
+      conv_dnnl_run(prim, in + n0 * in_image, wl, bias, out + n0 * out_image, own);
+    }
+    free(own);
+  }
+  free(wl);
+}
+
 void op_conv2d_fwd_cpu(const Device *dev, const Tensor *x, const Tensor *w, const Tensor *bias,
                        const Tensor *y, const ConvParams *p, void *scratch,
                        size_t scratch_bytes) {
@@ -183,6 +241,12 @@ void op_conv2d_fwd_cpu(const Device *dev, const Tensor *x, const Tensor *w, cons
   OP_REQUIRE("op_conv2d_fwd", x->dtype == DT_F32);
   OP_REQUIRE("op_conv2d_fwd", !bias || (bias->dtype == DT_F32 && tensor_numel(bias) == g.k));
   int64_t chunk = conv_chunk_images("op_conv2d_fwd", &g, p, scratch_bytes);
+  ConvLib lib;
+  if (conv_library(CONV_DNNL_FWD, &g, p, bias != NULL, &lib)) {
+    conv_lib_apply(&lib, &g, x->data, g.h * g.w * g.c, w->data, bias ? bias->data : NULL, y->data,
+                   g.p * g.q * g.k);
+    return;
+  }
   int64_t rsc = g.r * g.s * g.c, pq = g.p * g.q, chunks = parallel_pieces(g.n, chunk);
   size_t col_bytes = conv_is_pointwise(&g, p) ? 0 : (size_t)chunk * conv_col_image_bytes(&g);
 #pragma omp parallel if (CONV_PARALLEL(g, chunks))
@@ -210,6 +274,11 @@ void op_conv2d_bwd_data_cpu(const Device *dev, const Tensor *dy, const Tensor *w
   ConvGeometry g = conv_geometry("op_conv2d_bwd_data", dx, w, dy, p);
   OP_REQUIRE("op_conv2d_bwd_data", dx->dtype == DT_F32);
   int64_t chunk = conv_chunk_images("op_conv2d_bwd_data", &g, p, scratch_bytes);
+  ConvLib lib;
+  if (conv_library(CONV_DNNL_BWD_DATA, &g, p, false, &lib)) {
+    conv_lib_apply(&lib, &g, dy->data, g.p * g.q * g.k, w->data, NULL, dx->data, g.h * g.w * g.c);
+    return;
+  }
   int64_t rsc = g.r * g.s * g.c, pq = g.p * g.q, chunks = parallel_pieces(g.n, chunk);
   bool pointwise = conv_is_pointwise(&g, p);
   size_t col_bytes = pointwise ? 0 : (size_t)chunk * conv_col_image_bytes(&g);
@@ -240,6 +309,45 @@ void op_conv2d_bwd_data_cpu(const Device *dev, const Tensor *dy, const Tensor *w
 // CONV_LANES at work) gives the same bits.
 enum { CONV_LANES = 8 };
 
+// The same lanes for oneDNN, whose chunk gradients come in the kernels'
+// layout: the lanes sum in it, and their total is turned into KRSC at the end.
+static void conv_lib_filter(const ConvLib *lib, const ConvGeometry *g, const float *x,
+                            const float *dy, const Tensor *dw, bool accumulate) {
+  int64_t lanes = lib->chunks < CONV_LANES ? lib->chunks : CONV_LANES;
+  int64_t fn = (int64_t)(lib->filter_bytes / sizeof(float));
+  float *sums = xmalloc((size_t)lanes * lib->filter_bytes);
+#pragma omp parallel if (CONV_PARALLEL(*g, lib->chunks))
+  {
+    // The thread's buffer: oneDNN's scratch, then one chunk's gradient.
+    char *own = xmalloc(lib->scratch_bytes + lib->filter_bytes);
+    float *one = (float *)(own + lib->scratch_bytes);
+#pragma omp for schedule(static, 1)
+    for (int64_t lane = 0; lane < lanes; lane++) {
+      float *sum = sums + lane * fn;
+      for (int64_t ci = lane; ci < lib->chunks; ci += lanes) {
+        CONV_LIB_CHUNK(lib, g, ci, n0, images);
+        conv_dnnl_run(prim, x + n0 * g->h * g->w * g->c, dy + n0 * g->p * g->q * g->k, NULL,
+                      ci < lanes ? sum : one, own);
+        if (ci >= lanes)
+          for (int64_t i = 0; i < fn; i++) sum[i] += one[i];
+      }
+    }
+    free(own);
+  }
+  for (int64_t lane = 1; lane < lanes; lane++) {
+    const float *part = sums + lane * fn;
+#pragma omp parallel for if (fn >= parallel_min_work)
+    for (int64_t i = 0; i < fn; i++) sums[i] += part[i];
+  }
+  int64_t wn = tensor_numel(dw);
+  float *krsc = accumulate ? xmalloc((size_t)wn * sizeof(float)) : dw->data, *pdw = dw->data;
+  conv_dnnl_filter(lib->prim[0], sums, krsc);
+  if (accumulate)
+    for (int64_t i = 0; i < wn; i++) pdw[i] += krsc[i];
+  if (accumulate) free(krsc);
+  free(sums);
+}
+
 void op_conv2d_bwd_filter_cpu(const Device *dev, const Tensor *x, const Tensor *dy,
                               const Tensor *dw, const ConvParams *p, bool accumulate,
                               void *scratch, size_t scratch_bytes) {
@@ -248,6 +356,11 @@ void op_conv2d_bwd_filter_cpu(const Device *dev, const Tensor *x, const Tensor *
   OP_REQUIRE("op_conv2d_bwd_filter", x->dtype == DT_F32);
   if (g.n == 0 && !accumulate) memset(dw->data, 0, tensor_bytes(dw));  // an empty sum
   int64_t chunk = conv_chunk_images("op_conv2d_bwd_filter", &g, p, scratch_bytes);
+  ConvLib lib;
+  if (conv_library(CONV_DNNL_BWD_FILTER, &g, p, false, &lib)) {
+    conv_lib_filter(&lib, &g, x->data, dy->data, dw, accumulate);
+    return;
+  }
   int64_t rsc = g.r * g.s * g.c, pq = g.p * g.q, chunks = parallel_pieces(g.n, chunk);
   int64_t lanes = chunks < CONV_LANES ? chunks : CONV_LANES, wn = g.k * rsc;
   size_t col_bytes = conv_is_pointwise(&g, p) ? 0 : (size_t)chunk * conv_col_image_bytes(&g);

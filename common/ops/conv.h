@@ -67,6 +67,18 @@ int64_t conv_out_extent(int64_t in, int64_t kernel, int stride, int pad, int dil
 
 size_t op_conv2d_scratch_bytes(const Tensor *x, const Tensor *w, const ConvParams *p);
 
+// The CPU convolutions run through oneDNN where the build has it (make
+// DNNL=1, the default where Debian's libdnnl-dev is installed) and oneDNN has
+// a kernel for the shape; otherwise, and after op_conv2d_cpu_library(false),
+// through im2col + OpenBLAS, the plain reference the tests hold oneDNN to.
+// Either way the batch goes in chunks fixed by the shapes, one thread each,
+// so the bits do not depend on the number of threads. Returns the previous
+// setting (default true); a process-wide setting, for tests and benchmarks.
+bool op_conv2d_cpu_library(bool use);
+// How many chunks oneDNN has convolved in this process (0 where it is not
+// built in): the tests check the path they mean to test was taken.
+int64_t op_conv2d_cpu_library_runs(void);
+
 
 // ---------------------------------------------------------------- batch norm
 // x viewed as (M, C), C the last axis (M = N*H*W for NHWC activations).

@@ -1,6 +1,7 @@
 // Convolutional ops: CPU forward and backward against PyTorch (conv.gld from
-// tests/golden/gen_conv.py), hand-checked and empty-batch cases, and the
-// preconditions' error messages. CUDA against CPU (TF32 and the empty batch
+// tests/golden/gen_conv.py), by oneDNN and by the plain im2col path, oneDNN
+// against the plain path on ResNet shapes, hand-checked and empty-batch
+// cases, and the preconditions' error messages. CUDA against CPU (TF32 and the empty batch
 // included) and the gradient checks: test_ops_table.c.
 #include <math.h>
 #include <stdlib.h>
@@ -39,8 +40,9 @@ static const char *key(const char *c, const char *field) {
 // Golden comparisons: TOL_GOLDEN (ops_test_util.h).
 
 // scratch_images: how many images' im2col the scratch holds (1 forces the
-// per-image path, 0 the whole batch).
-static void conv_golden_case(const char *c, int scratch_images) {
+// per-image path, 0 the whole batch); library: oneDNN where it has a kernel.
+static void conv_golden_case(const char *c, int scratch_images, bool library) {
+  bool was = op_conv2d_cpu_library(library);
   GoldenFile *g = golden_load("conv.gld");
   int64_t d[7], geom[6], numel;
   golden_ints(g, key(c, "dims"), d, 7);
@@ -73,6 +75,7 @@ static void conv_golden_case(const char *c, int scratch_images) {
   check_golden(g, key(c, "dw"), dw, tensor_numel(&tdw), TOL_GOLDEN);
   free(y), free(dx), free(dw), free(scratch);
   golden_free(g);
+  op_conv2d_cpu_library(was);
 }
 
 static const char *kConvCases[] = {"conv3x3",    "conv3x3_s2", "conv7x7_s2",  "conv1x1",
@@ -80,11 +83,74 @@ static const char *kConvCases[] = {"conv3x3",    "conv3x3_s2", "conv7x7_s2",  "c
 #define N_CONV_CASES (int)(sizeof kConvCases / sizeof kConvCases[0])
 
 static void conv_matches_pytorch_per_image(void) {
-  for (int i = 0; i < N_CONV_CASES; i++) conv_golden_case(kConvCases[i], 1);
+  for (int i = 0; i < N_CONV_CASES; i++) conv_golden_case(kConvCases[i], 1, false);
 }
 
 static void conv_matches_pytorch_whole_batch(void) {
-  for (int i = 0; i < N_CONV_CASES; i++) conv_golden_case(kConvCases[i], 0);
+  for (int i = 0; i < N_CONV_CASES; i++) conv_golden_case(kConvCases[i], 0, false);
+}
+
+// Skips where the build has no oneDNN; fails where it has one and oneDNN
+// took none of the calls (every case here has a kernel on x86-64).
+static void require_library_ran(int64_t runs_before) {
+  if (!HAVE_DNNL) test_skip("built without oneDNN (make DNNL=0)");
+  CHECK_MSG(op_conv2d_cpu_library_runs() > runs_before, "oneDNN convolved nothing");
+}
+
+static void conv_library_matches_pytorch(void) {
+  int64_t runs = op_conv2d_cpu_library_runs();
+  for (int i = 0; i < N_CONV_CASES; i++) conv_golden_case(kConvCases[i], 1, true);
+  require_library_ran(runs);
+}
+
+// oneDNN against the plain path on the small ResNet's shapes (its stem, 3x3
+// convolutions, strided 3x3 and 1x1 projections) and a dilated one, at a
+// batch of 19: chunks of 2 images and a last one of 1, more chunks than
+// lanes. Both compute the same sums in other orders: tol_conv, as for CUDA
+// against the CPU. The filter gradient accumulates onto a random start.
+static void conv_library_matches_plain(void) {
+  static const int64_t shapes[][10] = {
+      // h, w, c, k, r, s, stride, pad, dilation
+      {32, 32, 3, 32, 7, 7, 2, 3, 1}, {8, 8, 32, 32, 3, 3, 1, 1, 1}, {8, 8, 32, 64, 3, 3, 2, 1, 1},
+      {8, 8, 32, 64, 1, 1, 2, 0, 1},  {4, 4, 64, 128, 3, 3, 2, 1, 1}, {2, 2, 128, 128, 3, 3, 1, 1, 1},
+      {9, 7, 16, 8, 3, 3, 1, 2, 2},   {6, 6, 24, 40, 1, 1, 1, 0, 1}};
+  int64_t runs = op_conv2d_cpu_library_runs(), n = 19;
+  for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+    const int64_t *d = shapes[si];
+    ConvParams p = conv_params((int)d[6], (int)d[7], (int)d[8]);
+    int64_t h = d[0], w = d[1], c = d[2], k = d[3], r = d[4], s = d[5];
+    int64_t pp = conv_out_extent(h, r, p.stride_h, p.pad_h, p.dil_h),
+            q = conv_out_extent(w, s, p.stride_w, p.pad_w, p.dil_w);
+    int64_t nx = n * h * w * c, nw = k * r * s * c, ny = n * pp * q * k;
+    float *x = random_array(nx, 11 + si, -1, 1, DT_F32), *wt = random_array(nw, 23 + si, -1, 1, DT_F32);
+    float *dy = random_array(ny, 37 + si, -1, 1, DT_F32), *b = random_array(k, 41 + si, -1, 1, DT_F32);
+    float *start = random_array(nw, 53 + si, -1, 1, DT_F32);
+    float *out[2][3];  // [plain, library][y, dx, dw]
+    Tensor tx = T4(x, n, h, w, c), tw = T4(wt, k, r, s, c), tdy = T4(dy, n, pp, q, k), tb = T1(b, k);
+    size_t bytes = op_conv2d_scratch_bytes(&tx, &tw, &p);
+    void *scratch = malloc(bytes ? bytes : 1);
+    for (int lib = 0; lib < 2; lib++) {
+      bool was = op_conv2d_cpu_library(lib);
+      out[lib][0] = zeros(ny), out[lib][1] = zeros(nx), out[lib][2] = zeros(nw);
+      memcpy(out[lib][2], start, (size_t)nw * sizeof(float));
+      Tensor ty = T4(out[lib][0], n, pp, q, k), tdx = T4(out[lib][1], n, h, w, c),
+             tdw = T4(out[lib][2], k, r, s, c);
+      op_conv2d_fwd(&kCpu, &tx, &tw, &tb, &ty, &p, scratch, bytes);
+      op_conv2d_bwd_data(&kCpu, &tdy, &tw, &tdx, &p, scratch, bytes);
+      op_conv2d_bwd_filter(&kCpu, &tx, &tdy, &tdw, &p, true, scratch, bytes);
+      op_conv2d_cpu_library(was);
+    }
+    static const char *what[3] = {"y", "dx", "dw"};
+    int64_t count[3] = {ny, nx, nw};
+    for (int o = 0; o < 3; o++) {
+      char name[96];
+      snprintf(name, sizeof name, "shape %zu %s, oneDNN vs im2col", si, what[o]);
+      test_check_error(name, "fp32", test_rel_error(out[1][o], out[0][o], count[o]), tol_conv(DT_F32));
+      free(out[0][o]), free(out[1][o]);
+    }
+    free(x), free(wt), free(dy), free(b), free(start), free(scratch);
+  }
+  require_library_ran(runs);
 }
 
 // ---------------------------------------------------------------- golden: batch norm
@@ -299,6 +365,8 @@ int main(void) {
   TEST_RUN(conv_empty_batch);
   TEST_RUN(conv_matches_pytorch_per_image);
   TEST_RUN(conv_matches_pytorch_whole_batch);
+  TEST_RUN(conv_library_matches_pytorch);
+  TEST_RUN(conv_library_matches_plain);
   TEST_RUN(batchnorm_matches_pytorch);
   TEST_RUN(batchnorm_add_relu_matches_pytorch);
   TEST_RUN(pooling_matches_pytorch);

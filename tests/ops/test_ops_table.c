@@ -635,6 +635,10 @@ static const Row kConv[] = {
     // An empty batch is nothing to compute (cuDNN refuses a batch of 0, so
     // the op must not call it): dw accumulated stays as it was, dw0 becomes 0.
     CONV(0, 4, 4, 2, 3, 3, 3, 1, 1, 1, 1, 1, 1, 0, FP32_DT, tol_conv, NO_GRAD),
+    // A batch of 19: the CPU's oneDNN path in chunks of 2 and a last of 1,
+    // ten chunks over eight lanes (cpu_threads_agree: the same bits on 1 and
+    // 3 threads).
+    CONV_FP32(19, 8, 8, 32, 64, 3, 3, 2, 2, 1, 1, 1, 1),
     // Gradient checks: odd H and W, C = 3; stride 2 and padding; the 7x7
     // stem; 1x1 (the plain GEMM path); 1x1 stride 2 (shortcut); dilation 2;
     // rectangular everything.
