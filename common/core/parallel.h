@@ -31,3 +31,17 @@ static inline int64_t parallel_pieces(int64_t n, int64_t grain) {
 // sums of `pieces` pieces of `width` values each, added the one way that
 // keeps the bits independent of the team.
 void parallel_add_pieces(const double *part, int64_t pieces, int64_t width, double *total);
+
+// CPU_VECTORISED before a function: with GCC (the build's compiler) it is
+// compiled twice, for AVX2 and for the x86-64 baseline, the one the CPU can
+// run chosen at load time, and vectorised (which -O2 does only when asked).
+// Both give the same bits: the build keeps a * b + c two roundings (-std=c11
+// turns off contraction into fused multiply-adds) and a vectorised loop must
+// keep each sum in its order. Clang (the fuzz build) vectorises at -O2 by
+// itself and gets the baseline. A parallel region's body is a function of
+// its own that does not inherit this: call a CPU_VECTORISED one from it.
+#if defined(__GNUC__) && !defined(__clang__)
+#define CPU_VECTORISED __attribute__((target_clones("avx2", "default"), optimize("tree-vectorize")))
+#else
+#define CPU_VECTORISED
+#endif

@@ -1,6 +1,8 @@
 // rng.c: host-side sequential draws and the CPU fills.
 #include "core/rng.h"
 
+#include "core/parallel.h"
+
 Rng rng_make(uint64_t seed, uint64_t stream) {
   Rng r = {seed, stream, 0};
   return r;
@@ -53,16 +55,8 @@ void rng_fill_normal_cpu(float *out, int64_t n, uint64_t seed, uint64_t stream,
 // 32 -> 64 bit products an instruction); the same rounds as rng_philox.
 enum { RNG_LANES = 16 };
 
-// With GCC (the build's compiler): an AVX2 and a default version, chosen at
-// load time, vectorised (which -O2 does only when asked). Clang, which the
-// fuzz build uses, vectorises at -O2 by itself and gets the default.
-#if defined(__GNUC__) && !defined(__clang__)
-#define RNG_VECTORISED __attribute__((target_clones("avx2", "default"), optimize("tree-vectorize")))
-#else
-#define RNG_VECTORISED
-#endif
-
-RNG_VECTORISED
+// An AVX2 and a baseline version, chosen at load time (core/parallel.h).
+CPU_VECTORISED
 void rng_blocks_cpu(uint32_t *out, int64_t n, uint64_t seed, uint64_t stream, uint64_t first) {
   for (int64_t done = 0; done < n; done += RNG_LANES) {
     uint32_t c0[RNG_LANES], c1[RNG_LANES], c2[RNG_LANES], c3[RNG_LANES];

@@ -395,7 +395,9 @@ void op_conv2d_bwd_filter_cpu(const Device *dev, const Tensor *x, const Tensor *
 
 // Rows go in pieces of BN_ROWS, on the team's threads. Each piece sums its
 // rows per channel in double; the pieces' sums are then added in piece order,
-// so any number of threads gives the same bits (core/parallel.h).
+// so any number of threads gives the same bits (core/parallel.h). The loops
+// over a piece's rows are the CPU_VECTORISED functions below: channels
+// innermost, each channel's sum in row order.
 enum { BN_ROWS = 256 };
 
 static void bn_require_f32(const char *op, const Tensor *x, const Tensor *z, const Tensor *y) {
@@ -403,28 +405,130 @@ static void bn_require_f32(const char *op, const Tensor *x, const Tensor *z, con
   OP_REQUIRE(op, !z || (z->dtype == DT_F32 && tensor_numel(z) == tensor_numel(x)));
 }
 
+// Rows [r0, r1) of x (M, C): sum[j] = the sum of x[i][j].
+CPU_VECTORISED
+static void bn_rows_sum(const float *x, int64_t r0, int64_t r1, int64_t c, double *sum) {
+  for (int64_t j = 0; j < c; j++) sum[j] = 0;
+  for (int64_t i = r0; i < r1; i++) {
+    const float *xr = x + i * c;
+    for (int64_t j = 0; j < c; j++) sum[j] += xr[j];
+  }
+}
+
+// sq[j] = the sum of (x[i][j] - mean[j])^2.
+CPU_VECTORISED
+static void bn_rows_sq_dev(const float *x, int64_t r0, int64_t r1, int64_t c, const double *mean,
+                           double *sq) {
+  for (int64_t j = 0; j < c; j++) sq[j] = 0;
+  for (int64_t i = r0; i < r1; i++) {
+    const float *xr = x + i * c;
+    for (int64_t j = 0; j < c; j++) {
+      double d = xr[j] - mean[j];
+      sq[j] += d * d;
+    }
+  }
+}
+
+// y = act(scale[j] x + shift[j] (+ z)).
+CPU_VECTORISED
+static void bn_rows_apply(const float *x, const float *z, float *y, int64_t r0, int64_t r1,
+                          int64_t c, const float *scale, const float *shift, bool relu) {
+  for (int64_t i = r0; i < r1; i++) {
+    const float *xr = x + i * c;
+    float *yr = y + i * c;
+    if (z) {
+      const float *zr = z + i * c;
+      for (int64_t j = 0; j < c; j++) {
+        float v = scale[j] * xr[j] + shift[j] + zr[j];
+        yr[j] = relu && !(v > 0) ? 0.0f : v;
+      }
+    } else {
+      for (int64_t j = 0; j < c; j++) {
+        float v = scale[j] * xr[j] + shift[j];
+        yr[j] = relu && !(v > 0) ? 0.0f : v;
+      }
+    }
+  }
+}
+
+// dy through the ReLU: dy, or 0 where the ReLU's output y is not positive.
+// The select is done on the bits (a mask of ones or zeros), which GCC
+// vectorises in the loops below; as a conditional it does not there.
+static inline float bn_relu_grad(float dy, float y, bool relu) {
+  uint32_t bits, keep = !relu | (y > 0);  // `|`, not `||`: no branch either
+  memcpy(&bits, &dy, sizeof bits);
+  bits &= -keep;
+  memcpy(&dy, &bits, sizeof bits);
+  return dy;
+}
+
+// The gradient's sums, g = dy through the ReLU (where y is not positive, 0):
+// sg[j] = the sum of g, sgx[j] = the sum of g xhat.
+CPU_VECTORISED
+static void bn_rows_grad_sums(const float *x, const float *y, const float *dy, int64_t r0,
+                              int64_t r1, int64_t c, bool relu, const float *mean,
+                              const float *invstd, double *sg, double *sgx) {
+  for (int64_t j = 0; j < c; j++) sg[j] = sgx[j] = 0;
+  for (int64_t i = r0; i < r1; i++) {
+    const float *xr = x + i * c, *yr = y + i * c, *dyr = dy + i * c;
+    for (int64_t j = 0; j < c; j++) {
+      float g = bn_relu_grad(dyr[j], yr[j], relu);
+      sg[j] += g;
+      sgx[j] += (double)g * (xr[j] - mean[j]) * invstd[j];
+    }
+  }
+}
+
+// dx = k (g - mg - xhat mgx) with k = gamma invstd, mg and mgx the means of
+// g and g xhat; dz = g where there is a residual branch.
+CPU_VECTORISED
+static void bn_rows_dx(const float *x, const float *y, const float *dy, float *dx, float *dz,
+                       int64_t r0, int64_t r1, int64_t c, bool relu, const float *mean,
+                       const float *invstd, const float *k, const float *mg, const float *mgx) {
+  for (int64_t i = r0; i < r1; i++) {
+    const float *xr = x + i * c, *yr = y + i * c, *dyr = dy + i * c;
+    float *dxr = dx + i * c;
+    if (dz) {  // each element read before it is written: dx or dz may be dy
+      float *dzr = dz + i * c;
+#pragma omp simd  // GCC declines these two loops unless told they are safe
+      for (int64_t j = 0; j < c; j++) {
+        float g = bn_relu_grad(dyr[j], yr[j], relu);
+        float xhat = (xr[j] - mean[j]) * invstd[j];
+        dzr[j] = g;
+        dxr[j] = k[j] * (g - mg[j] - xhat * mgx[j]);
+      }
+    } else {
+#pragma omp simd
+      for (int64_t j = 0; j < c; j++) {
+        float g = bn_relu_grad(dyr[j], yr[j], relu);
+        float xhat = (xr[j] - mean[j]) * invstd[j];
+        dxr[j] = k[j] * (g - mg[j] - xhat * mgx[j]);
+      }
+    }
+  }
+}
+
+#define BN_PIECE(p, m) int64_t r0 = (p) * BN_ROWS, r1 = r0 + BN_ROWS < (m) ? r0 + BN_ROWS : (m)
+
 // y = act(scale[c] x + shift[c] (+ z)) with scale = gamma invstd and shift =
 // beta - mean scale, the statistics given as (mean, invstd) or, for
 // inference, as (running mean, running variance).
 static void bn_apply_cpu(const BatchNorm *bn, const float *mean, const float *spread,
                          bool spread_is_var, const Tensor *x, const Tensor *z, bool relu,
                          const Tensor *y, int64_t m, int64_t c) {
-  const float *px = x->data, *pz = z ? z->data : NULL, *gamma = bn->gamma.data,
-              *beta = bn->beta.data;
-  float *py = y->data;
+  const float *gamma = bn->gamma.data, *beta = bn->beta.data;
   float *scale = xmalloc((size_t)(2 * c) * sizeof(float)), *shift = scale + c;
   for (int64_t j = 0; j < c; j++) {
     float invstd = spread_is_var ? 1.0f / sqrtf(spread[j] + bn->eps) : spread[j];
     scale[j] = gamma[j] * invstd;
     shift[j] = beta[j] - mean[j] * scale[j];
   }
+  int64_t pieces = parallel_pieces(m, BN_ROWS);
 #pragma omp parallel for if (m * c >= parallel_min_work)
-  for (int64_t i = 0; i < m; i++)
-    for (int64_t j = 0; j < c; j++) {
-      int64_t e = i * c + j;
-      float v = scale[j] * px[e] + shift[j] + (pz ? pz[e] : 0.0f);
-      py[e] = relu && !(v > 0) ? 0.0f : v;
-    }
+  for (int64_t p = 0; p < pieces; p++) {
+    BN_PIECE(p, m);
+    bn_rows_apply(x->data, z ? z->data : NULL, y->data, r0, r1, c, scale, shift, relu);
+  }
   free(scale);
 }
 
@@ -435,7 +539,6 @@ void op_batchnorm_fwd_train_cpu(const Device *dev, const BatchNorm *bn, const Te
   batchnorm_geometry("op_batchnorm_fwd_train", bn, x, &m, &c);
   bn_require_f32("op_batchnorm_fwd_train", x, z, y);
   OP_REQUIRE("op_batchnorm_fwd_train", m >= 2);  // the unbiased variance needs two
-  const float *px = x->data;
   float *save_mean = bn->save_mean.data, *save_invstd = bn->save_invstd.data;
   float *run_mean = bn->running_mean.data, *run_var = bn->running_var.data;
   int64_t pieces = parallel_pieces(m, BN_ROWS);
@@ -444,22 +547,15 @@ void op_batchnorm_fwd_train_cpu(const Device *dev, const BatchNorm *bn, const Te
   // Two passes (mean, then squared deviations): no cancellation.
 #pragma omp parallel for if (m * c >= parallel_min_work)
   for (int64_t p = 0; p < pieces; p++) {
-    double *sum = part + p * c;
-    for (int64_t j = 0; j < c; j++) sum[j] = 0;
-    for (int64_t i = p * BN_ROWS; i < m && i < (p + 1) * BN_ROWS; i++)
-      for (int64_t j = 0; j < c; j++) sum[j] += px[i * c + j];
+    BN_PIECE(p, m);
+    bn_rows_sum(x->data, r0, r1, c, part + p * c);
   }
   parallel_add_pieces(part, pieces, c, mean);
   for (int64_t j = 0; j < c; j++) mean[j] /= (double)m;
 #pragma omp parallel for if (m * c >= parallel_min_work)
   for (int64_t p = 0; p < pieces; p++) {
-    double *sum = part + p * c;
-    for (int64_t j = 0; j < c; j++) sum[j] = 0;
-    for (int64_t i = p * BN_ROWS; i < m && i < (p + 1) * BN_ROWS; i++)
-      for (int64_t j = 0; j < c; j++) {
-        double d = px[i * c + j] - mean[j];
-        sum[j] += d * d;
-      }
+    BN_PIECE(p, m);
+    bn_rows_sq_dev(x->data, r0, r1, c, mean, part + p * c);
   }
   parallel_add_pieces(part, pieces, c, sq);
   for (int64_t j = 0; j < c; j++) {
@@ -495,25 +591,16 @@ void op_batchnorm_bwd_cpu(const Device *dev, const BatchNorm *bn, const Tensor *
   bn_require_f32("op_batchnorm_bwd", x, dy, dx);
   OP_REQUIRE("op_batchnorm_bwd", dgamma->dtype == DT_F32 && tensor_numel(dgamma) == c);
   OP_REQUIRE("op_batchnorm_bwd", dbeta->dtype == DT_F32 && tensor_numel(dbeta) == c);
-  const float *px = x->data, *py = y->data, *pdy = dy->data, *gamma = bn->gamma.data;
-  const float *mean = bn->save_mean.data, *invstd = bn->save_invstd.data;
-  float *pdx = dx->data, *pdz = dz ? dz->data : NULL;
+  const float *gamma = bn->gamma.data, *mean = bn->save_mean.data, *invstd = bn->save_invstd.data;
   float *pdgamma = dgamma->data, *pdbeta = dbeta->data;
   int64_t pieces = parallel_pieces(m, BN_ROWS);
   double *part = xmalloc((size_t)(2 * pieces * c) * sizeof(double));
   double *sum_g = xmalloc((size_t)(2 * c) * sizeof(double)), *sum_gx = sum_g + c;
-  // g = dy through the ReLU; sum g and sum g xhat per channel.
 #pragma omp parallel for if (m * c >= parallel_min_work)
   for (int64_t p = 0; p < pieces; p++) {
-    double *sg = part + p * c, *sgx = part + (pieces + p) * c;
-    for (int64_t j = 0; j < c; j++) sg[j] = sgx[j] = 0;
-    for (int64_t i = p * BN_ROWS; i < m && i < (p + 1) * BN_ROWS; i++)
-      for (int64_t j = 0; j < c; j++) {
-        int64_t e = i * c + j;
-        float g = relu && !(py[e] > 0) ? 0.0f : pdy[e];
-        sg[j] += g;
-        sgx[j] += (double)g * (px[e] - mean[j]) * invstd[j];
-      }
+    BN_PIECE(p, m);
+    bn_rows_grad_sums(x->data, y->data, dy->data, r0, r1, c, relu, mean, invstd, part + p * c,
+                      part + (pieces + p) * c);
   }
   parallel_add_pieces(part, pieces, c, sum_g);
   parallel_add_pieces(part + pieces * c, pieces, c, sum_gx);
@@ -525,16 +612,12 @@ void op_batchnorm_bwd_cpu(const Device *dev, const BatchNorm *bn, const Tensor *
     mgx[j] = (float)(sum_gx[j] / (double)m);
     k[j] = gamma[j] * invstd[j];
   }
-  // dx = gamma invstd (g - mean(g) - xhat mean(g xhat))
 #pragma omp parallel for if (m * c >= parallel_min_work)
-  for (int64_t i = 0; i < m; i++)
-    for (int64_t j = 0; j < c; j++) {
-      int64_t e = i * c + j;
-      float g = relu && !(py[e] > 0) ? 0.0f : pdy[e];
-      float xhat = (px[e] - mean[j]) * invstd[j];
-      if (pdz) pdz[e] = g;
-      pdx[e] = k[j] * (g - mg[j] - xhat * mgx[j]);
-    }
+  for (int64_t p = 0; p < pieces; p++) {
+    BN_PIECE(p, m);
+    bn_rows_dx(x->data, y->data, dy->data, dx->data, dz ? dz->data : NULL, r0, r1, c, relu, mean,
+               invstd, k, mg, mgx);
+  }
   free(part);
   free(sum_g);
   free(k);

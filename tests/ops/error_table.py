@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The measured errors of the op and model tests as one table.
 
-Every comparison of a GPU result with the CPU reference, and of a CPU op with
-PyTorch's golden values, goes through test_check_error (tests/harness/test.h), which
+Every comparison of a GPU result with the CPU reference, of a CPU op with
+PyTorch's golden values, and of the CPU's oneDNN convolutions with its plain
+im2col path goes through test_check_error (tests/harness/test.h), which
 appends a row to the file named by TEST_ERROR_TABLE. This script turns those
 rows into a markdown table per kind of comparison: program, case, quantity,
 dtype, relative L2 error, tolerance and the margin (tolerance / error).
@@ -17,6 +18,7 @@ import argparse
 import sys
 
 GOLDEN = "CPU vs PyTorch"  # the dtype column of golden-file rows says this
+LIBRARY = "oneDNN vs im2col"  # and that of the CPU library against the plain path
 
 
 def read_rows(path):
@@ -72,10 +74,14 @@ def main():
     args = p.parse_args()
     rows = read_rows(args.tsv)
     golden = [r for r in rows if GOLDEN in r["dtype"]]
-    gpu = [r for r in rows if GOLDEN not in r["dtype"]]
-    text = "\n".join(["# Measured errors of the op and model tests", ""]
+    library = [r for r in rows if LIBRARY in r["dtype"]]
+    gpu = [r for r in rows if GOLDEN not in r["dtype"] and LIBRARY not in r["dtype"]]
+    over = sum(over_tolerance(r) for r in rows)
+    text = "\n".join(["# Measured errors of the op and model tests", "",
+                      f"{len(rows)} comparisons in all, {over} over tolerance.", ""]
                      + section("GPU against the CPU reference", gpu)
-                     + section("CPU against PyTorch (golden files)", golden))
+                     + section("CPU against PyTorch (golden files)", golden)
+                     + section("CPU: oneDNN against the plain im2col path", library))
     print(text)
     if args.out:
         with open(args.out, "w") as f:

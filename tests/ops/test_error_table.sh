@@ -17,7 +17,12 @@ check error_table_clean_run [ $rc = 0 ]
 # conv3x3's output against PyTorch: a row with a number under its tolerance.
 check error_table_has_golden_rows grep -Eq '^\| test_ops_conv \| conv_matches_pytorch_per_image \| conv3x3.y \| fp32, CPU vs PyTorch \| [0-9.e+-]+ \| 1e-05 \| (exact|[0-9.]+x) \|$' "$tmp/table.md"
 rows=$(wc -l <"$tmp/rows.tsv")
-check error_table_counts_every_row grep -q "^$rows comparisons, 0 over tolerance.$" "$tmp/table.md"
+check error_table_counts_every_row grep -q "^$rows comparisons in all, 0 over tolerance.$" "$tmp/table.md"
+# oneDNN against the plain path: a section of its own (where oneDNN is built in).
+if grep -q "oneDNN vs im2col" "$tmp/rows.tsv"; then
+  check error_table_has_library_rows grep -Eq '^\| test_ops_conv \| conv_library_matches_plain \| shape 1 dw \| fp32, oneDNN vs im2col \| [0-9.e+-]+ \| 1e-05 \| (exact|[0-9.]+x) \|$' \
+    <(sed -n '/^## CPU: oneDNN against/,$p' "$tmp/table.md")
+fi
 
 printf 'test_x\tcase_y\tthing\tbf16\t0.5\t0.01\n' >>"$tmp/rows.tsv"
 python3 tests/ops/error_table.py "$tmp/rows.tsv" >"$tmp/over.md" 2>&1

@@ -144,8 +144,9 @@ static void conv_library_matches_plain(void) {
     int64_t count[3] = {ny, nx, nw};
     for (int o = 0; o < 3; o++) {
       char name[96];
-      snprintf(name, sizeof name, "shape %zu %s, oneDNN vs im2col", si, what[o]);
-      test_check_error(name, "fp32", test_rel_error(out[1][o], out[0][o], count[o]), tol_conv(DT_F32));
+      snprintf(name, sizeof name, "shape %zu %s", si, what[o]);
+      test_check_error(name, "fp32, oneDNN vs im2col", test_rel_error(out[1][o], out[0][o], count[o]),
+                       tol_conv(DT_F32));
       free(out[0][o]), free(out[1][o]);
     }
     free(x), free(wt), free(dy), free(b), free(start), free(scratch);
