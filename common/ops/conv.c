@@ -451,15 +451,20 @@ static void bn_rows_apply(const float *x, const float *z, float *y, int64_t r0, 
   }
 }
 
+// v where mask is all ones, +0 where it is 0: a select done on the bits,
+// which GCC vectorises in the loops below (as a conditional it does not).
+static inline float float_masked(float v, uint32_t mask) {
+  uint32_t bits;
+  memcpy(&bits, &v, sizeof bits);
+  bits &= mask;
+  memcpy(&v, &bits, sizeof bits);
+  return v;
+}
+
 // dy through the ReLU: dy, or 0 where the ReLU's output y is not positive.
-// The select is done on the bits (a mask of ones or zeros), which GCC
-// vectorises in the loops below; as a conditional it does not there.
 static inline float bn_relu_grad(float dy, float y, bool relu) {
-  uint32_t bits, keep = !relu | (y > 0);  // `|`, not `||`: no branch either
-  memcpy(&bits, &dy, sizeof bits);
-  bits &= -keep;
-  memcpy(&dy, &bits, sizeof bits);
-  return dy;
+  uint32_t keep = !relu | (y > 0);  // `|`, not `||`: no branch either
+  return float_masked(dy, -keep);
 }
 
 // The gradient's sums, g = dy through the ReLU (where y is not positive, 0):
@@ -690,6 +695,20 @@ void op_maxpool_fwd_cpu(const Device *dev, const Tensor *x, const Tensor *y, con
 // Each output's gradient goes to the first input of its window (in row
 // order) that holds the maximum; the window is walked a position at a time,
 // all channels together, with a flag per channel once it has its input.
+// One input pixel of an output's window: dx[c] += dy[c] where x[c] is the
+// window's maximum y[c] and no earlier pixel of the window took it
+// (routed[c], all ones once one has). Without branches (ties make them
+// unpredictable); dx is never -0, so adding +0 leaves it as it is.
+CPU_VECTORISED
+static void maxpool_route(const float *x, const float *y, const float *dy, float *dx,
+                          uint32_t *routed, int64_t c) {
+  for (int64_t j = 0; j < c; j++) {
+    uint32_t take = ~routed[j] & -(uint32_t)(x[j] == y[j]);
+    dx[j] += float_masked(dy[j], take);
+    routed[j] |= take;
+  }
+}
+
 void op_maxpool_bwd_cpu(const Device *dev, const Tensor *x, const Tensor *y, const Tensor *dy,
                         const Tensor *dx, const PoolParams *p) {
   (void)dev;
@@ -701,24 +720,18 @@ void op_maxpool_bwd_cpu(const Device *dev, const Tensor *x, const Tensor *y, con
   float *pdx = dx->data;
 #pragma omp parallel for if (tensor_numel(x) >= parallel_min_work)
   for (int64_t n = 0; n < g.n; n++) {
-    unsigned char *routed = xmalloc((size_t)g.c);
+    uint32_t *routed = xmalloc((size_t)g.c * sizeof(uint32_t));
     memset(pdx + n * g.h * g.w * g.c, 0, (size_t)(g.h * g.w * g.c) * sizeof(float));
     for (int64_t oh = 0; oh < g.p; oh++)
       for (int64_t ow = 0; ow < g.q; ow++) {
         int64_t o = ((n * g.p + oh) * g.q + ow) * g.c;
         int64_t h0, h1, w0, w1;
         pool_window(&g, p, oh, ow, &h0, &h1, &w0, &w1);
-        memset(routed, 0, (size_t)g.c);
+        memset(routed, 0, (size_t)g.c * sizeof(uint32_t));
         for (int64_t ih = h0; ih < h1; ih++)
           for (int64_t iw = w0; iw < w1; iw++) {
             int64_t i = ((n * g.h + ih) * g.w + iw) * g.c;
-            for (int64_t c = 0; c < g.c; c++) {
-              // Without branches (ties make them unpredictable); pdx is never
-              // -0, so adding +0 leaves it as it is.
-              unsigned char take = !routed[c] & (px[i + c] == py[o + c]);
-              pdx[i + c] += take ? pdy[o + c] : 0.0f;
-              routed[c] |= take;
-            }
+            maxpool_route(px + i, py + o, pdy + o, pdx + i, routed, g.c);
           }
       }
     free(routed);
