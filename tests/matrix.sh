@@ -4,7 +4,10 @@
 # trainers on the emulated GPU) under each OpenBLAS kernel set and thread
 # count that CI machines may use. OpenBLAS picks its kernels by CPU, so a
 # tolerance tighter than what changes between them passes on one machine and
-# fails on the next; OPENBLAS_CORETYPE forces a kernel set here.
+# fails on the next; OPENBLAS_CORETYPE forces a kernel set here. oneDNN (the
+# CPU convolutions) picks its kernels by CPU too: DNNL_MAX_CPU_ISA caps it at
+# the instruction set of that kernel set's CPUs (AVX2 for Haswell and Zen,
+# AVX-512 for SkylakeX, AVX for Sandybridge).
 #
 #   make test-matrix                       every configuration (about 10 minutes each)
 #   MATRIX_SEEDS=5 make test-matrix        also the small ResNet and SSD to their
@@ -45,6 +48,13 @@ needs() {
     *) echo "unknown" ;;
   esac
 }
+dnnl_isa() {
+  case $1 in
+    SkylakeX) echo AVX512_CORE ;;
+    Haswell|Zen) echo AVX2 ;;
+    Sandybridge) echo AVX ;;
+  esac
+}
 flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
 
 # The small run of BENCH (its folder DIR) from SEED: "epochs-to-target
@@ -80,7 +90,7 @@ for core in $cores; do
       skipped=$((skipped + 1))
       continue
     fi
-    export OPENBLAS_CORETYPE=$core OPENBLAS_NUM_THREADS=$t
+    export OPENBLAS_CORETYPE=$core OPENBLAS_NUM_THREADS=$t DNNL_MAX_CPU_ISA=$(dnnl_isa "$core")
     # OpenBLAS ignores a kernel set it does not know: make sure it took this one.
     got=$(OPENBLAS_VERBOSE=2 "$build/tests/test_harness" 2>&1 | grep -m1 '^Core' || true)
     if [[ $got != "Core: $core" ]]; then

@@ -1,7 +1,8 @@
 // conv.h: the convolutional layers - 2-D convolution, batch norm (with
 // fused ReLU and residual add), ReLU, max / average / global average pooling -
-// forward and backward, CPU reference (OpenBLAS) and CUDA (cuDNN + own
-// kernels). Conventions: see ops.h.
+// forward and backward, CPU (oneDNN or im2col + OpenBLAS for convolutions,
+// plain loops for the rest) and CUDA (cuDNN + own kernels). Conventions: see
+// ops.h.
 //
 // Layout. Activations are NHWC (N, H, W, C) end to end and filters KRSC
 // (K out-channels, R rows, S columns, C in-channels). Why NHWC:

@@ -6,7 +6,8 @@
 #                       of CUDA fatbins that xz packs into about 1 MB)
 #   libs.tar.xz         Debian's libraries the programs link that the GPU
 #                       image may lack: liblmdb and libturbojpeg (it lacks
-#                       them), OpenBLAS with libgfortran, libpng, zlib - all
+#                       them), OpenBLAS with libgfortran, oneDNN (~7 MB
+#                       packed) with libOpenCL, libpng, zlib - all
 #                       but glibc, the C++ runtime, CUDA's and Open MPI's
 #                       (those must be the machine's own); ~5 MB packed
 #   bin/mdb_stat        lmdb-utils' tool, which a converter test counts entries with
