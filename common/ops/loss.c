@@ -2,7 +2,11 @@
 #include "ops/loss.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "core/check.h"
+#include "core/parallel.h"
 
 
 void op_loss_check(const char *op, const Tensor *input, const Tensor *target,
@@ -28,20 +32,24 @@ static int64_t label_at(const Tensor *labels, int64_t i) {
                                  : ((const int32_t *)labels->data)[i];
 }
 
-// One row: writes p - target into d (unscaled) and returns the row loss.
-static double xent_row(const float *x, int64_t cols, int64_t label, float smoothing,
+// One row: writes (p - target) norm into d and returns the row loss. Each
+// exponential is taken once, in double: exp(x - max) is kept in d, and p is
+// that over its row sum.
+static double xent_row(const float *x, int64_t cols, int64_t label, float smoothing, float norm,
                        float *d) {
   float max = -INFINITY;
   for (int64_t j = 0; j < cols; j++) max = fmaxf(max, x[j]);
   double sum = 0, sum_logits = 0;
   for (int64_t j = 0; j < cols; j++) {
-    sum += exp((double)x[j] - max);
+    double e = exp((double)x[j] - max);
+    d[j] = (float)e;
+    sum += e;
     sum_logits += x[j];
   }
-  double lse = max + log(sum);
+  double lse = max + log(sum), inv = 1.0 / sum;
   float off = smoothing / (float)cols, on = 1.0f - smoothing + off;
   for (int64_t j = 0; j < cols; j++)
-    d[j] = (float)exp(x[j] - lse) - (j == label ? on : off);
+    d[j] = ((float)(d[j] * inv) - (j == label ? on : off)) * norm;
   // -sum_c log p[c] = C lse - sum_c x[c]
   return (1.0 - smoothing) * (lse - x[label]) + smoothing * (lse - sum_logits / cols);
 }
@@ -52,29 +60,35 @@ void op_softmax_xent_cpu(const Device *dev, const Tensor *logits, const Tensor *
                          const Tensor *dlogits) {
   (void)dev;
   op_softmax_xent_check(logits, labels, loss, row_loss, dlogits);
-  int64_t rows = op_rows(logits), cols = op_last_dim(logits);
-  double total = 0;
-  int64_t kept = 0;
+  int64_t rows = op_rows(logits), cols = op_last_dim(logits), kept = 0;
   for (int64_t i = 0; i < rows; i++) {
     int64_t label = label_at(labels, i);
-    const float *x = (const float *)logits->data + i * cols;  // (C)
-    float *d = (float *)dlogits->data + i * cols;             // (C)
-    double row = 0;
-    if (label == ignore_index) {
-      memset(d, 0, (size_t)cols * sizeof(float));
-    } else {
-      if (label < 0 || label >= cols)
-        die_input("cross-entropy labels", "label %lld of row %lld is outside [0, %lld)",
-                  (long long)label, (long long)i, (long long)cols);
-      row = xent_row(x, cols, label, smoothing, d);
-      kept++;
-    }
-    if (row_loss) ((float *)row_loss->data)[i] = (float)row;
-    total += row;
+    if (label == ignore_index) continue;
+    if (label < 0 || label >= cols)
+      die_input("cross-entropy labels", "label %lld of row %lld is outside [0, %lld)",
+                (long long)label, (long long)i, (long long)cols);
+    kept++;
   }
   float norm = kept ? grad_scale / (float)kept : 0.0f;
-  float *d = dlogits->data;
-  for (int64_t i = 0; i < rows * cols; i++) d[i] *= norm;
+  // The rows on the team; their losses are added in row order after.
+  double *row = xmalloc((size_t)(rows ? rows : 1) * sizeof(double));
+#pragma omp parallel for if (rows * cols >= parallel_min_work)
+  for (int64_t i = 0; i < rows; i++) {
+    int64_t label = label_at(labels, i);
+    float *d = (float *)dlogits->data + i * cols;  // (C)
+    if (label == ignore_index) {
+      memset(d, 0, (size_t)cols * sizeof(float));
+      row[i] = 0;
+    } else {
+      row[i] = xent_row((const float *)logits->data + i * cols, cols, label, smoothing, norm, d);
+    }
+  }
+  double total = 0;
+  for (int64_t i = 0; i < rows; i++) {
+    if (row_loss) ((float *)row_loss->data)[i] = (float)row[i];
+    total += row[i];
+  }
+  free(row);
   *(float *)loss->data = kept ? (float)(total / kept) : 0.0f;
 }
 
