@@ -104,8 +104,10 @@ static void dropout_cpu(const Tensor *x, const Tensor *y, float keep_prob, uint6
     uint32_t words[4 * CHUNK_BLOCKS];
     int64_t count = n - start < 4 * CHUNK_BLOCKS ? n - start : 4 * CHUNK_BLOCKS;
     rng_blocks_cpu(words, (count + 3) / 4, seed, stream, (uint64_t)start / 4);
-    for (int64_t j = 0; j < count; j++)
-      out[start + j] = rng_u32_to_unit(words[j]) < keep_prob ? in[start + j] * scale : 0.0f;
+    for (int64_t j = 0; j < count; j++) {
+      uint32_t keep = rng_u32_to_unit(words[j]) < keep_prob;
+      out[start + j] = cpu_float_masked(in[start + j] * scale, -keep);  // vectorises
+    }
   }
 }
 

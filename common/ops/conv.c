@@ -451,20 +451,11 @@ static void bn_rows_apply(const float *x, const float *z, float *y, int64_t r0, 
   }
 }
 
-// v where mask is all ones, +0 where it is 0: a select done on the bits,
-// which GCC vectorises in the loops below (as a conditional it does not).
-static inline float float_masked(float v, uint32_t mask) {
-  uint32_t bits;
-  memcpy(&bits, &v, sizeof bits);
-  bits &= mask;
-  memcpy(&v, &bits, sizeof bits);
-  return v;
-}
-
-// dy through the ReLU: dy, or 0 where the ReLU's output y is not positive.
+// dy through the ReLU: dy, or 0 where the ReLU's output y is not positive
+// (selected on the bits, so that the loops below vectorise).
 static inline float bn_relu_grad(float dy, float y, bool relu) {
   uint32_t keep = !relu | (y > 0);  // `|`, not `||`: no branch either
-  return float_masked(dy, -keep);
+  return cpu_float_masked(dy, -keep);
 }
 
 // The gradient's sums, g = dy through the ReLU (where y is not positive, 0):
@@ -648,7 +639,10 @@ void op_relu_bwd_cpu(const Device *dev, const Tensor *y, const Tensor *dy, const
   const float *py = y->data, *pdy = dy->data;
   float *pdx = dx->data;
 #pragma omp parallel for if (n >= parallel_min_work)
-  for (int64_t i = 0; i < n; i++) pdx[i] = py[i] > 0 ? pdy[i] : 0.0f;
+  for (int64_t i = 0; i < n; i++) {
+    float d = pdy[i];  // read wherever y is: the loop vectorises
+    pdx[i] = py[i] > 0 ? d : 0.0f;
+  }
 }
 
 // ---------------------------------------------------------------- CPU: pooling
@@ -704,7 +698,7 @@ static void maxpool_route(const float *x, const float *y, const float *dy, float
                           uint32_t *routed, int64_t c) {
   for (int64_t j = 0; j < c; j++) {
     uint32_t take = ~routed[j] & -(uint32_t)(x[j] == y[j]);
-    dx[j] += float_masked(dy[j], take);
+    dx[j] += cpu_float_masked(dy[j], take);
     routed[j] |= take;
   }
 }
