@@ -63,7 +63,7 @@ endif
 # ---------------------------------------------------------------- flags
 BUILD ?= build
 # A user's CFLAGS (make CFLAGS=-g, or the environment) come after ours, so they win.
-override CFLAGS := -O2 -ftree-vectorize -fvect-cost-model=dynamic -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -fopenmp -MMD -MP -Icommon -I. $(CFLAGS)
+override CFLAGS := -O2 -ftree-vectorize -fvect-cost-model=dynamic -fno-math-errno -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -fopenmp -MMD -MP -Icommon -I. $(CFLAGS)
 override CFLAGS += $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDLIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -pthread -fopenmp
 ifeq ($(DNNL),1)

@@ -56,10 +56,15 @@ ML_FN int64_t ncf_feistel(int64_t x, int half, uint64_t seed, uint64_t stream) {
   return (int64_t)((left << half) | right);
 }
 
+// The stream of an epoch's order (the Feistel rounds' Philox).
+ML_FN uint64_t ncf_shuffle_stream(int64_t epoch) {
+  return ((uint64_t)epoch << 32) | ML_STREAM_SHUFFLE;
+}
+
 // perm(s) for s in [0, n).
 ML_FN int64_t ncf_permute(int64_t s, int64_t n, uint64_t seed, int64_t epoch) {
   int half = ncf_feistel_half_bits(n);
-  uint64_t stream = ((uint64_t)epoch << 32) | ML_STREAM_SHUFFLE;
+  uint64_t stream = ncf_shuffle_stream(epoch);
   int64_t x = s;
   do {
     x = ncf_feistel(x, half, seed, stream);
@@ -67,10 +72,10 @@ ML_FN int64_t ncf_permute(int64_t s, int64_t n, uint64_t seed, int64_t epoch) {
   return x;
 }
 
-// Sample s of the epoch into (user, item, label).
-ML_FN void ncf_train_sample(const NcfTrainView *v, int64_t epoch, int64_t s, int32_t *user,
-                            int32_t *item, float *label) {
-  int64_t p = ncf_permute(s, ncf_epoch_samples(v), v->seed, epoch);
+// Epoch position p (= perm(s)) as (user, item, label); a negative's item
+// comes from draw, its word of Philox (ncf_neg_draw; unused for a positive).
+ML_FN void ncf_sample_at(const NcfTrainView *v, int64_t p, uint32_t draw, int32_t *user,
+                         int32_t *item, float *label) {
   int64_t t = p < v->n_train ? p : (p - v->n_train) % v->n_train;
   int32_t u = v->users[t];
   *user = u;
@@ -81,17 +86,31 @@ ML_FN void ncf_train_sample(const NcfTrainView *v, int64_t epoch, int64_t s, int
   }
   const int32_t *rated = v->items + v->offsets[u];
   int64_t n_rated = v->offsets[u + 1] - v->offsets[u];
-  uint32_t draw = rng_u32(v->seed, ((uint64_t)epoch << 32) | ML_STREAM_TRAIN_NEG, (uint64_t)p);
   *item = ml_unrated_item(rated, n_rated, ml_draw_below(draw, (uint32_t)(v->n_items - n_rated)));
   *label = 0.0f;
+}
+
+// The stream of an epoch's negative draws: position p draws rng_u32(seed,
+// this stream, p).
+ML_FN uint64_t ncf_neg_stream(int64_t epoch) {
+  return ((uint64_t)epoch << 32) | ML_STREAM_TRAIN_NEG;
+}
+
+// Sample s of the epoch into (user, item, label).
+ML_FN void ncf_train_sample(const NcfTrainView *v, int64_t epoch, int64_t s, int32_t *user,
+                            int32_t *item, float *label) {
+  int64_t p = ncf_permute(s, ncf_epoch_samples(v), v->seed, epoch);
+  uint32_t draw = p < v->n_train ? 0 : rng_u32(v->seed, ncf_neg_stream(epoch), (uint64_t)p);
+  ncf_sample_at(v, p, draw, user, item, label);
 }
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-// The batch builders: a CPU loop or a CUDA kernel (ncf_data_cuda.cu) over
-// ncf_train_sample, so the same seed gives the same batches on both.
+// The batch builders: CUDA runs ncf_train_sample per sample
+// (ncf_data_cuda.cu), the CPU the same draws for groups of samples at once
+// (ncf_data.c), so the same seed gives the same batches on both.
 // Samples [s0, s0 + n) of the epoch's order: users, items (n) int32 and
 // labels (n) fp32, in dev's memory.
 void ncf_train_batch_cpu(const Device *dev, const NcfTrainView *v, int64_t epoch, int64_t s0,

@@ -64,14 +64,71 @@ void ncf_data_close(NcfData *d) {
   memset(d, 0, sizeof *d);
 }
 
+// The CPU builds samples in groups of NCF_LANES: a Feistel round of the
+// whole group is one rng_blocks_at_cpu call (Philox on the vector units,
+// lanes side by side), and so are the group's negative draws. Round r of a
+// sample's Feistel network takes word r of block `right`, and its negative
+// word p % 4 of block p / 4: ncf_train_sample's draws (rng_u32), the same
+// samples (test_ncf_model checks them against it).
+enum { NCF_LANES = 16 };
+
+static void ncf_train_group(const NcfTrainView *v, int64_t epoch, int64_t s0, int64_t lanes,
+                            int32_t *users, int32_t *items, float *labels) {
+  int64_t n = ncf_epoch_samples(v);
+  int half = ncf_feistel_half_bits(n);
+  uint64_t mask = ((uint64_t)1 << half) - 1;
+  uint64_t shuffle = ncf_shuffle_stream(epoch);
+  uint64_t x[NCF_LANES], left[NCF_LANES], right[NCF_LANES], blocks[NCF_LANES] = {0};
+  uint32_t words[4 * NCF_LANES];
+  int64_t walking[NCF_LANES];  // the lanes whose value is still >= n
+  int64_t n_walking = lanes;
+  for (int64_t l = 0; l < lanes; l++) x[l] = (uint64_t)(s0 + l), walking[l] = l;
+  // perm(s): the network applied to every lane still outside [0, n).
+  while (n_walking > 0) {
+    for (int64_t k = 0; k < n_walking; k++) {
+      int64_t l = walking[k];
+      left[l] = x[l] >> half, right[l] = x[l] & mask;
+    }
+    for (int round = 0; round < 4; round++) {
+      for (int64_t k = 0; k < n_walking; k++) blocks[k] = right[walking[k]];
+      rng_blocks_at_cpu(words, blocks, n_walking, v->seed, shuffle);
+      for (int64_t k = 0; k < n_walking; k++) {
+        int64_t l = walking[k];
+        uint64_t next = (left[l] ^ words[4 * k + round]) & mask;
+        left[l] = right[l], right[l] = next;
+      }
+    }
+    int64_t still = 0;
+    for (int64_t k = 0; k < n_walking; k++) {
+      int64_t l = walking[k];
+      x[l] = (left[l] << half) | right[l];
+      if (x[l] >= (uint64_t)n) walking[still++] = l;
+    }
+    n_walking = still;
+  }
+  // The negatives' draws: word p % 4 of block p / 4 of the epoch's stream.
+  int64_t n_neg = 0;
+  for (int64_t l = 0; l < lanes; l++)
+    if (x[l] >= (uint64_t)v->n_train) blocks[n_neg++] = x[l] >> 2;
+  rng_blocks_at_cpu(words, blocks, n_neg, v->seed, ncf_neg_stream(epoch));
+  for (int64_t l = 0, k = 0; l < lanes; l++) {
+    uint32_t draw = x[l] >= (uint64_t)v->n_train ? words[4 * k++ + (x[l] & 3)] : 0;
+    ncf_sample_at(v, (int64_t)x[l], draw, &users[l], &items[l], &labels[l]);
+  }
+}
+
 void ncf_train_batch_cpu(const Device *dev, const NcfTrainView *v, int64_t epoch, int64_t s0,
                          int64_t n, int32_t *users, int32_t *items, float *labels) {
   (void)dev;
   // Each sample a function of (epoch, index) alone: any team gives the same
-  // batch. A sample costs some hundred element operations (its negatives'
-  // rejection tests), hence the lower bar for waking the team.
+  // batch. A sample costs some hundred element operations (its Philox
+  // blocks), hence the lower bar for waking the team.
+  int64_t groups = parallel_pieces(n, NCF_LANES);
 #pragma omp parallel for if (n * 64 >= parallel_min_work)
-  for (int64_t b = 0; b < n; b++) ncf_train_sample(v, epoch, s0 + b, &users[b], &items[b], &labels[b]);
+  for (int64_t g = 0; g < groups; g++) {
+    int64_t b = g * NCF_LANES, lanes = n - b < NCF_LANES ? n - b : NCF_LANES;
+    ncf_train_group(v, epoch, s0 + b, lanes, users + b, items + b, labels + b);
+  }
 }
 
 void ncf_eval_batch_cpu(const Device *dev, const int32_t *test_items, const int32_t *test_negs,

@@ -57,11 +57,13 @@ enum { RNG_LANES = 16 };
 
 // An AVX2 and a baseline version, chosen at load time (core/parallel.h).
 CPU_VECTORISED
-void rng_blocks_cpu(uint32_t *out, int64_t n, uint64_t seed, uint64_t stream, uint64_t first) {
+void rng_blocks_at_cpu(uint32_t *out, const uint64_t *blocks, int64_t n, uint64_t seed,
+                       uint64_t stream) {
   for (int64_t done = 0; done < n; done += RNG_LANES) {
+    int64_t lanes = n - done < RNG_LANES ? n - done : RNG_LANES;
     uint32_t c0[RNG_LANES], c1[RNG_LANES], c2[RNG_LANES], c3[RNG_LANES];
     for (int l = 0; l < RNG_LANES; l++) {
-      uint64_t block = first + (uint64_t)done + (uint64_t)l;
+      uint64_t block = l < lanes ? blocks[done + l] : 0;  // idle lanes compute a block of 0
       c0[l] = (uint32_t)block;
       c1[l] = (uint32_t)(block >> 32);
       c2[l] = (uint32_t)stream;
@@ -80,7 +82,6 @@ void rng_blocks_cpu(uint32_t *out, int64_t n, uint64_t seed, uint64_t stream, ui
       k0 += RNG_PHILOX_W0;
       k1 += RNG_PHILOX_W1;
     }
-    int64_t lanes = n - done < RNG_LANES ? n - done : RNG_LANES;
     for (int l = 0; l < lanes; l++) {
       uint32_t *w = out + 4 * (done + l);
       w[0] = c0[l];
@@ -88,5 +89,14 @@ void rng_blocks_cpu(uint32_t *out, int64_t n, uint64_t seed, uint64_t stream, ui
       w[2] = c2[l];
       w[3] = c3[l];
     }
+  }
+}
+
+void rng_blocks_cpu(uint32_t *out, int64_t n, uint64_t seed, uint64_t stream, uint64_t first) {
+  for (int64_t done = 0; done < n; done += RNG_LANES) {
+    uint64_t blocks[RNG_LANES];
+    int64_t lanes = n - done < RNG_LANES ? n - done : RNG_LANES;
+    for (int l = 0; l < lanes; l++) blocks[l] = first + (uint64_t)done + (uint64_t)l;
+    rng_blocks_at_cpu(out + 4 * done, blocks, lanes, seed, stream);
   }
 }

@@ -106,6 +106,9 @@ void rng_shuffle_u32(Rng *r, uint32_t *items, size_t count);  // Fisher-Yates
 // out[4 j + w]: what rng_block gives one at a time, many at once (the CPU's
 // vector units run several blocks side by side; dropout draws this way).
 void rng_blocks_cpu(uint32_t *out, int64_t n, uint64_t seed, uint64_t stream, uint64_t first);
+// The same for any n blocks: block blocks[j] at out[4 j + w].
+void rng_blocks_at_cpu(uint32_t *out, const uint64_t *blocks, int64_t n, uint64_t seed,
+                       uint64_t stream);
 
 // Fill out[0..n) with numbers offset .. offset+n-1 of (seed, stream).
 void rng_fill_uniform_cpu(float *out, int64_t n, uint64_t seed, uint64_t stream,

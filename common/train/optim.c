@@ -159,16 +159,30 @@ static void lars_tensor(const OptConfig *c, float lr, bool adapt, float *w, cons
     optim_lars_elem(&w[i], &buf[i], g[i], lr * ratio, wd, c->momentum, c->nesterov);
 }
 
+// Elements [i0, i1) of Adam's update, in a loop of its own so that it
+// vectorises (core/parallel.h).
+CPU_VECTORISED
+static void adam_range(const OptConfig *c, float step_size, float l2, float decoupled,
+                       float sqrt_bc2, float *w, const float *g, float *m, float *v, int64_t i0,
+                       int64_t i1) {
+  float beta1 = c->beta1, beta2 = c->beta2, eps = c->eps;
+  for (int64_t i = i0; i < i1; i++)
+    optim_adam_elem(&w[i], &m[i], &v[i], g[i], step_size, l2, decoupled, beta1, beta2, sqrt_bc2,
+                    eps);
+}
+
 static void adam_tensor(const OptConfig *c, OptStepScalars s, float lr, bool decay, float *w,
                         const float *g, float *m, float *v, int64_t n) {
+  enum { PIECE = 4096 };
   float wd = decay ? c->weight_decay : 0.0f;
   float l2 = c->kind == OPT_ADAM ? wd : 0.0f;
   float decoupled = c->kind == OPT_ADAMW ? 1.0f - lr * wd : 1.0f;
   float sqrt_bc2 = sqrtf(s.bc2);
+  int64_t pieces = parallel_pieces(n, PIECE);
 #pragma omp parallel for if (n >= parallel_min_work)
-  for (int64_t i = 0; i < n; i++)
-    optim_adam_elem(&w[i], &m[i], &v[i], g[i], lr / s.bc1, l2, decoupled, c->beta1, c->beta2,
-                    sqrt_bc2, c->eps);
+  for (int64_t p = 0; p < pieces; p++)
+    adam_range(c, lr / s.bc1, l2, decoupled, sqrt_bc2, w, g, m, v, p * PIECE,
+               n < (p + 1) * PIECE ? n : (p + 1) * PIECE);
 }
 
 static void lamb_tensor(const OptConfig *c, OptStepScalars s, float lr, bool adapt, float *w,
