@@ -1,7 +1,9 @@
 // conv_dnnl.c: CPU convolutions through oneDNN (see conv_dnnl.h). The
-// tensors stay in the op library's layouts, which oneDNN reads as they are:
-// activations NHWC ("nhwc"), filters KRSC ("ohwi"); oneDNN picks its kernel
-// for the CPU it runs on (AVX-512, AVX2, SSE4.1), with its own scratch.
+// activations stay NHWC ("nhwc"), which oneDNN's kernels read as they are;
+// the filters (KRSC, "ohwi") are reordered into the layout the kernel picks
+// (with KRSC itself it offers only its slow reference loops). oneDNN picks
+// its kernels for the CPU it runs on (AVX-512, AVX2, AVX, SSE4.1); scratch is
+// the caller's, one per thread.
 #include "ops/conv_dnnl.h"
 
 #include "core/check.h"
