@@ -25,12 +25,10 @@ MPICC := $(shell command -v mpicc 2>/dev/null)
 MPI ?= $(if $(MPICC),1,0)
 PKGS := lmdb libturbojpeg libpng libcjson openblas zlib libutf8proc
 PKG_OK := $(shell pkg-config --exists $(PKGS) 2>/dev/null && echo 1)
-# DNNL=1: the CPU convolutions through oneDNN (Debian libdnnl-dev, which has
-# no pkg-config file; common/ops/conv_dnnl.c); DNNL=0 (the default for now)
-# keeps them on im2col + OpenBLAS alone. Off by default: test_ssd_model
-# corrupts the heap with oneDNN capped at AVX2 (DNNL_MAX_CPU_ISA=AVX2, as on
-# an AVX2-only CPU); it passes with AVX-512. Turn it on when that is fixed.
-DNNL ?= 0
+# DNNL=1 (the default where the header is there): the CPU convolutions
+# through oneDNN (Debian libdnnl-dev, which has no pkg-config file;
+# common/ops/conv_dnnl.c); DNNL=0 keeps them on im2col + OpenBLAS alone.
+DNNL ?= $(if $(wildcard /usr/include/oneapi/dnnl/dnnl.h),1,0)
 PYTHON ?= python3
 
 ifneq ($(filter-out deps clean test test-emu test-san test-matrix run seeds bench bench-cpu goldens,$(or $(MAKECMDGOALS),all)),)

@@ -187,9 +187,34 @@ enum { CONV_LIB_CHUNKS = 16 };
 typedef struct ConvLib {
   const ConvDnnl *prim[2];  // for a whole chunk, for the last chunk
   int64_t chunk, chunks;
-  size_t scratch_bytes;     // oneDNN's scratch, per thread
+  size_t scratch_bytes;     // oneDNN's scratch, per thread, guard included
   size_t filter_bytes;      // w or dw in the kernels' layout
 } ConvLib;
+
+// Each thread's oneDNN scratch ends in CONV_LIB_GUARD bytes of a pattern
+// that every run must leave as it found them. A kernel that writes past the
+// scratch it asked for would otherwise corrupt the heap silently; this stops
+// the run and names the shape. The one known (conv_dnnl.c refuses it) began
+// its stray writes up to 128 bytes past the end; checking 1 KB after each
+// run costs well under 1% of a convolution.
+enum { CONV_LIB_GUARD = 1024, CONV_LIB_GUARD_BYTE = 0xA5 };
+
+// The thread's buffer: the scratch with its guard, then `extra` bytes.
+static char *conv_lib_own(const ConvLib *lib, size_t extra) {
+  char *own = xmalloc(lib->scratch_bytes + extra);
+  memset(own + lib->scratch_bytes - CONV_LIB_GUARD, CONV_LIB_GUARD_BYTE, CONV_LIB_GUARD);
+  return own;
+}
+
+static void conv_lib_guard_check(const ConvLib *lib, const ConvGeometry *g, const char *own) {
+  const unsigned char *guard = (const unsigned char *)own + lib->scratch_bytes - CONV_LIB_GUARD;
+  for (int i = 0; i < CONV_LIB_GUARD; i++)
+    if (guard[i] != CONV_LIB_GUARD_BYTE)
+      DIE("op_conv2d: oneDNN wrote past its scratch of %zu bytes (C %lld, K %lld, %lldx%lld "
+          "filter on %lldx%lld); make DNNL=0 builds without it",
+          lib->scratch_bytes - CONV_LIB_GUARD, (long long)g->c, (long long)g->k, (long long)g->r,
+          (long long)g->s, (long long)g->h, (long long)g->w);
+}
 
 // Fills lib and answers true where oneDNN takes this convolution: it has
 // kernels for both chunk sizes, and they agree on the filters' layout.
@@ -204,8 +229,9 @@ static bool conv_library(ConvDnnlKind kind, const ConvGeometry *g, const ConvPar
   if (!lib->prim[0] || !lib->prim[1] || !conv_dnnl_same_filter_layout(lib->prim[0], lib->prim[1]))
     return false;
   size_t a = conv_dnnl_scratch_bytes(lib->prim[0]), b = conv_dnnl_scratch_bytes(lib->prim[1]);
-  lib->scratch_bytes = (a > b ? a : b) + 64;  // never 0; rounded for what follows it
+  lib->scratch_bytes = (a > b ? a : b) + 63;  // rounded for what follows it
   lib->scratch_bytes -= lib->scratch_bytes % 64;
+  lib->scratch_bytes += CONV_LIB_GUARD;
   lib->filter_bytes = conv_dnnl_filter_bytes(lib->prim[0]);
   return true;
 }
@@ -222,11 +248,12 @@ static void conv_lib_apply(const ConvLib *lib, const ConvGeometry *g, const floa
   conv_dnnl_filter(lib->prim[0], w, wl);
 #pragma omp parallel if (CONV_PARALLEL(*g, lib->chunks))
   {
-    void *own = xmalloc(lib->scratch_bytes);
+    char *own = conv_lib_own(lib, 0);
 #pragma omp for
     for (int64_t ci = 0; ci < lib->chunks; ci++) {
       CONV_LIB_CHUNK(lib, g, ci, n0, images);
       conv_dnnl_run(prim, in + n0 * in_image, wl, bias, out + n0 * out_image, own);
+      conv_lib_guard_check(lib, g, own);
     }
     free(own);
   }
@@ -319,7 +346,7 @@ static void conv_lib_filter(const ConvLib *lib, const ConvGeometry *g, const flo
 #pragma omp parallel if (CONV_PARALLEL(*g, lib->chunks))
   {
     // The thread's buffer: oneDNN's scratch, then one chunk's gradient.
-    char *own = xmalloc(lib->scratch_bytes + lib->filter_bytes);
+    char *own = conv_lib_own(lib, lib->filter_bytes);
     float *one = (float *)(own + lib->scratch_bytes);
 #pragma omp for schedule(static, 1)
     for (int64_t lane = 0; lane < lanes; lane++) {
@@ -328,6 +355,7 @@ static void conv_lib_filter(const ConvLib *lib, const ConvGeometry *g, const flo
         CONV_LIB_CHUNK(lib, g, ci, n0, images);
         conv_dnnl_run(prim, x + n0 * g->h * g->w * g->c, dy + n0 * g->p * g->q * g->k, NULL,
                       ci < lanes ? sum : one, own);
+        conv_lib_guard_check(lib, g, own);
         if (ci >= lanes)
           for (int64_t i = 0; i < fn; i++) sum[i] += one[i];
       }

@@ -80,15 +80,32 @@ static void dnnl_run(dnnl_primitive_t prim, int n, const int *args,
   for (int i = 0; i < n; i++) dnnl_memory_destroy(mem[i]);
 }
 
-// The primitive's description, or NULL where oneDNN has only its reference
-// loops for it (slower than im2col + OpenBLAS by far) or nothing at all.
+// Whether oneDNN's kernel `impl` is one this file refuses for the case:
+// - its reference loops ("ref..."), slower than im2col + OpenBLAS by far;
+// - the filter gradient of a strided 1x1 convolution with fewer than 8 input
+//   channels by the 1x1 kernels ("jit_1x1:avx2" in oneDNN 2.6, on CPUs
+//   without AVX-512 or capped below it): its unit-stride copy of the input
+//   in the scratch is sized for C channels a pixel and filled for 8, so it
+//   writes past the scratch it asked for (56 to 728 bytes on 12x12 images
+//   at C 1 to 7; conv.c's guard bytes stop such a run).
+static bool conv_dnnl_refused(const char *impl, ConvDnnlKind kind, const ConvGeometry *g,
+                              const ConvParams *p) {
+  if (!impl || strncmp(impl, "ref", 3) == 0) return true;
+  bool strided_1x1 = g->r == 1 && g->s == 1 && (p->stride_h > 1 || p->stride_w > 1);
+  return kind == CONV_DNNL_BWD_FILTER && strided_1x1 && g->c < 8 &&
+         strncmp(impl, "jit_1x1", 7) == 0;
+}
+
+// The primitive's description, or NULL where oneDNN has nothing for it or
+// only a kernel refused above.
 static dnnl_primitive_desc_t conv_dnnl_pd(const_dnnl_op_desc_t d, dnnl_primitive_attr_t attr,
-                                          const_dnnl_primitive_desc_t hint) {
+                                          const_dnnl_primitive_desc_t hint, ConvDnnlKind kind,
+                                          const ConvGeometry *g, const ConvParams *p) {
   dnnl_primitive_desc_t pd;
   if (!DNNL_OK(dnnl_primitive_desc_create(&pd, d, attr, g_engine, hint))) return NULL;
   const char *impl = NULL;
   DNNL_OK(dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl));
-  if (impl && strncmp(impl, "ref", 3) == 0) {
+  if (conv_dnnl_refused(impl, kind, g, p)) {
     dnnl_primitive_desc_destroy(pd);
     return NULL;
   }
@@ -131,11 +148,12 @@ static bool conv_dnnl_make(ConvDnnl *c, const ConvGeometry *g, const ConvParams 
   dnnl_primitive_attr_t attr;
   DNNL_OK(dnnl_primitive_attr_create(&attr));
   DNNL_OK(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
-  dnnl_primitive_desc_t fwd_pd = conv_dnnl_pd(&fwd_d, attr, NULL), pd = NULL, re_pd = NULL;
+  dnnl_primitive_desc_t fwd_pd = conv_dnnl_pd(&fwd_d, attr, NULL, CONV_DNNL_FWD, g, p), pd = NULL,
+                        re_pd = NULL;
   if (fwd_pd && c->kind == CONV_DNNL_FWD)
     pd = fwd_pd, fwd_pd = NULL;
   else if (fwd_pd)
-    pd = conv_dnnl_pd(&d, attr, fwd_pd);
+    pd = conv_dnnl_pd(&d, attr, fwd_pd, c->kind, g, p);
   if (pd) {
     dnnl_query_t wq = c->kind == CONV_DNNL_BWD_FILTER ? dnnl_query_diff_weights_md
                                                       : dnnl_query_weights_md;

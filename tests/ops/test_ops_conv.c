@@ -104,7 +104,8 @@ static void conv_library_matches_pytorch(void) {
 }
 
 // oneDNN against the plain path on the small ResNet's shapes (its stem, 3x3
-// convolutions, strided 3x3 and 1x1 projections) and a dilated one, at a
+// convolutions, strided 3x3 and 1x1 projections), a dilated one and a
+// strided 1x1 one with 4 input channels (conv_dnnl.c's refused case), at a
 // batch of 19: chunks of 2 images and a last one of 1, more chunks than
 // lanes. Both compute the same sums in other orders: tol_conv, as for CUDA
 // against the CPU. The filter gradient accumulates onto a random start.
@@ -113,7 +114,7 @@ static void conv_library_matches_plain(void) {
       // h, w, c, k, r, s, stride, pad, dilation
       {32, 32, 3, 32, 7, 7, 2, 3, 1}, {8, 8, 32, 32, 3, 3, 1, 1, 1}, {8, 8, 32, 64, 3, 3, 2, 1, 1},
       {8, 8, 32, 64, 1, 1, 2, 0, 1},  {4, 4, 64, 128, 3, 3, 2, 1, 1}, {2, 2, 128, 128, 3, 3, 1, 1, 1},
-      {9, 7, 16, 8, 3, 3, 1, 2, 2},   {6, 6, 24, 40, 1, 1, 1, 0, 1}};
+      {9, 7, 16, 8, 3, 3, 1, 2, 2},   {6, 6, 24, 40, 1, 1, 1, 0, 1},  {12, 12, 4, 8, 1, 1, 2, 0, 1}};
   int64_t runs = op_conv2d_cpu_library_runs(), n = 19;
   for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
     const int64_t *d = shapes[si];
