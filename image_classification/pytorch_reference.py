@@ -23,7 +23,9 @@
   decoding included.
 One difference stays: PIL's bilinear resize filters over the whole source
 span when it shrinks (antialiasing); the trainer's samples the four nearest
-pixels. Prints top-1 per eval and the time to the target.
+pixels. Prints the trainer's epoch lines ("pytorch: epoch N: top-1 X (target
+Y), loss L; train T s, eval E s") and its last line ("pytorch: target
+reached, time to train S s"), which `make bench-cpu` reads.
 
   python3 image_classification/pytorch_reference.py --config=image_classification/configs/small.conf \
       --raw=data/resnet/small/raw [--device=cuda] [--max_epochs=N] [--threads=N] [--no_augment]
@@ -267,9 +269,11 @@ def main():
     torch.backends.cudnn.allow_tf32 = precision == "tf32"
     lowp = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
     scaler = torch.amp.GradScaler(enabled=precision == "fp16")
+    acc = 0.0
     start, step = time.time(), 0  # the trainer's run_start
     for epoch in range(1, epochs + 1):
         model.train()
+        t0 = time.time()
         for x, y in train_loader:
             for g in opt.param_groups:
                 g["lr"] = lr_at(step)
@@ -280,8 +284,9 @@ def main():
             scaler.step(opt)
             scaler.update()
             step += 1
+        t1 = time.time()
         if (epoch + offset) % every != 0:
-            print("epoch %d: no eval (cadence); loss %.4f  %.1f s" % (epoch, loss.item(), time.time() - start),
+            print(f"pytorch: epoch {epoch}: no eval (cadence), loss {loss.item():.4f}; train {t1 - t0:.1f} s",
                   flush=True)
             continue
         model.eval()
@@ -291,11 +296,15 @@ def main():
             for x, y in val_loader:
                 correct += (model(prep(x)).argmax(1).cpu() == y).sum().item()
         acc = correct / len(val_set)
-        print("epoch %d: top-1 %.4f loss %.4f  %.1f s" % (epoch, acc, loss.item(), time.time() - start), flush=True)
+        # The trainer's epoch line, "pytorch" for its benchmark's name.
+        print(f"pytorch: epoch {epoch}: top-1 {acc:.4f} (target {target:.4f}), loss {loss.item():.4f}; "
+              f"train {t1 - t0:.1f} s, eval {time.time() - t1:.1f} s", flush=True)
         if acc >= target:
-            print("pytorch: target %.3f reached at epoch %d, time to train %.1f s" % (target, epoch, time.time() - start))
-            return
-    print("pytorch: target %.3f not reached in %d epochs (%.1f s)" % (target, epochs, time.time() - start))
+            break
+    reached = acc >= target
+    seconds = time.time() - start
+    print(f"pytorch: {'target reached' if reached else 'target NOT reached'}, time to train "
+          f"{seconds:.1f} s ({seconds / 60:.2f} min)")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ config key can be overridden by a flag (--max_epochs=3, --learning_rate=0.001).
   python3 recommendation/pytorch_reference.py --config=recommendation/configs/medium.conf \\
       --data_dir=data/ncf/medium [--device=cuda] [--amp=bf16|fp16|off] [--json=PATH] [--KEY=VALUE]
   python3 recommendation/pytorch_reference.py --config=recommendation/configs/small.conf \\
-      --data_dir=data/ncf/small --device=cpu
+      --data_dir=data/ncf/small --device=cpu [--threads=N]
 
 Differences from build/bin/ncf, by design: the random numbers (torch's
 generator, not the trainer's Philox streams: the same rules, other draws),
@@ -205,6 +205,7 @@ def main():
                    help="autocast dtype of the training step on CUDA (default: the config's "
                         "precision; CPU: always off)")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--threads", type=int, help="PyTorch's CPU threads (default: its own choice)")
     p.add_argument("--json", help="write the epochs and the time to train here")
     args, overrides = p.parse_known_args()
     conf = read_conf(args.config)
@@ -222,6 +223,8 @@ def main():
     tf32 = precision == "tf32" and dev == "cuda"
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
+    if args.threads:
+        torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     gen = torch.Generator(device=dev)
     gen.manual_seed(args.seed)

@@ -22,11 +22,20 @@ Rows, each at 1 and at 2 threads (--threads):
 Ours runs as a subprocess with --threads=N; PyTorch in this process with
 torch.set_num_threads(N). Each repeat measures every row once, ours then
 PyTorch, so slow phases of a busy machine hit both sides. fp32 throughout.
-Prints the table with ours / PyTorch and writes
+
+Then time to target (--ttt): each small config from one seed to its target,
+our trainer then its folder's pytorch_reference.py (the same model, data,
+augmentation, optimizer, schedule and eval cadence; the clock from run_start,
+decoding included), at the largest --threads, the small data sets made
+under data/ when missing; also the mean time of an eval of the val set.
+This part takes minutes per config.
+
+Prints the tables with ours / PyTorch and writes
 tests/bench/results/cpu_<date>_<machine>.{json,md}.
 
     python3 tests/bench/bench_cpu.py [--build build] [--threads 1,2] [--repeats 3]
         [--rows resnet,ncf,transformer] [--data_dir data/ncf/small]
+        [--ttt resnet,ncf|none] [--ttt_seed 1]
 """
 import importlib.util
 import os
@@ -188,6 +197,76 @@ class TransformerRows:
 
 KINDS = {"resnet": ResNetRows, "ncf": NCFRows, "transformer": TransformerRows}
 
+# Time to target: each small config trained to its target by our trainer and
+# by its PyTorch reference (which trains the same way and prints the same
+# epoch lines, "pytorch" for the benchmark's name). Per benchmark: its
+# folder, its small data set's folder and the reference's flags besides
+# --config, --threads and --seed ({data}: the data folder).
+TTT = {
+    "resnet": ("image_classification", "data/resnet/small", ["--raw={data}/raw", "--device=cpu"]),
+    "ncf": ("recommendation", "data/ncf/small", ["--data_dir={data}", "--device=cpu"]),
+}
+
+
+def ttt_parse(out, name):
+    """What a run to target printed: its epoch lines' train and eval seconds
+    ("NAME: epoch N: ...; train T s ..., eval E s") and its last line ("NAME:
+    target reached, time to train S s")."""
+    epochs = re.findall(rf"^{name}: epoch (\d+):.*; train ([0-9.]+) s(?:.*, eval ([0-9.]+) s)?", out, re.M)
+    end = re.search(rf"^{name}: (target reached|target NOT reached).*, time to train ([0-9.]+) s", out, re.M)
+    if not end or not epochs:
+        sys.exit(f"{NAME}: no epoch lines or time to train from {name}:\n" + out[-2000:])
+    evals = [float(e) for _, _, e in epochs if e]
+    return dict(reached=end.group(1) == "target reached", seconds=float(end.group(2)),
+                epochs=int(epochs[-1][0]), train_s=statistics.mean(float(t) for _, t, _ in epochs),
+                eval_s=statistics.mean(evals) if evals else None)
+
+
+def ttt_row(bench, args, threads):
+    """Ours, then PyTorch's reference, from the same seed to the small
+    config's target at `threads` (the data made first when missing)."""
+    folder, data, ref_flags = TTT[bench]
+    conf = f"{folder}/configs/small.conf"
+    subprocess.run(["bash", os.path.join(ROOT, folder, "prepare_data.sh"), "small", data, args.build],
+                   check=True, stdout=subprocess.DEVNULL, cwd=ROOT)
+    print(f"time to target: {bench}, ours ...", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        ours = subprocess.run([os.path.join(args.build, "bin", bench), f"--config={conf}", f"--data_dir={data}",
+                               "--device=cpu", f"--threads={threads}", f"--seed={args.ttt_seed}",
+                               f"--log_file={os.path.join(tmp, 'ttt.log')}"],
+                              capture_output=True, text=True, cwd=ROOT)
+    print(f"time to target: {bench}, PyTorch ...", flush=True)
+    ref = subprocess.run([sys.executable, os.path.join(folder, "pytorch_reference.py"), f"--config={conf}",
+                          f"--threads={threads}", f"--seed={args.ttt_seed}"] +
+                         [f.format(data=data) for f in ref_flags], capture_output=True, text=True, cwd=ROOT)
+    for who, proc in (("ours", ours), ("PyTorch", ref)):
+        if proc.returncode != 0:
+            sys.exit(f"{NAME}: the {who} {bench} run to target failed with status {proc.returncode}:\n"
+                     + proc.stdout[-2000:] + proc.stderr[-2000:])
+    return dict(bench=bench, threads=threads, seed=args.ttt_seed, ours=ttt_parse(ours.stdout, bench),
+                pytorch=ttt_parse(ref.stdout, "pytorch"))
+
+
+def ttt_table(rows):
+    """The time-to-target rows as markdown lines: PyTorch's seconds over
+    ours (above 1: ours reaches the target sooner), and the same for a
+    mean eval of the val set."""
+    def side(r):
+        return f"{r['seconds']:.1f} s, {r['epochs']} epochs" + ("" if r["reached"] else " (NOT reached)")
+
+    def ev(r):
+        return "-" if r["eval_s"] is None else f"{r['eval_s']:.2f} s"
+
+    md = ["| small config | threads | ours | PyTorch | PyTorch / ours | ours: eval | PyTorch: eval | "
+          "PyTorch / ours |", "|---|---:|---|---|---:|---:|---:|---:|"]
+    for r in rows:
+        o, t = r["ours"], r["pytorch"]
+        ratio = t["seconds"] / o["seconds"] if o["reached"] and t["reached"] else float("nan")
+        eratio = t["eval_s"] / o["eval_s"] if o["eval_s"] and t["eval_s"] else float("nan")
+        md.append(f"| {r['bench']} | {r['threads']} | {side(o)} | {side(t)} | {ratio:.2f} | {ev(o)} | "
+                  f"{ev(t)} | {eratio:.2f} |")
+    return md
+
 
 def machine():
     model = system_desc.cpuinfo_field("model name") or "CPU"
@@ -206,8 +285,16 @@ def main():
     p.add_argument("--nmt_length", type=int, default=16,
                    help="tokens a side of the random pairs (the small set's sentences are short)")
     p.add_argument("--nmt_vocab", type=int, default=2048, help="the small set's vocabulary size")
+    p.add_argument("--ttt", default=",".join(TTT),
+                   help="small configs timed to their targets beside their PyTorch references, at the "
+                        "largest --threads ('none': no such runs)")
+    p.add_argument("--ttt_seed", type=int, default=1)
     p.add_argument("--no_write", action="store_true", help="print the table only")
     args = p.parse_args()
+    ttt = [] if args.ttt == "none" else args.ttt.split(",")
+    for bench in ttt:
+        if bench not in TTT:
+            p.error(f"--ttt: '{bench}' is none of {', '.join(TTT)} (or 'none')")
     torch = benchlib.require_torch(NAME, cuda=False)
     threads = [int(t) for t in args.threads.split(",")]
     kinds = [KINDS[k](torch, args) for k in args.rows.split(",")]
@@ -244,10 +331,15 @@ def main():
         md += ["", "Ours on 2 threads over ours on 1:", ""]
         md += [f"- {kind_row}: {ours_at[(kind_row, 2)] / ours_at[(kind_row, 1)]:.2f}"
                for kind in kinds for kind_row in kind.rows]
+    ttt_rows = [ttt_row(bench, args, max(threads)) for bench in ttt]
+    if ttt_rows:
+        md += ["", f"Time to target from seed {args.ttt_seed}, one run a side, the clock from run_start "
+               "(data decoding included); eval: the mean of the epochs' evals of the val set.", ""]
+        md += ttt_table(ttt_rows)
     text = "\n".join(md) + "\n"
     print(text)
     if not args.no_write:
-        record = dict(machine=where, repeats=args.repeats, threads=threads, rows=rows,
+        record = dict(machine=where, repeats=args.repeats, threads=threads, rows=rows, time_to_target=ttt_rows,
                       versions=benchlib.torch_versions(torch), nmt_length=args.nmt_length,
                       nmt_vocab=args.nmt_vocab)
         benchlib.write_results("cpu", benchlib.utc_stamp(), where, record, text)
