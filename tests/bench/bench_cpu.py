@@ -195,7 +195,54 @@ class TransformerRows:
         return {"transformer train": rates[0]}
 
 
-KINDS = {"resnet": ResNetRows, "ncf": NCFRows, "transformer": TransformerRows}
+class SSDRows:
+    rows = ("ssd train",)
+    unit = "images/s"
+
+    def __init__(self, torch, args):
+        self.torch, self.args = torch, args
+        self.conf_path = "object_detection/configs/small.conf"
+        self.ref = load("object_detection/pytorch_reference.py", "ssd_reference")
+        self.conf = self.ref.read_conf(os.path.join(ROOT, self.conf_path))  # over the trainer's defaults
+
+    def ours(self, threads):
+        out = run_ours([os.path.join(self.args.build, "bin", "ssd"), f"--config={self.conf_path}",
+                        "--synthetic", f"--synthetic_steps={self.args.ssd_steps}"], threads)
+        return {"ssd train": number(r"^synthetic: .*: ([0-9.]+) images/s", out, "synthetic")}
+
+    def pytorch(self, threads):
+        """The reference's network and loss on random images, with targets
+        matched from three random boxes an image (80 classes and background,
+        as the trainer's synthetic run)."""
+        import numpy as np  # beside PyTorch
+
+        torch, ref, conf = self.torch, self.ref, self.conf
+        torch.manual_seed(1)
+        model, db_xywh, db_ltrb, _ = ref.make_model(conf, 81, "cpu")
+        n, side = int(conf["batch_size"]), int(conf["image_size"])
+        rng = np.random.default_rng(1)
+        labels, offsets = [], []
+        for _ in range(n):
+            u = rng.random((3, 4), dtype="float32")
+            w, h = 0.1 + 0.5 * u[:, 0], 0.1 + 0.5 * u[:, 1]
+            left, top = u[:, 2] * (1 - w), u[:, 3] * (1 - h)
+            gt = np.stack([left, top, left + w, top + h], 1)
+            lab, off = ref.match(db_xywh, db_ltrb, gt, rng.integers(1, 81, 3))
+            labels.append(torch.from_numpy(lab)), offsets.append(torch.from_numpy(off))
+        glabel, gloc = torch.stack(labels), torch.stack(offsets)
+        x = torch.randn(n, 3, side, side)
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=float(conf["momentum"]),
+                              weight_decay=float(conf["weight_decay"]))
+
+        def loss():
+            loc, logits = model(x)
+            return ref.ssd_loss(loc, logits, gloc, glabel)
+
+        step = benchlib.torch_train_step(torch, "cpu", "fp32", loss, opt)
+        return {"ssd train": benchlib.images_per_s(torch, step, n, self.args.ssd_steps, "cpu", warmup=10)[0]}
+
+
+KINDS = {"resnet": ResNetRows, "ncf": NCFRows, "transformer": TransformerRows, "ssd": SSDRows}
 
 # Time to target: each small config trained to its target by our trainer and
 # by its PyTorch reference (which trains the same way and prints the same
@@ -205,6 +252,8 @@ KINDS = {"resnet": ResNetRows, "ncf": NCFRows, "transformer": TransformerRows}
 TTT = {
     "resnet": ("image_classification", "data/resnet/small", ["--raw={data}/raw", "--device=cpu"]),
     "ncf": ("recommendation", "data/ncf/small", ["--data_dir={data}", "--device=cpu"]),
+    "ssd": ("object_detection", "data/ssd/small",
+            ["--data_dir={data}", "--device=cpu", "--coco_eval={build}/bin/coco_eval"]),
 }
 
 
@@ -238,7 +287,7 @@ def ttt_row(bench, args, threads):
     print(f"time to target: {bench}, PyTorch ...", flush=True)
     ref = subprocess.run([sys.executable, os.path.join(folder, "pytorch_reference.py"), f"--config={conf}",
                           f"--threads={threads}", f"--seed={args.ttt_seed}"] +
-                         [f.format(data=data) for f in ref_flags], capture_output=True, text=True, cwd=ROOT)
+                         [f.format(data=data, build=args.build) for f in ref_flags], capture_output=True, text=True, cwd=ROOT)
     for who, proc in (("ours", ours), ("PyTorch", ref)):
         if proc.returncode != 0:
             sys.exit(f"{NAME}: the {who} {bench} run to target failed with status {proc.returncode}:\n"
@@ -282,6 +331,7 @@ def main():
     p.add_argument("--resnet_steps", type=int, default=20)
     p.add_argument("--ncf_steps", type=int, default=40)
     p.add_argument("--nmt_steps", type=int, default=20)
+    p.add_argument("--ssd_steps", type=int, default=20)
     p.add_argument("--nmt_length", type=int, default=16,
                    help="tokens a side of the random pairs (the small set's sentences are short)")
     p.add_argument("--nmt_vocab", type=int, default=2048, help="the small set's vocabulary size")
