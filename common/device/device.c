@@ -88,8 +88,6 @@ void device_blas_threads_set(int threads) {
   if (!getenv("OPENBLAS_NUM_THREADS")) openblas_set_num_threads(threads > 0 ? threads : 1);
 }
 
-int device_blas_threads(void) { return openblas_get_num_threads(); }
-
 void device_close(Device *dev) {
 #if HAVE_CUDA
   if (dev->kind == DEVICE_CUDA) device_close_cuda(dev);

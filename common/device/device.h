@@ -49,11 +49,10 @@ void device_open(Device *dev, DeviceKind kind, int index);
 void device_close(Device *dev);
 // This rank's CPU cores: those it is bound to when bound (taskset, mpirun's
 // binding), else the machine's cores over local_ranks (at least 1). And
-// OpenBLAS's thread count: set (device_open sets 1; at least 1;
-// OPENBLAS_NUM_THREADS in the environment wins) and read.
+// OpenBLAS's thread count (device_open sets 1; at least 1;
+// OPENBLAS_NUM_THREADS in the environment wins).
 int device_cpu_share(int local_ranks);
 void device_blas_threads_set(int threads);
-int device_blas_threads(void);
 void device_sync(const Device *dev);
 // "1xNVIDIA H100 80GB HBM3"-style platform name, or the CPU model.
 void device_describe(const Device *dev, char *buf, size_t buf_bytes);

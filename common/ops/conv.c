@@ -336,6 +336,16 @@ void op_conv2d_bwd_data_cpu(const Device *dev, const Tensor *dy, const Tensor *w
 // CONV_LANES at work) gives the same bits.
 enum { CONV_LANES = 8 };
 
+// total += each of the `count` arrays of n floats at parts, in order (the
+// lanes after the first).
+static void conv_add_lanes(float *total, const float *parts, int64_t count, int64_t n) {
+  for (int64_t lane = 0; lane < count; lane++) {
+    const float *part = parts + lane * n;
+#pragma omp parallel for if (n >= parallel_min_work)
+    for (int64_t i = 0; i < n; i++) total[i] += part[i];
+  }
+}
+
 // The same lanes for oneDNN, whose chunk gradients come in the kernels'
 // layout: the lanes sum in it, and their total is turned into KRSC at the end.
 static void conv_lib_filter(const ConvLib *lib, const ConvGeometry *g, const float *x,
@@ -362,11 +372,7 @@ static void conv_lib_filter(const ConvLib *lib, const ConvGeometry *g, const flo
     }
     free(own);
   }
-  for (int64_t lane = 1; lane < lanes; lane++) {
-    const float *part = sums + lane * fn;
-#pragma omp parallel for if (fn >= parallel_min_work)
-    for (int64_t i = 0; i < fn; i++) sums[i] += part[i];
-  }
+  conv_add_lanes(sums, sums + fn, lanes - 1, fn);
   int64_t wn = tensor_numel(dw);
   float *krsc = accumulate ? xmalloc((size_t)wn * sizeof(float)) : dw->data, *pdw = dw->data;
   conv_dnnl_filter(lib->prim[0], sums, krsc);
@@ -410,12 +416,7 @@ void op_conv2d_bwd_filter_cpu(const Device *dev, const Tensor *x, const Tensor *
     }
     conv_thread_col_free(own, scratch);
   }
-  float *pdw = dw->data;
-  for (int64_t lane = 1; lane < lanes; lane++) {
-    const float *part = partial + (lane - 1) * wn;
-#pragma omp parallel for if (wn >= parallel_min_work)
-    for (int64_t i = 0; i < wn; i++) pdw[i] += part[i];
-  }
+  conv_add_lanes(dw->data, partial, lanes - 1, wn);
   free(partial);
 }
 

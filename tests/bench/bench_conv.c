@@ -4,10 +4,11 @@
 //   --net=resnet50  the 53 convolutions of ResNet-50 v1.5 (224x224 input,
 //                   bottlenecks 3,4,6,3, stride in the 3x3), default batch
 //                   256, on the GPU in --dtype (default bf16), NHWC.
-//   --net=small     a small basic-block ResNet for 28x28 one-channel images
-//                   (Fashion-MNIST; 3x3 stem, blocks 2,2,2 of width 16),
-//                   default batch 128; with --device=cpu it times the CPU
-//                   path (im2col + OpenBLAS) that small CPU training runs use.
+//   --net=small     the small config's ResNet-14 (image_classification/
+//                   configs/small.conf: 32x32 RGB, 7x7/2 stem and max pool,
+//                   basic blocks 2,2,2 of width 32), default batch 128; with
+//                   --device=cpu it times the CPU path (oneDNN, or im2col +
+//                   OpenBLAS in a DNNL=0 build) that small CPU training runs use.
 //
 // Identical shapes are timed once and counted as often as the net has them.
 // tests/bench/bench_conv.py runs this program and PyTorch on the same shapes
@@ -91,7 +92,7 @@ static Net net_resnet(bool bottleneck, const int *blocks, int stages, int64_t wi
 }
 
 static const ConfigKey kKeys[] = {
-    {"net", CFG_STRING, "resnet50", "resnet50 | small (28x28 Fashion-MNIST ResNet)", NULL},
+    {"net", CFG_STRING, "resnet50", "resnet50 | small (the small config's 32x32 ResNet-14)", NULL},
     {"device", CFG_STRING, "cuda", "cuda | cpu", "auto|cpu|cuda"},
     {"dtype", CFG_STRING, "bf16", "activation dtype on cuda: bf16 | fp16 | fp32 (cpu: fp32)", NULL},
     {"batch", CFG_INT, "0", "images per batch; 0: 256 for resnet50, 128 for small", NULL},
@@ -178,7 +179,7 @@ int main(int argc, char **argv) {
   int iters = (int)config_int(&cfg, "iters"), warmup = (int)config_int(&cfg, "warmup");
   if (iters < 1 || batch < 1) die_input("--iters/--batch", "must be at least 1");
   static const int kResnet50[] = {3, 4, 6, 3}, kSmall[] = {2, 2, 2};
-  Net net = small ? net_resnet(false, kSmall, 3, 16, 28, 1, false)
+  Net net = small ? net_resnet(false, kSmall, 3, 32, 32, 3, true)
                   : net_resnet(true, kResnet50, 4, 64, 224, 3, true);
   Device dev;
   device_open(&dev, kind, 0);
