@@ -252,6 +252,10 @@ KINDS = {"resnet": ResNetRows, "ncf": NCFRows, "transformer": TransformerRows, "
 TTT = {
     "resnet": ("image_classification", "data/resnet/small", ["--raw={data}/raw", "--device=cpu"]),
     "ncf": ("recommendation", "data/ncf/small", ["--data_dir={data}", "--device=cpu"]),
+    # The trainer's own dropout masks cost the reference a Philox pass in
+    # tensor ops per mask: PyTorch's dropout there (the same rates).
+    "transformer": ("translation", "data/transformer/small",
+                    ["--data_dir={data}", "--device=cpu", "--torch_dropout"]),
     "ssd": ("object_detection", "data/ssd/small",
             ["--data_dir={data}", "--device=cpu", "--coco_eval={build}/bin/coco_eval"]),
 }
