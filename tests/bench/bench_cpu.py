@@ -242,7 +242,58 @@ class SSDRows:
         return {"ssd train": benchlib.images_per_s(torch, step, n, self.args.ssd_steps, "cpu", warmup=10)[0]}
 
 
-KINDS = {"resnet": ResNetRows, "ncf": NCFRows, "transformer": TransformerRows, "ssd": SSDRows}
+class BertRows:
+    rows = ("bert train",)
+    unit = "sequences/s"
+
+    def __init__(self, torch, args):
+        self.torch, self.args = torch, args
+        self.conf_path = "language/configs/small.conf"
+        self.ref = load("language/pytorch_reference.py", "bert_reference")
+        self.conf = self.ref.read_conf(os.path.join(ROOT, self.conf_path))  # over the trainer's defaults
+        self.model_dir = os.path.join(args.bert_data, "model")
+        if not os.path.exists(os.path.join(self.model_dir, "config.json")):
+            sys.exit(f"{NAME}: no {self.model_dir}/config.json: prepare the small BERT set first "
+                     f"(bash language/prepare_data.sh small {args.bert_data} {args.build})")
+
+    def ours(self, threads):
+        out = run_ours([os.path.join(self.args.build, "bin", "bert"), f"--config={self.conf_path}",
+                        f"--init_checkpoint={self.model_dir}", f"--bench_steps={self.args.bert_steps}"],
+                       threads)
+        return {"bert train": number(r"bert: bench: .*, ([0-9.]+) sequences/s", out, "'bert: bench:'")}
+
+    def pytorch(self, threads):
+        """The reference's model (the small checkpoint's shape, random
+        weights as a bench run's) on the trainer's bench batch: full windows
+        of random ids, the first quarter the question, answers in the rest;
+        torch's dropout, AdamW with clipping as the reference steps."""
+        import json
+
+        torch, ref, conf = self.torch, self.ref, self.conf
+        torch.manual_seed(1)
+        mcfg = json.load(open(os.path.join(self.model_dir, "config.json")))
+        model = ref.BertQA(mcfg)
+        b, t = int(conf["batch_size"]), int(conf["max_seq_length"])
+        ids = torch.randint(1, int(mcfg["vocab_size"]), (b, t))
+        types = (torch.arange(t) >= t // 4).long().expand(b, t).contiguous()
+        lens = torch.full((b,), t)
+        starts = torch.randint(t // 4, t, (b,))
+        ends = torch.minimum(starts + torch.randint(0, 8, (b,)), torch.tensor(t - 1))
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-5, foreach=False)
+        clip = float(conf["max_grad_norm"])
+        drop = ref.Dropout(model.dropout, model.attn_dropout, 1, 0, False)
+
+        def loss():
+            start_l, end_l = model(ids, types, lens, drop)
+            return torch.nn.functional.cross_entropy(torch.cat([start_l, end_l]), torch.cat([starts, ends]))
+
+        model.train()
+        step = benchlib.torch_train_step(torch, "cpu", "fp32", loss, opt, clip_norm=clip if clip > 0 else None)
+        return {"bert train": benchlib.images_per_s(torch, step, b, self.args.bert_steps, "cpu", warmup=5)[0]}
+
+
+KINDS = {"resnet": ResNetRows, "ncf": NCFRows, "transformer": TransformerRows, "ssd": SSDRows,
+         "bert": BertRows}
 
 # Time to target: each small config trained to its target by our trainer and
 # by its PyTorch reference (which trains the same way and prints the same
@@ -258,6 +309,8 @@ TTT = {
                     ["--data_dir={data}", "--device=cpu", "--torch_dropout"]),
     "ssd": ("object_detection", "data/ssd/small",
             ["--data_dir={data}", "--device=cpu", "--coco_eval={build}/bin/coco_eval"]),
+    # As for the Transformer: PyTorch's dropout rather than the trainer's masks.
+    "bert": ("language", "data/bert/small", ["--data_dir={data}", "--device=cpu", "--dropout_rng=torch"]),
 }
 
 
@@ -336,6 +389,8 @@ def main():
     p.add_argument("--ncf_steps", type=int, default=40)
     p.add_argument("--nmt_steps", type=int, default=20)
     p.add_argument("--ssd_steps", type=int, default=20)
+    p.add_argument("--bert_steps", type=int, default=10)
+    p.add_argument("--bert_data", default="data/bert/small", help="the small BERT set (its model/ folder)")
     p.add_argument("--nmt_length", type=int, default=16,
                    help="tokens a side of the random pairs (the small set's sentences are short)")
     p.add_argument("--nmt_vocab", type=int, default=2048, help="the small set's vocabulary size")
