@@ -84,24 +84,45 @@ void op_split_cpu(const Device *dev, const Tensor *x, int axis, const Tensor *ys
   layout_copy_parts_cpu("op_split", x, ys, count, axis, false);
 }
 
+// One output row (the last dimension): `count` elements gathered from in,
+// the first at element offset src, the next `step` elements on.
+static void layout_permute_row(uint8_t *out, const uint8_t *in, int64_t src, int64_t step,
+                               int64_t count, size_t es) {
+  if (es == 4) {
+    const uint32_t *from = (const uint32_t *)in + src;
+    for (int64_t j = 0; j < count; j++) ((uint32_t *)out)[j] = from[j * step];
+  } else if (es == 2) {
+    const uint16_t *from = (const uint16_t *)in + src;
+    for (int64_t j = 0; j < count; j++) ((uint16_t *)out)[j] = from[j * step];
+  } else {
+    for (int64_t j = 0; j < count; j++)
+      memcpy(out + (size_t)j * es, in + (size_t)(src + j * step) * es, es);
+  }
+}
+
+// The output's rows go on the team: each finds its first element's input
+// offset from its coordinates, then gathers the row.
 void op_permute_cpu(const Device *dev, const Tensor *x, const int *perm, const Tensor *y) {
   (void)dev;
   int64_t in_strides[TENSOR_MAX_DIMS];
   layout_permute_strides(x, perm, y, in_strides);
   size_t es = dtype_size(x->dtype);
   int64_t n = tensor_numel(y);
-  int64_t idx[TENSOR_MAX_DIMS] = {0};  // output coordinates of element i
-  int64_t src = 0;                     // its input offset
-  for (int64_t i = 0; i < n; i++) {
-    memcpy((uint8_t *)y->data + (size_t)i * es, (const uint8_t *)x->data + (size_t)src * es, es);
-    // Odometer step over the output coordinates, keeping src in step.
-    for (int d = y->ndim - 1; d >= 0; d--) {
-      if (++idx[d] < y->shape[d]) {
-        src += in_strides[d];
-        break;
-      }
-      src -= in_strides[d] * (y->shape[d] - 1);
-      idx[d] = 0;
+  if (y->ndim == 0 || n == 0) {
+    if (n) memcpy(y->data, x->data, es);
+    return;
+  }
+  int last = y->ndim - 1;
+  int64_t row = y->shape[last], rows = n / row;
+  const uint8_t *in = x->data;
+  uint8_t *out = y->data;
+#pragma omp parallel for if (n >= parallel_min_work)
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t src = 0, rest = r;
+    for (int d = last - 1; d >= 0; d--) {
+      src += rest % y->shape[d] * in_strides[d];
+      rest /= y->shape[d];
     }
+    layout_permute_row(out + (size_t)(r * row) * es, in, src, in_strides[last], row, es);
   }
 }
