@@ -43,7 +43,7 @@ under data/ when missing; also the mean time of an eval of the val set.
 This part takes minutes per config.
 
 Prints the tables with ours / PyTorch and writes
-tests/bench/results/cpu_<date>_<machine>.{json,md}.
+tests/bench/results/cpu_<moment>_<machine>.{json,md}.
 
     python3 tests/bench/bench_cpu.py [--build build] [--threads 1,2] [--repeats 3]
         [--rows resnet,ncf,transformer,ssd,bert] [--data_dir data/ncf/small]
@@ -464,7 +464,9 @@ def main():
         record = dict(machine=where, repeats=args.repeats, threads=threads, rows=rows, time_to_target=ttt_rows,
                       versions=benchlib.torch_versions(torch), nmt_length=args.nmt_length,
                       nmt_vocab=args.nmt_vocab)
-        benchlib.write_results("cpu", benchlib.utc_stamp(), where, record, text)
+        # The moment, not the day: a second run the same day (other --rows)
+        # keeps the first's files.
+        benchlib.write_results("cpu", benchlib.utc_stamp(seconds=True), where, record, text)
 
 
 if __name__ == "__main__":
