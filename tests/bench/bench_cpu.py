@@ -311,18 +311,18 @@ KINDS = {"resnet": ResNetRows, "ncf": NCFRows, "transformer": TransformerRows, "
 # by its PyTorch reference (which trains the same way and prints the same
 # epoch lines, "pytorch" for the benchmark's name). Per benchmark: its
 # folder, its small data set's folder and the reference's flags besides
-# --config, --threads and --seed ({data}: the data folder).
+# --config, --device, --threads and --seed ({data}: the data folder).
 TTT = {
-    "resnet": ("image_classification", "data/resnet/small", ["--raw={data}/raw", "--device=cpu"]),
-    "ncf": ("recommendation", "data/ncf/small", ["--data_dir={data}", "--device=cpu"]),
+    "resnet": ("image_classification", "data/resnet/small", ["--raw={data}/raw"]),
+    "ncf": ("recommendation", "data/ncf/small", ["--data_dir={data}"]),
     # The trainer's own dropout masks cost the reference a Philox pass in
     # tensor ops per mask: PyTorch's dropout there (the same rates).
     "transformer": ("translation", "data/transformer/small",
-                    ["--data_dir={data}", "--device=cpu", "--torch_dropout"]),
+                    ["--data_dir={data}", "--torch_dropout"]),
     "ssd": ("object_detection", "data/ssd/small",
-            ["--data_dir={data}", "--device=cpu", "--coco_eval={build}/bin/coco_eval"]),
+            ["--data_dir={data}", "--coco_eval={build}/bin/coco_eval"]),
     # As for the Transformer: PyTorch's dropout rather than the trainer's masks.
-    "bert": ("language", "data/bert/small", ["--data_dir={data}", "--device=cpu", "--dropout_rng=torch"]),
+    "bert": ("language", "data/bert/small", ["--data_dir={data}", "--dropout_rng=torch"]),
 }
 
 
@@ -355,8 +355,9 @@ def ttt_row(bench, args, threads):
                               capture_output=True, text=True, cwd=ROOT)
     print(f"time to target: {bench}, PyTorch ...", flush=True)
     ref = subprocess.run([sys.executable, os.path.join(folder, "pytorch_reference.py"), f"--config={conf}",
-                          f"--threads={threads}", f"--seed={args.ttt_seed}"] +
-                         [f.format(data=data, build=args.build) for f in ref_flags], capture_output=True, text=True, cwd=ROOT)
+                          "--device=cpu", f"--threads={threads}", f"--seed={args.ttt_seed}"] +
+                         [f.format(data=data, build=args.build) for f in ref_flags],
+                         capture_output=True, text=True, cwd=ROOT)
     for who, proc in (("ours", ours), ("PyTorch", ref)):
         if proc.returncode != 0:
             sys.exit(f"{NAME}: the {who} {bench} run to target failed with status {proc.returncode}:\n"
