@@ -57,3 +57,14 @@ static inline float cpu_float_masked(float v, uint32_t mask) {
   memcpy(&v, &bits, sizeof bits);
   return v;
 }
+
+// a where c is true, else b, picked on the bits as above: both are computed
+// before, so the loop has no branch to keep it scalar.
+static inline float cpu_float_select(int c, float a, float b) {
+  uint32_t mask = -(uint32_t)(c != 0), a_bits, b_bits;
+  memcpy(&a_bits, &a, sizeof a_bits);
+  memcpy(&b_bits, &b, sizeof b_bits);
+  a_bits = (a_bits & mask) | (b_bits & ~mask);
+  memcpy(&a, &a_bits, sizeof a);
+  return a;
+}

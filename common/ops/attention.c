@@ -60,6 +60,12 @@ static void attn_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float a
               (int)n, (int)k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+// The multiply-adds of one of the per-head products, over all heads: the
+// heads go on the team when it is worth waking (each head's product is one
+// single-threaded OpenBLAS call whichever thread runs it, so the bits do not
+// depend on the team).
+static int64_t attn_head_work(const AttnShape *s) { return s->b * s->h * s->tq * s->tk * s->dh; }
+
 // The valid keys of batch entry b (key_len, checked), and of its query row i.
 static int64_t keys_valid(const AttnShape *s, const Tensor *key_len, int64_t b) {
   int64_t valid = key_len ? ((const int32_t *)key_len->data)[b] : s->tk;
@@ -84,14 +90,14 @@ void op_attention_fwd_cpu(const Device *dev, const Tensor *q, const Tensor *k,
   bool dropout = op_attention_dropout_check("op_attention_fwd", drop, probs, scratch);
   float scale = 1.0f / sqrtf((float)s.dh);
   int ld = attn_ld(&s);
-  for (int64_t b = 0; b < s.b; b++) {
-    int64_t valid = keys_valid(&s, key_len, b);
-    for (int64_t h = 0; h < s.h; h++) {
-      float *p = scores_of(probs, &s, b, h);
-      if (valid > 0)
-        attn_gemm(false, true, s.tq, valid, s.dh, scale, head_of(q, &s, b, h), ld, head_of(k, &s, b, h),
-                  ld, 0.0f, p, (int)s.tk);
-    }
+  int64_t heads = s.b * s.h, work = attn_head_work(&s);
+  (void)work;  // read by the pragmas alone (a build without OpenMP ignores them)
+#pragma omp parallel for if (work >= parallel_min_work)
+  for (int64_t bh = 0; bh < heads; bh++) {
+    int64_t b = bh / s.h, h = bh % s.h, valid = keys_valid(&s, key_len, b);
+    if (valid > 0)
+      attn_gemm(false, true, s.tq, valid, s.dh, scale, head_of(q, &s, b, h), ld, head_of(k, &s, b, h),
+                ld, 0.0f, scores_of(probs, &s, b, h), (int)s.tk);
   }
   // Each row of scores (b, h, i) to its probabilities, on the team's threads.
   int64_t rows = s.b * s.h * s.tq;
@@ -104,17 +110,16 @@ void op_attention_fwd_cpu(const Device *dev, const Tensor *q, const Tensor *k,
   // The probabilities that weigh the values: dropped ones in scratch.
   if (dropout) op_dropout_fwd_cpu(dev, probs, scratch, drop->keep_prob, drop->seed, drop->stream);
   const Tensor *weights = dropout ? scratch : probs;
-  for (int64_t b = 0; b < s.b; b++) {
-    int64_t valid = keys_valid(&s, key_len, b);
-    for (int64_t h = 0; h < s.h; h++) {
-      float *o = head_of(out, &s, b, h);
-      if (valid == 0) {
-        for (int64_t i = 0; i < s.tq; i++) memset(o + i * ld, 0, (size_t)s.dh * sizeof(float));
-        continue;
-      }
-      attn_gemm(false, false, s.tq, s.dh, valid, 1.0f, scores_of(weights, &s, b, h), (int)s.tk,
-                head_of(v, &s, b, h), ld, 0.0f, o, ld);
+#pragma omp parallel for if (work >= parallel_min_work)
+  for (int64_t bh = 0; bh < heads; bh++) {
+    int64_t b = bh / s.h, h = bh % s.h, valid = keys_valid(&s, key_len, b);
+    float *o = head_of(out, &s, b, h);
+    if (valid == 0) {
+      for (int64_t i = 0; i < s.tq; i++) memset(o + i * ld, 0, (size_t)s.dh * sizeof(float));
+      continue;
     }
+    attn_gemm(false, false, s.tq, s.dh, valid, 1.0f, scores_of(weights, &s, b, h), (int)s.tk,
+              head_of(v, &s, b, h), ld, 0.0f, o, ld);
   }
 }
 
@@ -137,15 +142,21 @@ void op_attention_bwd_cpu(const Device *dev, const Tensor *q, const Tensor *k,
   // dV = W^T dO, W drawn again into scratch.
   if (dropout) op_dropout_fwd_cpu(dev, probs, scratch, drop->keep_prob, drop->seed, drop->stream);
   const Tensor *weights = dropout ? scratch : probs;
-  for (int64_t b = 0; b < s.b; b++)
-    for (int64_t h = 0; h < s.h; h++)
-      attn_gemm(true, false, s.tk, s.dh, s.tq, 1.0f, scores_of(weights, &s, b, h), tk,
-                head_of(dout, &s, b, h), ld, 0.0f, head_of(dv, &s, b, h), ld);
+  int64_t heads = s.b * s.h, work = attn_head_work(&s);
+  (void)work;  // read by the pragmas alone
+#pragma omp parallel for if (work >= parallel_min_work)
+  for (int64_t bh = 0; bh < heads; bh++) {
+    int64_t b = bh / s.h, h = bh % s.h;
+    attn_gemm(true, false, s.tk, s.dh, s.tq, 1.0f, scores_of(weights, &s, b, h), tk,
+              head_of(dout, &s, b, h), ld, 0.0f, head_of(dv, &s, b, h), ld);
+  }
   // dW = dO V^T into scratch (W is no longer needed), then dP, then dS.
-  for (int64_t b = 0; b < s.b; b++)
-    for (int64_t h = 0; h < s.h; h++)
-      attn_gemm(false, true, s.tq, s.tk, s.dh, 1.0f, head_of(dout, &s, b, h), ld, head_of(v, &s, b, h),
-                ld, 0.0f, scores_of(scratch, &s, b, h), tk);
+#pragma omp parallel for if (work >= parallel_min_work)
+  for (int64_t bh = 0; bh < heads; bh++) {
+    int64_t b = bh / s.h, h = bh % s.h;
+    attn_gemm(false, true, s.tq, s.tk, s.dh, 1.0f, head_of(dout, &s, b, h), ld, head_of(v, &s, b, h),
+              ld, 0.0f, scores_of(scratch, &s, b, h), tk);
+  }
   if (dropout) op_dropout_bwd_cpu(dev, scratch, scratch, drop->keep_prob, drop->seed, drop->stream);
   int64_t rows = s.b * s.h * s.tq;
 #pragma omp parallel for if (rows * s.tk >= parallel_min_work)
@@ -154,12 +165,13 @@ void op_attention_bwd_cpu(const Device *dev, const Tensor *q, const Tensor *k,
     float *ds = (float *)scratch->data + r * s.tk;
     op_softmax_bwd_row(p, ds, ds, s.tk, scale);
   }
-  for (int64_t b = 0; b < s.b; b++)
-    for (int64_t h = 0; h < s.h; h++) {
-      const float *ds = scores_of(scratch, &s, b, h);
-      attn_gemm(false, false, s.tq, s.dh, s.tk, 1.0f, ds, tk, head_of(k, &s, b, h), ld, 0.0f,
-                head_of(dq, &s, b, h), ld);
-      attn_gemm(true, false, s.tk, s.dh, s.tq, 1.0f, ds, tk, head_of(q, &s, b, h), ld, 0.0f,
-                head_of(dk, &s, b, h), ld);
-    }
+#pragma omp parallel for if (work >= parallel_min_work)
+  for (int64_t bh = 0; bh < heads; bh++) {
+    int64_t b = bh / s.h, h = bh % s.h;
+    const float *ds = scores_of(scratch, &s, b, h);
+    attn_gemm(false, false, s.tq, s.dh, s.tk, 1.0f, ds, tk, head_of(k, &s, b, h), ld, 0.0f,
+              head_of(dq, &s, b, h), ld);
+    attn_gemm(true, false, s.tk, s.dh, s.tq, 1.0f, ds, tk, head_of(q, &s, b, h), ld, 0.0f,
+              head_of(dk, &s, b, h), ld);
+  }
 }

@@ -3,6 +3,7 @@
 #include "ops/dense.h"
 
 #include <cblas.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/parallel.h"
@@ -112,6 +113,27 @@ void op_gemm_cpu(const Device *dev, const Tensor *a, bool trans_a, const Tensor 
   }
 }
 
+// Columns [c0, c0 + cn) of x, cn <= COLUMN_BLOCK: its rows read along
+// memory into one double accumulator a column.
+enum { COLUMN_BLOCK = 64 };
+CPU_VECTORISED
+static void column_block_sums(const float *x, int64_t rows, int64_t cols, int64_t c0, int64_t cn,
+                              double *sums) {
+  double acc[COLUMN_BLOCK] = {0};
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = 0; c < cn; c++) acc[c] += x[r * cols + c0 + c];
+  memcpy(sums + c0, acc, (size_t)cn * sizeof(double));
+}
+
+void op_column_sums(const float *x, int64_t rows, int64_t cols, double *sums) {
+  int64_t blocks = parallel_pieces(cols, COLUMN_BLOCK);
+#pragma omp parallel for if (rows * cols >= parallel_min_work)
+  for (int64_t b = 0; b < blocks; b++) {
+    int64_t c0 = b * COLUMN_BLOCK;
+    column_block_sums(x, rows, cols, c0, cols - c0 < COLUMN_BLOCK ? cols - c0 : COLUMN_BLOCK, sums);
+  }
+}
+
 void op_linear_check(const Tensor *x, const Tensor *w, const Tensor *b, const Tensor *y) {
   OP_REQUIRE("op_linear", w->ndim == 2);
   OP_REQUIRE("op_linear", op_last_dim(x) == w->shape[1]);
@@ -145,14 +167,12 @@ void op_linear_bwd_cpu(const Device *dev, const Tensor *x, const Tensor *w,
   }
   op_gemm_cpu(dev, &dy2, true, &x2, false, dw, 1.0f, keep);
   if (!db) return;
-  int64_t m = dy2.shape[0], n = dy2.shape[1];
-  const float *g = dy->data;  // (M, out)
-  float *out = db->data;      // (out)
-  for (int64_t j = 0; j < n; j++) {
-    double sum = 0;
-    for (int64_t i = 0; i < m; i++) sum += g[i * n + j];
-    out[j] = accumulate ? (float)(out[j] + sum) : (float)sum;
-  }
+  int64_t n = dy2.shape[1];
+  double *sums = xmalloc((size_t)n * sizeof(double));
+  op_column_sums(dy->data, dy2.shape[0], n, sums);
+  float *out = db->data;  // (out)
+  for (int64_t j = 0; j < n; j++) out[j] = accumulate ? (float)(out[j] + sums[j]) : (float)sums[j];
+  free(sums);
 }
 
 // The row of idx[i] in a table of `vocab` rows; an id outside the table is

@@ -76,6 +76,10 @@ int64_t op_rows(const Tensor *t);
 Tensor op_as_matrix(const Tensor *t);
 // Dies naming op unless a and b have the same element count and dtype.
 void op_same_size_check(const char *op, const Tensor *a, const Tensor *b);
+// sums[j] = the sum of column j of a (rows, cols) row-major fp32 matrix, in
+// double, down the rows in order (so the same bits at any team size):
+// column blocks on the team, each reading its rows along memory.
+void op_column_sums(const float *x, int64_t rows, int64_t cols, double *sums);
 
 // A checked GEMM call: sizes, leading dimensions of the row-major a and b,
 // and batch counts (batch_a/batch_b 0 for a shared 2-D operand; batch >= 1,

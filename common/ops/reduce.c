@@ -3,7 +3,10 @@
 #include "ops/reduce.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "ops/dense.h"
 
 // ---------------------------------------------------------------- shape checks
 
@@ -32,18 +35,11 @@ static void reduce_cpu(const char *op, const Tensor *x, int lead_axes, const Ten
   int64_t rows, cols;
   reduce_geometry(op, x, lead_axes, y, &rows, &cols);
   OP_REQUIRE(op, x->dtype == DT_F32);
-  const float *px = x->data;  // (rows, cols)
-  float *py = y->data;        // (cols)
-  // Columns in blocks, rows inner, so the reads run along memory and each sum
-  // is accumulated in double.
-  enum { BLOCK = 64 };
-  for (int64_t c0 = 0; c0 < cols; c0 += BLOCK) {
-    int64_t cn = cols - c0 < BLOCK ? cols - c0 : BLOCK;
-    double acc[BLOCK] = {0};
-    for (int64_t r = 0; r < rows; r++)
-      for (int64_t c = 0; c < cn; c++) acc[c] += px[r * cols + c0 + c];
-    for (int64_t c = 0; c < cn; c++) py[c0 + c] = (float)(mean ? acc[c] / (double)rows : acc[c]);
-  }
+  double *sums = xmalloc((size_t)cols * sizeof(double));
+  op_column_sums(x->data, rows, cols, sums);
+  float *py = y->data;  // (cols)
+  for (int64_t c = 0; c < cols; c++) py[c] = (float)(mean ? sums[c] / (double)rows : sums[c]);
+  free(sums);
 }
 
 void op_sum_cpu(const Device *dev, const Tensor *x, int lead_axes, const Tensor *y) {
