@@ -11,7 +11,7 @@
 // ---------------------------------------------------------------- GELU
 // GELU(x) = x Phi(x), Phi the standard normal CDF, with no libm call in the
 // loops so that they vectorise (an erff and an expf a call took a tenth of
-// the small BERT step). Phi(x) = erfc(-x / sqrt 2) / 2, and for z >= 0
+// an encoder layer's training step). Phi(x) = erfc(-x / sqrt 2) / 2, and for z >= 0
 // erfc(z) = t e^(-z^2 + P(t)), t = 1 / (1 + z / 2), P the polynomial of
 // degree 9 that scripts/fit_erfc.py fits over z in [0, 10] (5e-8 relative
 // in exact arithmetic). In fp32, GELU and its derivative are within
