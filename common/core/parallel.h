@@ -27,6 +27,10 @@ int parallel_thread_index(void);
 static inline int64_t parallel_pieces(int64_t n, int64_t grain) {
   return n <= 0 ? 0 : (n + grain - 1) / grain;
 }
+// The end of piece p: min(n, (p + 1) * grain).
+static inline int64_t parallel_piece_end(int64_t n, int64_t grain, int64_t p) {
+  return n < (p + 1) * grain ? n : (p + 1) * grain;
+}
 
 // total[j] = the sum over p of part[p * width + j], p in order: the partial
 // sums of `pieces` pieces of `width` values each, added the one way that

@@ -9,13 +9,13 @@
 #include "core/rng.h"
 
 // ---------------------------------------------------------------- GELU
-// GELU(x) = x Phi(x), Phi the standard normal CDF, with no libm call in the
-// loops so that they vectorise (an erff and an expf a call took a tenth of
-// an encoder layer's training step). Phi(x) = erfc(-x / sqrt 2) / 2, and for z >= 0
-// erfc(z) = t e^(-z^2 + P(t)), t = 1 / (1 + z / 2), P the polynomial of
-// degree 9 that scripts/fit_erfc.py fits over z in [0, 10] (5e-8 relative
-// in exact arithmetic). In fp32, GELU and its derivative are within
-// (2 x^2 + 16) 2^-24 relative (4e-7 for |x| <= 1, 6e-6 at |x| = 8;
+// GELU(x) = x Phi(x), Phi the standard normal CDF, with no libm call in
+// the loops so that they vectorise (an erff and an expf a call took a tenth
+// of an encoder layer's training step). Phi(x) = erfc(-x / sqrt 2) / 2, and
+// for z >= 0 erfc(z) = t e^(-z^2 + P(t)), t = 1 / (1 + z / 2), P the
+// polynomial of degree 9 that scripts/fit_erfc.py fits over z in [0, 10]
+// (5e-8 relative in exact arithmetic). In fp32, GELU and its derivative are
+// within (2 x^2 + 16) 2^-24 relative (4e-7 for |x| <= 1, 6e-6 at |x| = 8;
 // test_ops_activation.c): the rounding of z, magnified by e^(-z^2),
 // dominates. erff from libm is closer near 0 (1e-7) and far off in the
 // left tail, where 1 + erff(x / sqrt 2) keeps only a few bits of Phi.
@@ -79,7 +79,7 @@ void op_gelu_fwd_cpu(const Device *dev, const Tensor *x, const Tensor *y) {
   int64_t n = tensor_numel(x), pieces = parallel_pieces(n, GELU_PIECE);
 #pragma omp parallel for if (n >= parallel_min_work)
   for (int64_t p = 0; p < pieces; p++)
-    gelu_fwd_range(x->data, y->data, p * GELU_PIECE, n < (p + 1) * GELU_PIECE ? n : (p + 1) * GELU_PIECE);
+    gelu_fwd_range(x->data, y->data, p * GELU_PIECE, parallel_piece_end(n, GELU_PIECE, p));
 }
 
 void op_gelu_bwd_cpu(const Device *dev, const Tensor *x, const Tensor *dy,
@@ -91,7 +91,7 @@ void op_gelu_bwd_cpu(const Device *dev, const Tensor *x, const Tensor *dy,
 #pragma omp parallel for if (n >= parallel_min_work)
   for (int64_t p = 0; p < pieces; p++)
     gelu_bwd_range(x->data, dy->data, dx->data, p * GELU_PIECE,
-                   n < (p + 1) * GELU_PIECE ? n : (p + 1) * GELU_PIECE);
+                   parallel_piece_end(n, GELU_PIECE, p));
 }
 
 // ---------------------------------------------------------------- softmax

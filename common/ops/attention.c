@@ -96,8 +96,8 @@ void op_attention_fwd_cpu(const Device *dev, const Tensor *q, const Tensor *k,
   for (int64_t bh = 0; bh < heads; bh++) {
     int64_t b = bh / s.h, h = bh % s.h, valid = keys_valid(&s, key_len, b);
     if (valid > 0)
-      attn_gemm(false, true, s.tq, valid, s.dh, scale, head_of(q, &s, b, h), ld, head_of(k, &s, b, h),
-                ld, 0.0f, scores_of(probs, &s, b, h), (int)s.tk);
+      attn_gemm(false, true, s.tq, valid, s.dh, scale, head_of(q, &s, b, h), ld,
+                head_of(k, &s, b, h), ld, 0.0f, scores_of(probs, &s, b, h), (int)s.tk);
   }
   // Each row of scores (b, h, i) to its probabilities, on the team's threads.
   int64_t rows = s.b * s.h * s.tq;

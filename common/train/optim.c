@@ -182,7 +182,7 @@ static void adam_tensor(const OptConfig *c, OptStepScalars s, float lr, bool dec
 #pragma omp parallel for if (n >= parallel_min_work)
   for (int64_t p = 0; p < pieces; p++)
     adam_range(c, lr / s.bc1, l2, decoupled, sqrt_bc2, w, g, m, v, p * PIECE,
-               n < (p + 1) * PIECE ? n : (p + 1) * PIECE);
+               parallel_piece_end(n, PIECE, p));
 }
 
 static void lamb_tensor(const OptConfig *c, OptStepScalars s, float lr, bool adapt, float *w,
