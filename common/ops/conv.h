@@ -62,9 +62,12 @@ int64_t conv_out_extent(int64_t in, int64_t kernel, int stride, int pad, int dil
 // op_conv2d_scratch_bytes(x, w, p) (one image's im2col matrix); more lets the
 // CPU path convolve several images per GEMM. CUDA: ignored (cuDNN uses
 // dev->workspace); pass NULL, 0.
-// The CUDA path picks cuDNN's fastest algorithm for each new shape with
-// cudnnFind*AlgorithmEx (which runs them all once and waits for the GPU) and
-// remembers it, so the first call per shape is slow and synchronous.
+// The CUDA path picks an algorithm for each new shape once and remembers it:
+// by default cuDNN's heuristic choice (host work only, the same in every
+// run); with the environment variable CONV_ALGO=search, cuDNN's timed search
+// (cudnnFind*AlgorithmEx: runs them all once and waits for the GPU, so the
+// first call per shape is slow and synchronous). CONV_ALGO_LOG=1 prints each
+// shape's candidates and the one taken to stderr.
 
 size_t op_conv2d_scratch_bytes(const Tensor *x, const Tensor *w, const ConvParams *p);
 

@@ -3,6 +3,7 @@
 // which fuse the residual add and the ReLU for every dtype, give
 // bit-reproducible statistics and follow the CPU's pooling rules exactly.
 // Everything runs on dev->stream.
+#include <stdlib.h>
 #include <string.h>
 
 #include <initializer_list>
@@ -119,6 +120,53 @@ static const Perf *conv_pick(const char *op, const Perf *perf, int count, size_t
   DIE("%s: cuDNN found no algorithm within the %zu-byte workspace", op, ws_bytes);
 }
 
+// How each new shape's algorithm is chosen (environment variable CONV_ALGO):
+//   heuristic (the default)  cuDNN's own ranking for the shape
+//                            (cudnnGet*Algorithm_v7): host work only, and
+//                            the same choice in every run;
+//   search                   cuDNN's timed search (cudnnFind*AlgorithmEx):
+//                            runs every algorithm once and waits for the GPU.
+// On an H200 (2026-11-28) the search's choices made ResNet-50's bf16 step at
+// 64x64 1.8x slower than the heuristic's (its filter gradients ran several
+// times slower in the step than in the search), and at 224x224 both chose
+// alike. The search's choices also differ between runs of one program.
+static bool conv_use_search(void) {
+  static int search = -1;
+  if (search < 0) {
+    const char *env = getenv("CONV_ALGO");
+    if (!env || !*env || strcmp(env, "heuristic") == 0)
+      search = 0;
+    else if (strcmp(env, "search") == 0)
+      search = 1;
+    else
+      die_input("CONV_ALGO", "'%s' is not heuristic or search", env);
+  }
+  return search;
+}
+
+// CONV_ALGO_LOG=1: each new shape's candidates on stderr, one line each
+// (algorithm, status, time where searched, workspace, math type), the one
+// taken marked.
+template <typename Perf>
+static void conv_log_choice(const char *op, const ConvPlan *plan, const Perf *perf, int count,
+                            const Perf *best) {
+  static int enabled = -1;
+  if (enabled < 0) {
+    const char *env = getenv("CONV_ALGO_LOG");
+    enabled = env && *env && strcmp(env, "0") != 0;
+  }
+  if (!enabled) return;
+  const ConvGeometry *g = &plan->g;
+  for (int i = 0; i < count; i++)
+    fprintf(stderr,
+            "conv algo: %s %s n%lld %lldx%lldx%lld -> k%lld r%lld s%lld stride %d: algo %d "
+            "status %d %.3f ms ws %zu math %d%s\n",
+            op, plan->tf32 ? "tf32" : dtype_name(plan->dtype), (long long)g->n, (long long)g->h,
+            (long long)g->w, (long long)g->c, (long long)g->k, (long long)g->r, (long long)g->s,
+            plan->p.stride_h, (int)perf[i].algo, (int)perf[i].status, perf[i].time,
+            perf[i].memory, (int)perf[i].mathType, &perf[i] == best ? "  <- taken" : "");
+}
+
 static ConvPlan *conv_prepare(const char *op, const Device *dev, const Tensor *x,
                               const Tensor *w, const Tensor *y, const ConvParams *p) {
   ConvGeometry g = conv_geometry(op, x, w, y, p);
@@ -138,12 +186,19 @@ void op_conv2d_fwd_cuda(const Device *dev, const Tensor *x, const Tensor *w, con
   if (!plan->have_fwd) {
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int count = 0;
-    CHECK_CUDNN(cudnnFindConvolutionForwardAlgorithmEx(
-        dev->cudnn, plan->x_desc, x->data, plan->w_desc, w->data, plan->conv_desc, plan->y_desc,
-        y->data, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf, dev->workspace,
-        dev->workspace_bytes));
+    if (!conv_use_search()) {
+      CHECK_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7(
+          dev->cudnn, plan->x_desc, plan->w_desc, plan->conv_desc, plan->y_desc,
+          CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf));
+    } else {
+      CHECK_CUDNN(cudnnFindConvolutionForwardAlgorithmEx(
+          dev->cudnn, plan->x_desc, x->data, plan->w_desc, w->data, plan->conv_desc, plan->y_desc,
+          y->data, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf, dev->workspace,
+          dev->workspace_bytes));
+    }
     const cudnnConvolutionFwdAlgoPerf_t *best =
         conv_pick("op_conv2d_fwd", perf, count, dev->workspace_bytes);
+    conv_log_choice("op_conv2d_fwd", plan, perf, count, best);
     plan->fwd_algo = best->algo;
     plan->fwd_math = conv_run_math(plan, best->mathType);
     plan->fwd_ws_bytes = best->memory;
@@ -167,12 +222,19 @@ void op_conv2d_bwd_data_cuda(const Device *dev, const Tensor *dy, const Tensor *
   if (!plan->have_data) {
     cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     int count = 0;
-    CHECK_CUDNN(cudnnFindConvolutionBackwardDataAlgorithmEx(
-        dev->cudnn, plan->w_desc, w->data, plan->y_desc, dy->data, plan->conv_desc,
-        plan->x_desc, dx->data, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf,
-        dev->workspace, dev->workspace_bytes));
+    if (!conv_use_search()) {
+      CHECK_CUDNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+          dev->cudnn, plan->w_desc, plan->y_desc, plan->conv_desc, plan->x_desc,
+          CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf));
+    } else {
+      CHECK_CUDNN(cudnnFindConvolutionBackwardDataAlgorithmEx(
+          dev->cudnn, plan->w_desc, w->data, plan->y_desc, dy->data, plan->conv_desc,
+          plan->x_desc, dx->data, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf,
+          dev->workspace, dev->workspace_bytes));
+    }
     const cudnnConvolutionBwdDataAlgoPerf_t *best =
         conv_pick("op_conv2d_bwd_data", perf, count, dev->workspace_bytes);
+    conv_log_choice("op_conv2d_bwd_data", plan, perf, count, best);
     plan->data_algo = best->algo;
     plan->data_math = conv_run_math(plan, best->mathType);
     plan->data_ws_bytes = best->memory;
@@ -203,12 +265,19 @@ void op_conv2d_bwd_filter_cuda(const Device *dev, const Tensor *x, const Tensor 
     void *trial_dw = (char *)dev->workspace + search_ws_bytes;
     cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     int count = 0;
-    CHECK_CUDNN(cudnnFindConvolutionBackwardFilterAlgorithmEx(
-        dev->cudnn, plan->x_desc, x->data, plan->y_desc, dy->data, plan->conv_desc,
-        plan->w_desc, trial_dw, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, perf,
-        dev->workspace, search_ws_bytes));
+    if (!conv_use_search()) {
+      CHECK_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+          dev->cudnn, plan->x_desc, plan->y_desc, plan->conv_desc, plan->w_desc,
+          CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, perf));
+    } else {
+      CHECK_CUDNN(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+          dev->cudnn, plan->x_desc, x->data, plan->y_desc, dy->data, plan->conv_desc,
+          plan->w_desc, trial_dw, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, perf,
+          dev->workspace, search_ws_bytes));
+    }
     const cudnnConvolutionBwdFilterAlgoPerf_t *best =
         conv_pick("op_conv2d_bwd_filter", perf, count, search_ws_bytes);
+    conv_log_choice("op_conv2d_bwd_filter", plan, perf, count, best);
     plan->filter_algo = best->algo;
     plan->filter_math = conv_run_math(plan, best->mathType);
     plan->filter_ws_bytes = best->memory;

@@ -562,6 +562,21 @@ static cudnnStatus_t conv_find_result(const cudnnConvolutionStruct *cv, int requ
   return CUDNN_STATUS_SUCCESS;
 }
 
+// The heuristic queries' result: the same as a Find's, from the
+// descriptors alone (host work: no wait, no data touched).
+template <typename Perf, typename Algo>
+static cudnnStatus_t conv_heuristic_result(cudnnHandle_t handle, cudnnTensorDescriptor_t x,
+                                           cudnnFilterDescriptor_t w,
+                                           cudnnConvolutionDescriptor_t cv,
+                                           cudnnTensorDescriptor_t y, int requested,
+                                           int *returned, Perf *perf, Algo algo) {
+  ConvGeom g;
+  if (!handle) return CUDNN_STATUS_BAD_PARAM;
+  cudnnStatus_t st = conv_geom(x, w, cv, y, &g);
+  if (st != CUDNN_STATUS_SUCCESS) return st;
+  return conv_find_result(cv, requested, returned, perf, algo);
+}
+
 #define CUDNN_STATUS_ENTRY(s) {s, #s}
 static const struct {
   cudnnStatus_t status;
@@ -772,6 +787,37 @@ cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithmEx(
                         CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0);
   if (st == CUDNN_STATUS_SUCCESS) desc4_poison(dwDesc->d, dw);
   return st;
+}
+
+// cuDNN's heuristic queries (conv_heuristic_result).
+cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(
+    cudnnHandle_t handle, const cudnnTensorDescriptor_t srcDesc,
+    const cudnnFilterDescriptor_t filterDesc, const cudnnConvolutionDescriptor_t convDesc,
+    const cudnnTensorDescriptor_t destDesc, const int requestedAlgoCount, int *returnedAlgoCount,
+    cudnnConvolutionFwdAlgoPerf_t *perfResults) {
+  return conv_heuristic_result(handle, srcDesc, filterDesc, convDesc, destDesc,
+                               requestedAlgoCount, returnedAlgoCount, perfResults,
+                               CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM);
+}
+
+cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(
+    cudnnHandle_t handle, const cudnnFilterDescriptor_t filterDesc,
+    const cudnnTensorDescriptor_t diffDesc, const cudnnConvolutionDescriptor_t convDesc,
+    const cudnnTensorDescriptor_t gradDesc, const int requestedAlgoCount, int *returnedAlgoCount,
+    cudnnConvolutionBwdDataAlgoPerf_t *perfResults) {
+  return conv_heuristic_result(handle, gradDesc, filterDesc, convDesc, diffDesc,
+                               requestedAlgoCount, returnedAlgoCount, perfResults,
+                               CUDNN_CONVOLUTION_BWD_DATA_ALGO_0);
+}
+
+cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+    cudnnHandle_t handle, const cudnnTensorDescriptor_t srcDesc,
+    const cudnnTensorDescriptor_t diffDesc, const cudnnConvolutionDescriptor_t convDesc,
+    const cudnnFilterDescriptor_t gradDesc, const int requestedAlgoCount, int *returnedAlgoCount,
+    cudnnConvolutionBwdFilterAlgoPerf_t *perfResults) {
+  return conv_heuristic_result(handle, srcDesc, gradDesc, convDesc, diffDesc,
+                               requestedAlgoCount, returnedAlgoCount, perfResults,
+                               CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0);
 }
 
 // Host float alpha and beta (float, half and bfloat16 data); any algorithm

@@ -19,6 +19,7 @@
 #include <cstring>
 #include <vector>
 
+#include "emu_activity.h"
 #include "emu_test.h"
 
 
@@ -517,6 +518,61 @@ static void test_conv_tf32(cudnnHandle_t dnn) {
   check(ok, "conv_tf32_by_math_type", "a result did not match its math type");
 }
 
+// The heuristic queries (the convolutions' default choice): the same result
+// as a Find, from the descriptors alone: no wait for the device; a shape that
+// does not fit, or no room for a result, is BAD_PARAM.
+static void test_conv_heuristic(cudnnHandle_t dnn) {
+  ConvCase cc = {"heuristic", 2, 7, 6, 3, 5, 3, 3, 2, 1, 1, CUDNN_CROSS_CORRELATION};
+  ConvDescs d = conv_descs(cc, CUDNN_TENSOR_NHWC, CUDNN_DATA_BFLOAT16, CUDNN_TENSOR_OP_MATH);
+  cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  cudnnConvolutionBwdDataAlgoPerf_t data[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+  cudnnConvolutionBwdFilterAlgoPerf_t filt[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+  int n_fwd = 0, n_data = 0, n_filt = 0;
+  emu_activity_begin(nullptr);
+  cudnnStatus_t st_f = cudnnGetConvolutionForwardAlgorithm_v7(
+      dnn, d.x, d.w, d.conv, d.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n_fwd, fwd);
+  cudnnStatus_t st_d = cudnnGetConvolutionBackwardDataAlgorithm_v7(
+      dnn, d.w, d.y, d.conv, d.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n_data, data);
+  cudnnStatus_t st_w = cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+      dnn, d.x, d.y, d.conv, d.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n_filt, filt);
+  EmuActivity a = emu_activity_end();
+  check(st_f == CUDNN_STATUS_SUCCESS && st_d == CUDNN_STATUS_SUCCESS &&
+            st_w == CUDNN_STATUS_SUCCESS && n_fwd == 1 && n_data == 1 && n_filt == 1 &&
+            fwd[0].status == CUDNN_STATUS_SUCCESS &&
+            fwd[0].algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM &&
+            data[0].algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0 &&
+            filt[0].algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 && fwd[0].memory == 0 &&
+            fwd[0].mathType == CUDNN_TENSOR_OP_MATH && filt[0].mathType == CUDNN_TENSOR_OP_MATH,
+        "conv_heuristic_results", "%s/%s/%s, counts %d %d %d", cudnnGetErrorString(st_f),
+        cudnnGetErrorString(st_d), cudnnGetErrorString(st_w), n_fwd, n_data, n_filt);
+  check(a.host_waits == 0, "conv_heuristic_never_waits", "%ld host waits (first: %s)",
+        a.host_waits, a.first_wait);
+
+  cudnnTensorDescriptor_t bad_y;
+  cudnnCreateTensorDescriptor(&bad_y);
+  cudnnSetTensor4dDescriptor(bad_y, CUDNN_TENSOR_NHWC, CUDNN_DATA_BFLOAT16, cc.n, cc.k,
+                             cc.p() + 1, cc.q());
+  struct {
+    const char *name;
+    cudnnStatus_t got;
+  } cases[] = {
+      {"conv_heuristic_fwd_bad_output_extent",
+       cudnnGetConvolutionForwardAlgorithm_v7(dnn, d.x, d.w, d.conv, bad_y, 1, &n_fwd, fwd)},
+      {"conv_heuristic_bwd_data_bad_output_extent",
+       cudnnGetConvolutionBackwardDataAlgorithm_v7(dnn, d.w, bad_y, d.conv, d.x, 1, &n_data,
+                                                   data)},
+      {"conv_heuristic_bwd_filter_bad_output_extent",
+       cudnnGetConvolutionBackwardFilterAlgorithm_v7(dnn, d.x, bad_y, d.conv, d.w, 1, &n_filt,
+                                                     filt)},
+      {"conv_heuristic_zero_requested",
+       cudnnGetConvolutionForwardAlgorithm_v7(dnn, d.x, d.w, d.conv, d.y, 0, &n_fwd, fwd)},
+  };
+  for (const auto &t : cases)
+    check(t.got == CUDNN_STATUS_BAD_PARAM, t.name, "got %s", cudnnGetErrorString(t.got));
+  cudnnDestroyTensorDescriptor(bad_y);
+  conv_descs_free(d);
+}
+
 static void test_conv_find(cudnnHandle_t dnn) {
   ConvCase cc = {"find", 2, 7, 6, 3, 5, 3, 3, 2, 1, 1, CUDNN_CROSS_CORRELATION};
   std::vector<float> x = rnd_vec((size_t)cc.n * cc.h * cc.w * cc.c);
@@ -669,6 +725,7 @@ int main() {
   test_conv_half(dnn);
   test_conv_tf32(dnn);
   test_conv_find(dnn);
+  test_conv_heuristic(dnn);
   test_add_tensor(dnn);
   test_nccl();
   cudnnDestroy(dnn);
