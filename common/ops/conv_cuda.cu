@@ -111,13 +111,22 @@ static cudnnMathType_t conv_run_math(const ConvPlan *plan, cudnnMathType_t found
   return plan->dtype == DT_F32 && !plan->tf32 ? CUDNN_FMA_MATH : found;
 }
 
-// The first successful result that fits the workspace (results come fastest
-// first). Generic over the three perf-result types.
+// The first successful result that fits the workspace (results come best
+// first); for true fp32, the first that does not need tensor-op math. Generic
+// over the three perf-result types.
 template <typename Perf>
-static const Perf *conv_pick(const char *op, const Perf *perf, int count, size_t ws_bytes) {
-  for (int i = 0; i < count; i++)
-    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= ws_bytes) return &perf[i];
-  DIE("%s: cuDNN found no algorithm within the %zu-byte workspace", op, ws_bytes);
+static const Perf *conv_pick(const char *op, const ConvPlan *plan, const Perf *perf, int count,
+                             size_t ws_bytes) {
+  bool fma_only = plan->dtype == DT_F32 && !plan->tf32;
+  for (int i = 0; i < count; i++) {
+    bool tensor_op = perf[i].mathType == CUDNN_TENSOR_OP_MATH ||
+                     perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= ws_bytes &&
+        !(fma_only && tensor_op))
+      return &perf[i];
+  }
+  DIE("%s: cuDNN found no algorithm within the %zu-byte workspace%s", op, ws_bytes,
+      fma_only ? " without tensor-op math" : "");
 }
 
 // How each new shape's algorithm is chosen (environment variable CONV_ALGO):
@@ -197,7 +206,7 @@ void op_conv2d_fwd_cuda(const Device *dev, const Tensor *x, const Tensor *w, con
           dev->workspace_bytes));
     }
     const cudnnConvolutionFwdAlgoPerf_t *best =
-        conv_pick("op_conv2d_fwd", perf, count, dev->workspace_bytes);
+        conv_pick("op_conv2d_fwd", plan, perf, count, dev->workspace_bytes);
     conv_log_choice("op_conv2d_fwd", plan, perf, count, best);
     plan->fwd_algo = best->algo;
     plan->fwd_math = conv_run_math(plan, best->mathType);
@@ -233,7 +242,7 @@ void op_conv2d_bwd_data_cuda(const Device *dev, const Tensor *dy, const Tensor *
           dev->workspace, dev->workspace_bytes));
     }
     const cudnnConvolutionBwdDataAlgoPerf_t *best =
-        conv_pick("op_conv2d_bwd_data", perf, count, dev->workspace_bytes);
+        conv_pick("op_conv2d_bwd_data", plan, perf, count, dev->workspace_bytes);
     conv_log_choice("op_conv2d_bwd_data", plan, perf, count, best);
     plan->data_algo = best->algo;
     plan->data_math = conv_run_math(plan, best->mathType);
@@ -276,7 +285,7 @@ void op_conv2d_bwd_filter_cuda(const Device *dev, const Tensor *x, const Tensor 
           dev->workspace, search_ws_bytes));
     }
     const cudnnConvolutionBwdFilterAlgoPerf_t *best =
-        conv_pick("op_conv2d_bwd_filter", perf, count, search_ws_bytes);
+        conv_pick("op_conv2d_bwd_filter", plan, perf, count, search_ws_bytes);
     conv_log_choice("op_conv2d_bwd_filter", plan, perf, count, best);
     plan->filter_algo = best->algo;
     plan->filter_math = conv_run_math(plan, best->mathType);
