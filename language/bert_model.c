@@ -78,14 +78,22 @@ static Tensor bert_buf(BertModel *m, DType dt, int64_t rows, int64_t cols) {
               : arena_tensor(&m->arena, dt, 1, (int64_t[]){rows});
 }
 
+// Sequences of a training batch the buffers hold.
+static int64_t train_batch(const BertShape *s) {
+  return s->max_train_batch > 0 ? s->max_train_batch : s->max_batch;
+}
+
 // Every buffer, carved twice by bert_model_init: measuring, then for real.
+// r rows for any forward (the eval's), rt for training's (BertShape).
 static void bert_carve(BertModel *m) {
   const BertShape *s = &m->shape;
   const TfmDims *d = &m->dims;
-  int64_t r = s->max_batch * s->max_len, dm = s->d_model;
-  int64_t probs = s->heads * r * s->max_len;
-  for (int i = 0; i < s->layers; i++) tfm_layer_alloc(&m->layers[i], &m->arena, d, r, r, probs);
-  tfm_scratch_alloc(&m->scratch, &m->arena, d, r, probs);
+  int64_t r = s->max_batch * s->max_len, rt = train_batch(s) * s->max_len, dm = s->d_model;
+  for (int i = 0; i < s->layers; i++) {
+    int64_t rows = i < 2 ? r : rt;
+    tfm_layer_alloc(&m->layers[i], &m->arena, d, rows, rows, s->heads * rows * s->max_len);
+  }
+  tfm_scratch_alloc(&m->scratch, &m->arena, d, r, rt, s->heads * r * s->max_len);
   m->ids = bert_buf(m, DT_I32, r, 0);
   m->types = bert_buf(m, DT_I32, r, 0);
   m->pos_ids = bert_buf(m, DT_I32, r, 0);
@@ -99,9 +107,9 @@ static void bert_carve(BertModel *m) {
   m->emb_rstd = bert_buf(m, DT_F32, r, 0);
   m->logits = bert_buf(m, d->dtype, r, 2);
   m->span_logits = bert_buf(m, d->dtype, 2 * r, 0);
-  m->dspan = bert_buf(m, d->dtype, 2 * r, 0);
-  m->dlogits = bert_buf(m, d->dtype, r, 2);
-  m->dx = bert_buf(m, d->dtype, r, dm);
+  m->dspan = bert_buf(m, d->dtype, 2 * rt, 0);
+  m->dlogits = bert_buf(m, d->dtype, rt, 2);
+  m->dx = bert_buf(m, d->dtype, rt, dm);
   m->loss = bert_buf(m, DT_F32, 1, 0);
 }
 
@@ -114,6 +122,9 @@ void bert_model_init(BertModel *m, const BertShape *shape, int n_state, uint64_t
   if (shape->d_model % shape->heads)
     DIE("bert_model_init: d_model %lld is not a multiple of %lld heads",
         (long long)shape->d_model, (long long)shape->heads);
+  if (shape->max_train_batch < 0 || shape->max_train_batch > shape->max_batch)
+    DIE("bert_model_init: training batches of %lld, buffers of %lld sequences",
+        (long long)shape->max_train_batch, (long long)shape->max_batch);
   if (shape->max_len > shape->max_positions)
     DIE("bert_model_init: sequences of %lld positions, position table of %lld",
         (long long)shape->max_len, (long long)shape->max_positions);
@@ -316,20 +327,30 @@ static void bert_embed(BertModel *m, const Device *dev, const TfmDims *d, int64_
 }
 
 // The span logits (2, B, T) of the last layer's output.
+// eval: nothing is kept for a backward pass, and layer i runs in the
+// activation buffers of layer i % 2 (layer i - 1's output is its input;
+// layer i - 2's buffers are free), the two carved for eval batches.
 static void bert_forward(BertModel *m, const Device *dev, const BertBatch *bt, const TfmDims *d,
-                         uint64_t seed, uint64_t base) {
+                         uint64_t seed, uint64_t base, bool eval) {
   const BertShape *s = &m->shape;
   int64_t r = bt->b * bt->t, dm = s->d_model;
   if (m->lowp) amp_cast(dev, m->ps.params, m->lowp, s->dtype, m->ps.total_numel);
   bert_embed(m, dev, d, r, seed, base);
-  const Tensor *x = &m->x0;
+  Tensor x = m->x0;
   for (int i = 0; i < s->layers; i++) {
     TfmPass p = bert_pass(m, dev, d, bt, seed, layer_stream(base, i));
-    Tensor xv = tfm_view2(x, r, dm);
-    tfm_layer_fwd(&m->layers[i], &p, &m->scratch, &xv, NULL);
-    x = &m->layers[i].ffn.out;
+    TfmLayer layer = m->layers[i];
+    if (eval) {
+      const TfmLayer *bufs = &m->layers[i % 2];
+      layer.self = bufs->self, layer.xattn = bufs->xattn, layer.ffn = bufs->ffn;
+    }
+    Tensor xv = tfm_view2(&x, r, dm);
+    tfm_layer_fwd(&layer, &p, &m->scratch, &xv, NULL);
+    x = layer.ffn.out;
   }
-  Tensor out = tfm_view2(x, r, dm), w = weight(m, m->head), b = paramset_param(&m->ps, m->head + 1);
+  m->hidden = x;
+  Tensor out = tfm_view2(&x, r, dm), w = weight(m, m->head);
+  Tensor b = paramset_param(&m->ps, m->head + 1);
   Tensor logits = tfm_view2(&m->logits, r, 2);
   op_linear_fwd(dev, &out, &w, &b, &logits);
   // (B, T, 2) -> (2, B, T): a row per sequence and end.
@@ -341,7 +362,7 @@ static void bert_forward(BertModel *m, const Device *dev, const BertBatch *bt, c
 
 void bert_model_eval(BertModel *m, const Device *dev, const BertBatch *batch) {
   bert_upload_batch(m, batch);
-  bert_forward(m, dev, batch, &m->eval_dims, 0, 0);
+  bert_forward(m, dev, batch, &m->eval_dims, 0, 0, true);
 }
 
 // ---------------------------------------------------------------- training
@@ -387,9 +408,12 @@ static void bert_backward(BertModel *m, const Device *dev, const BertBatch *bt, 
 void bert_model_train_step(BertModel *m, const Device *dev, const BertBatch *batch,
                            float loss_scale, uint64_t seed, int64_t step, GradHook hook) {
   if (!batch->start || !batch->end) DIE("bert: a training batch without answer positions");
+  if (batch->b > train_batch(&m->shape))
+    DIE("bert: a training batch of %lld sequences exceeds the training buffers (%lld)",
+        (long long)batch->b, (long long)train_batch(&m->shape));
   uint64_t base = (uint64_t)step << BERT_STREAM_BITS;
   bert_upload_batch(m, batch);
-  bert_forward(m, dev, batch, &m->dims, seed, base);
+  bert_forward(m, dev, batch, &m->dims, seed, base, false);
   // One row per (sequence, start or end): the mean over the 2B rows is
   // (mean CE(start) + mean CE(end)) / 2.
   int64_t rows = 2 * batch->b;

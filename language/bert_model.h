@@ -38,6 +38,12 @@ typedef struct BertShape {
   DType dtype;
   // Buffer sizes: sequences of a batch, positions of a sequence.
   int64_t max_batch, max_len;
+  // Sequences of a training batch, when fewer than max_batch (0: max_batch).
+  // The eval keeps no activations for a backward pass: its layers run in
+  // the first two layers' buffers by turns, so only those and the forward's
+  // temporaries hold max_batch sequences; the other layers and the
+  // gradients hold max_train_batch.
+  int64_t max_train_batch;
 } BertShape;
 
 // A batch on the host: b sequences of t positions (padded), row-major.
@@ -71,6 +77,7 @@ typedef struct BertModel {
   Tensor span_logits;          // (2, B, T): start logits, then end logits
   Tensor dspan, dlogits;       // their gradients
   Tensor dx;                   // (R, D)
+  Tensor hidden;               // the last forward's final layer output (a layer's ffn.out)
   Tensor loss;                 // (1) fp32
   int32_t *host_ids;           // (max_batch max_len) staging
 } BertModel;

@@ -177,6 +177,7 @@ static void bert_setup(BertTrainer *r, const OptConfig *oc) {
   bool bench = config_int(cfg, "bench_steps") > 0;
   if (!bench) squad_data_check_vocab(r->lmdb, shape.vocab, ckpt);
   shape.max_batch = r->local_batch > r->eval_batch ? r->local_batch : r->eval_batch;
+  shape.max_train_batch = r->local_batch;
   shape.max_len = config_int(cfg, "max_seq_length");
   if (shape.max_len > shape.max_positions)
     die_input("--max_seq_length", "%lld is more than the model's %lld positions",

@@ -126,7 +126,7 @@ static void nmt_carve(NmtModel *m) {
     tfm_layer_alloc(&m->dec[i], &m->arena, d, rows, rows, probs);
     tfm_cache_alloc(&m->cache[i], &m->arena, d, seqs, s->max_len, s->max_len);
   }
-  tfm_scratch_alloc(&m->scratch, &m->arena, d, rows, probs);
+  tfm_scratch_alloc(&m->scratch, &m->arena, d, rows, rows, probs);
   m->src = nmt_buf(m, DT_I32, rows, 0);
   m->tgt_in = nmt_buf(m, DT_I32, rows, 0);
   m->tgt_out = nmt_buf(m, DT_I32, rows, 0);

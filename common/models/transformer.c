@@ -101,11 +101,12 @@ void tfm_layer_alloc(TfmLayer *l, Arena *arena, const TfmDims *d, int64_t max_ro
 }
 
 void tfm_scratch_alloc(TfmScratch *s, Arena *arena, const TfmDims *d, int64_t max_rows,
-                       int64_t max_probs) {
-  Tensor *rows[] = {&s->tmp, &s->dh, &s->dq, &s->dk, &s->dv, &s->datt, &s->dtmp};
-  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
-    *rows[i] = buf2(arena, d->dtype, max_rows, d->d_model);
-  s->df = buf2(arena, d->dtype, max_rows, d->d_ff);
+                       int64_t grad_rows, int64_t max_probs) {
+  s->tmp = buf2(arena, d->dtype, max_rows, d->d_model);
+  Tensor *grads[] = {&s->dh, &s->dq, &s->dk, &s->dv, &s->datt, &s->dtmp};
+  for (size_t i = 0; i < sizeof grads / sizeof grads[0]; i++)
+    *grads[i] = buf2(arena, d->dtype, grad_rows, d->d_model);
+  s->df = buf2(arena, d->dtype, grad_rows, d->d_ff);
   s->attn = arena_tensor(arena, d->dtype, 1, (int64_t[]){max_probs});
 }
 

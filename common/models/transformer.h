@@ -125,8 +125,12 @@ typedef struct TfmPass {
 // attention of at most max_probs elements per sub-layer) from arena.
 void tfm_layer_alloc(TfmLayer *l, Arena *arena, const TfmDims *d, int64_t max_rows,
                      int64_t max_key_rows, int64_t max_probs);
+// The shared scratch: the forward's temporaries for max_rows rows, the
+// backward's gradients (dh, dq, dk, dv, datt, dtmp, df) for grad_rows (a
+// model whose eval batches are larger than its training batches carves
+// fewer).
 void tfm_scratch_alloc(TfmScratch *s, Arena *arena, const TfmDims *d, int64_t max_rows,
-                       int64_t max_probs);
+                       int64_t grad_rows, int64_t max_probs);
 
 // Forward: x (B, T, D) -> l->ffn.out. Encoder layers: self-attention masked
 // by key_len; decoder layers: causal self-attention, then cross-attention

@@ -98,17 +98,19 @@ static ConvPlan *conv_plan(const Device *dev, const ConvGeometry *g, const ConvP
 }
 
 // fp32 stays true fp32 (the CPU oracle's precision) unless TF32 is allowed;
-// fp16 and bf16 may use tensor cores. The search only considers algorithms
-// allowed this math.
+// fp16 and bf16 may use tensor cores.
+static bool conv_true_fp32(const ConvPlan *plan) { return plan->dtype == DT_F32 && !plan->tf32; }
+
+// The search only considers algorithms allowed this math.
 static cudnnMathType_t conv_search_math(const ConvPlan *plan) {
   if (plan->dtype != DT_F32) return CUDNN_TENSOR_OP_MATH;
-  return plan->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+  return conv_true_fp32(plan) ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH;
 }
 
 // The math the found algorithm runs with: its own, except that true fp32
 // stays FMA-only (a result reported as CUDNN_DEFAULT_MATH would allow TF32).
 static cudnnMathType_t conv_run_math(const ConvPlan *plan, cudnnMathType_t found) {
-  return plan->dtype == DT_F32 && !plan->tf32 ? CUDNN_FMA_MATH : found;
+  return conv_true_fp32(plan) ? CUDNN_FMA_MATH : found;
 }
 
 // The first successful result that fits the workspace (results come best
@@ -117,7 +119,7 @@ static cudnnMathType_t conv_run_math(const ConvPlan *plan, cudnnMathType_t found
 template <typename Perf>
 static const Perf *conv_pick(const char *op, const ConvPlan *plan, const Perf *perf, int count,
                              size_t ws_bytes) {
-  bool fma_only = plan->dtype == DT_F32 && !plan->tf32;
+  bool fma_only = conv_true_fp32(plan);
   for (int i = 0; i < count; i++) {
     bool tensor_op = perf[i].mathType == CUDNN_TENSOR_OP_MATH ||
                      perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
@@ -191,7 +193,8 @@ void op_conv2d_fwd_cuda(const Device *dev, const Tensor *x, const Tensor *w, con
   (void)scratch, (void)scratch_bytes;
   ConvPlan *plan = conv_prepare("op_conv2d_fwd", dev, x, w, y, p);
   if (!plan) return;
-  OP_REQUIRE("op_conv2d_fwd", !bias || (bias->dtype == x->dtype && tensor_numel(bias) == plan->g.k));
+  OP_REQUIRE("op_conv2d_fwd",
+             !bias || (bias->dtype == x->dtype && tensor_numel(bias) == plan->g.k));
   if (!plan->have_fwd) {
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int count = 0;
@@ -779,7 +782,8 @@ __global__ void pool_fwd_kernel(const T *x, T *y, PoolShape s) {
       for (int64_t iw = w0; iw < w1; iw++) {
         pack_load<T, V>(x + ((n * s.h + ih) * s.w + iw) * s.c + c0, v);
 #pragma unroll
-        for (int k = 0; k < V; k++) acc[k] = kMax ? (v[k] > acc[k] ? v[k] : acc[k]) : __fadd_rn(acc[k], v[k]);
+        for (int k = 0; k < V; k++)
+          acc[k] = kMax ? (v[k] > acc[k] ? v[k] : acc[k]) : __fadd_rn(acc[k], v[k]);
       }
     if (!kMax) {
       float inv_area = 1.0f / (float)(s.window_h * s.window_w);

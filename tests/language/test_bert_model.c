@@ -144,7 +144,10 @@ static void minilm_matches_transformers(void) {
   golden_i32(g, "minilm.len", len, 2);
   BertShape shape = {.vocab = 30522, .d_model = D, .d_ff = 1536, .heads = 12, .layers = 6,
                      .max_positions = 512, .type_vocab = 2, .ln_eps = 1e-12f, .dtype = DT_F32,
-                     .max_batch = 2, .max_len = N};
+                     .max_batch = 2, .max_len = N, .max_train_batch = 1};
+  // Training buffers for one sequence: the eval of two runs its six layers
+  // in the first two layers' buffers by turns (a layer past the second
+  // reached with its own buffers would not hold the batch).
   BertModel m;
   bert_model_init(&m, &shape, 0, 1, DEVICE_CPU);
   snprintf(path, sizeof path, "%s/model.safetensors", dir);
@@ -154,7 +157,7 @@ static void minilm_matches_transformers(void) {
   int64_t numel;
   const float *want = golden_get(g, "minilm.hidden", &numel);
   REQUIRE(numel == 2 * N * D);
-  double err = test_rel_error(m.layers[5].ffn.out.data, want, numel);
+  double err = test_rel_error(m.hidden.data, want, numel);
   test_check_error("MiniLM hidden states vs transformers", "fp32 CPU", err, MINILM_TOL);
   bert_model_free(&m);
   golden_free(g);
@@ -222,6 +225,29 @@ static void dropout_is_a_function_of_seed_and_step(void) {
   free(a.grads), free(b.grads), free(off.grads);
 }
 
+// ---------------------------------------------------------------- buffer sizes
+
+static void train_past_buffers(void *ctx) {
+  (void)ctx;
+  Batch bt;
+  GoldenFile *g = golden_batch(&bt);
+  BertShape shape = {.vocab = 40, .d_model = 16, .d_ff = 24, .heads = 2, .layers = 3,
+                     .max_positions = 10, .type_vocab = 2, .ln_eps = 1e-12f, .dtype = DT_F32,
+                     .max_batch = B, .max_len = T, .max_train_batch = B - 1};
+  BertModel m;
+  bert_model_init(&m, &shape, 0, 1, DEVICE_CPU);
+  bert_model_eval(&m, &CPU, &bt.b);  // B sequences: within the eval's buffers
+  bert_model_train_step(&m, &CPU, &bt.b, 1.0f, 5, 0, (GradHook){0});
+  golden_free(g);
+}
+
+// Eval batches may be larger than training's (max_train_batch); a training
+// batch past its buffers is an error, not a write past them.
+static void training_batch_past_its_buffers_dies(void) {
+  CHECK_DIES_WITH(train_past_buffers, NULL,
+                  "bert: a training batch of 2 sequences exceeds the training buffers (1)");
+}
+
 // ---------------------------------------------------------------- bad checkpoints
 
 // A safetensors file of the given header and data bytes.
@@ -278,6 +304,7 @@ int main(void) {
   TEST_RUN(cuda_fp32_matches_cpu);
   TEST_RUN(cuda_fp16_matches_cpu_fp32);
   TEST_RUN(cuda_bf16_matches_cpu_fp32);
+  TEST_RUN(training_batch_past_its_buffers_dies);
   TEST_RUN(bad_checkpoints_die_naming_the_problem);
   return test_finish();
 }
