@@ -78,6 +78,10 @@ static Tensor bert_buf(BertModel *m, DType dt, int64_t rows, int64_t cols) {
               : arena_tensor(&m->arena, dt, 1, (int64_t[]){rows});
 }
 
+// The layers whose activation buffers hold eval batches: the eval's layers
+// run in them by turns (bert_forward).
+enum { BERT_EVAL_LAYER_BUFS = 2 };
+
 // Sequences of a training batch the buffers hold.
 static int64_t train_batch(const BertShape *s) {
   return s->max_train_batch > 0 ? s->max_train_batch : s->max_batch;
@@ -90,7 +94,7 @@ static void bert_carve(BertModel *m) {
   const TfmDims *d = &m->dims;
   int64_t r = s->max_batch * s->max_len, rt = train_batch(s) * s->max_len, dm = s->d_model;
   for (int i = 0; i < s->layers; i++) {
-    int64_t rows = i < 2 ? r : rt;
+    int64_t rows = i < BERT_EVAL_LAYER_BUFS ? r : rt;
     tfm_layer_alloc(&m->layers[i], &m->arena, d, rows, rows, s->heads * rows * s->max_len);
   }
   tfm_scratch_alloc(&m->scratch, &m->arena, d, r, rt, s->heads * r * s->max_len);
@@ -328,8 +332,8 @@ static void bert_embed(BertModel *m, const Device *dev, const TfmDims *d, int64_
 
 // The span logits (2, B, T) of the last layer's output.
 // eval: nothing is kept for a backward pass, and layer i runs in the
-// activation buffers of layer i % 2 (layer i - 1's output is its input;
-// layer i - 2's buffers are free), the two carved for eval batches.
+// activation buffers of layer i % BERT_EVAL_LAYER_BUFS, those carved for eval
+// batches (layer i - 1's output is its input; layer i - 2's buffers are free).
 static void bert_forward(BertModel *m, const Device *dev, const BertBatch *bt, const TfmDims *d,
                          uint64_t seed, uint64_t base, bool eval) {
   const BertShape *s = &m->shape;
@@ -341,7 +345,7 @@ static void bert_forward(BertModel *m, const Device *dev, const BertBatch *bt, c
     TfmPass p = bert_pass(m, dev, d, bt, seed, layer_stream(base, i));
     TfmLayer layer = m->layers[i];
     if (eval) {
-      const TfmLayer *bufs = &m->layers[i % 2];
+      const TfmLayer *bufs = &m->layers[i % BERT_EVAL_LAYER_BUFS];
       layer.self = bufs->self, layer.xattn = bufs->xattn, layer.ffn = bufs->ffn;
     }
     Tensor xv = tfm_view2(&x, r, dm);
