@@ -156,7 +156,7 @@ def rewrite(text, path):
 
 
 def write_rewritten(path, source, text):
-    """Writes atomically: parallel compiles rewrite the same headers."""
+    """Writes atomically: a compile killed midway leaves no half file."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     part = f"{path}.{os.getpid()}"
     with open(part, "w") as f:
@@ -196,8 +196,12 @@ def main(argv):
     # Under the source's own name, in a folder beside the object: the few
     # line-table entries GCC gives the compiled file's name rather than the
     # #line one then still name the .cu (the race check's reports print
-    # basenames).
-    rewritten_dir = os.path.join(os.path.dirname(out), "emucc")
+    # basenames). The folder is this object's alone: `make -j` compiles the
+    # folder's other .cu files at the same time, and a shared folder had
+    # one compile replace the headers another was reading (GCC then saw
+    # one header under two timestamps, and #pragma once let it in twice).
+    rewritten_dir = os.path.join(os.path.dirname(out), "emucc",
+                                 os.path.splitext(os.path.basename(source))[0])
     os.makedirs(rewritten_dir, exist_ok=True)
     tmp = os.path.join(rewritten_dir, os.path.basename(source))
     write_rewritten(tmp, source, rewritten)
@@ -212,18 +216,40 @@ def main(argv):
     for folder, _, names in sorted(os.walk(common)):
         headers += [(os.path.relpath(os.path.join(folder, name), common), os.path.join(folder, name))
                     for name in sorted(names) if name.endswith(".cuh")]
+    originals = {os.path.normpath(tmp): source}
     for name, header in headers:
         with open(header) as f:
             write_rewritten(os.path.join(rewritten_dir, name), header, rewrite(f.read(), header))
+        originals[os.path.normpath(os.path.join(rewritten_dir, name))] = header
     cxx = os.environ.get("CXX", "g++")
     asan = any(a.startswith("-fsanitize=") and "address" in a for a in args)
     racecheck = [] if asan else ["-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0"]
     cmd = [cxx, "-x", "c++", "-include", os.path.join(HERE, "emu.h"), "-I", HERE,
            "-iquote", rewritten_dir, "-iquote", os.path.dirname(source) or ".", "-ffp-contract=off", "-Wno-unknown-pragmas",
            "-Wno-subobject-linkage"] + racecheck + args + ["-c", tmp, "-o", out]
-    if "-MMD" in args:
-        cmd += ["-MT", out, "-MF", out[:-2] + ".d"]
-    sys.exit(subprocess.call(cmd))
+    depfile = out[:-2] + ".d" if "-MMD" in args else None
+    if depfile:
+        cmd += ["-MT", out, "-MF", depfile]
+    status = subprocess.call(cmd)
+    if status == 0 and depfile:
+        depend_on_originals(depfile, originals)
+    sys.exit(status)
+
+
+def depend_on_originals(depfile, originals):
+    """GCC's dependency file names the rewritten copies, which every compile
+    writes anew: make would then neither rebuild the object when a .cuh
+    changes nor find the copy of a source whose folder was removed. Each
+    copy's name becomes its original's."""
+    with open(depfile) as f:
+        lines = f.read().split("\n")
+    def original(word):  # a prerequisite, or the target of a -MP line
+        colon = ":" if word.endswith(":") else ""
+        path = word[:len(word) - len(colon)]
+        return originals.get(os.path.normpath(path), path) + colon if path else word
+    lines = [" ".join(original(word) for word in line.split(" ")) for line in lines]
+    with open(depfile, "w") as f:
+        f.write("\n".join(lines))
 
 
 if __name__ == "__main__":
