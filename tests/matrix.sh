@@ -61,13 +61,18 @@ dnnl_isa() {
 flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
 
 # The small run of BENCH (its folder DIR) from SEED: "epochs-to-target
-# seconds" or "- seconds".
+# seconds" or "- seconds". It runs as on a CI machine with that many cores:
+# the configuration's thread count is the ops' team (--threads), and
+# OPENBLAS_NUM_THREADS is unset, so that the trainer runs each GEMM on one
+# BLAS thread as it does by default (set, it would put that many BLAS threads
+# inside each of the team's threads: other sums, and cores oversubscribed).
 seed_benches=${MATRIX_SEED_BENCHES:-resnet ssd}
 bench_dir() { case $1 in resnet) echo image_classification ;; ssd) echo object_detection ;; bert) echo language ;; esac; }
 bench_seed() {
   local bench=$1 seed=$2 out=$logs/seed.out start
   start=$(date +%s)
-  PROGRESS_INTERVAL_S=1000 "$build/bin/$bench" --config="$(bench_dir "$bench")/configs/small.conf" \
+  env -u OPENBLAS_NUM_THREADS PROGRESS_INTERVAL_S=1000 "$build/bin/$bench" \
+    --config="$(bench_dir "$bench")/configs/small.conf" --threads="$t" \
     --data_dir="$logs/data-$bench" --device=cpu --seed="$seed" --log_file="$logs/seed.log" >"$out" 2>&1
   local epochs="-"
   grep -q "$bench: target reached" "$out" && epochs=$(grep -c "^$bench: epoch" "$out")
