@@ -60,19 +60,19 @@ dnnl_isa() {
 }
 flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
 
-# The small run of BENCH (its folder DIR) from SEED: "epochs-to-target
+# The small run of BENCH from SEED on THREADS threads: "epochs-to-target
 # seconds" or "- seconds". It runs as on a CI machine with that many cores:
-# the configuration's thread count is the ops' team (--threads), and
+# THREADS is the ops' team (--threads), and
 # OPENBLAS_NUM_THREADS is unset, so that the trainer runs each GEMM on one
 # BLAS thread as it does by default (set, it would put that many BLAS threads
 # inside each of the team's threads: other sums, and cores oversubscribed).
 seed_benches=${MATRIX_SEED_BENCHES:-resnet ssd}
 bench_dir() { case $1 in resnet) echo image_classification ;; ssd) echo object_detection ;; bert) echo language ;; esac; }
 bench_seed() {
-  local bench=$1 seed=$2 out=$logs/seed.out start
+  local bench=$1 seed=$2 threads=$3 out=$logs/seed.out start
   start=$(date +%s)
   env -u OPENBLAS_NUM_THREADS PROGRESS_INTERVAL_S=1000 "$build/bin/$bench" \
-    --config="$(bench_dir "$bench")/configs/small.conf" --threads="$t" \
+    --config="$(bench_dir "$bench")/configs/small.conf" --threads="$threads" \
     --data_dir="$logs/data-$bench" --device=cpu --seed="$seed" --log_file="$logs/seed.log" >"$out" 2>&1
   local epochs="-"
   grep -q "$bench: target reached" "$out" && epochs=$(grep -c "^$bench: epoch" "$out")
@@ -123,7 +123,7 @@ for core in $cores; do
       reached=0
       runs+="$bench: "
       for ((s = 1; s <= seeds; s++)); do
-        read -r epochs secs < <(bench_seed "$bench" "$s")
+        read -r epochs secs < <(bench_seed "$bench" "$s" "$t")
         runs+="$epochs ($secs s) "
         [[ $epochs != - ]] && reached=$((reached + 1))
       done
