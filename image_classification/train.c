@@ -76,8 +76,6 @@ static const RunSpec kSpec = {
 typedef struct Trainer {
   Run run;
   Resnet net;
-  AmpConfig amp;       // precision; fp16's loss scaling
-  LossScaler scaler;
   Optimizer opt;
   Schedule sched;
   int64_t global_batch, local_batch;
@@ -86,12 +84,12 @@ typedef struct Trainer {
   int64_t steps_per_epoch;
   float label_smoothing;
   Tensor loss;     // (1) fp32 on the device
-  LossMean epoch_loss;
   Tensor dlogits;  // (local_batch, classes)
   Tensor logits_host;  // (local_batch, classes) eval scores on the host
   Tensor images;       // (local_batch, S, S, 3) normalised input on the device, compute dtype
   ChannelAffine affine;
-  Loader *train;  // the training split, from the first epoch on
+  char lmdb[1100];  // DATA_DIR/lmdb: the splits
+  Loader *train;    // the training split, from the first epoch on
 } Trainer;
 
 static ResnetConfig model_config(const Config *cfg) {
@@ -128,22 +126,9 @@ static Tensor batch_images(Trainer *t, const LoaderBatch *batch) {
   return images;
 }
 
-static void split_dir(const Trainer *t, const char *split, char *buf, size_t buf_bytes) {
-  snprintf(buf, buf_bytes, "%s/lmdb/%s", run_data_dir(&t->run), split);
-}
-
-static int64_t lmdb_count(const Trainer *t, const char *split) {
-  char dir[1100];
-  split_dir(t, split, dir, sizeof dir);
-  LmdbReader *r = lmdb_reader_open(dir);
-  int64_t n = lmdb_reader_count(r);
-  lmdb_reader_close(r);
-  return n;
-}
-
 static Loader *open_loader(Trainer *t, bool train, int64_t start_epoch) {
-  char dir[1100];
-  split_dir(t, train ? "train" : "val", dir, sizeof dir);
+  char dir[1200];
+  snprintf(dir, sizeof dir, "%s/%s", t->lmdb, train ? "train" : "val");
   ClassifyLoaderConfig lc = {
       .lmdb_dir = dir, .augment = augment_config(t, train),
       .batch_size = train ? t->local_batch : t->micro_batch,  // eval fits the network's buffers
@@ -152,6 +137,12 @@ static Loader *open_loader(Trainer *t, bool train, int64_t start_epoch) {
       .num_classes = (int32_t)config_int(&t->run.cfg, "num_classes"),
   };
   return classify_loader_open(&lc, NULL);
+}
+
+// The training split's loader, from the run's first epoch on.
+static void open_train_loader(void *trainer) {
+  Trainer *t = trainer;
+  t->train = open_loader(t, true, t->run.first_epoch);
 }
 
 static void setup_optimizer(Trainer *t) {
@@ -195,22 +186,17 @@ static void train_step(Trainer *t, const Tensor *images, const Tensor *labels, i
     Tensor dlogits = t->dlogits;
     dlogits.shape[0] = n / k;
     op_softmax_xent(dev, logits, &y, t->label_smoothing, -1,
-                    amp_loss_scale(&t->scaler) / (float)k, &t->loss, NULL, &dlogits);
-    loss_mean_add(&t->epoch_loss, dev, &t->loss);
+                    amp_loss_scale(&t->run.scaler) / (float)k, &t->loss, NULL, &dlogits);
+    run_add_loss(&t->run, &t->loss);
     resnet_backward(&t->net, dev, &dlogits, m == k - 1 ? dist_grad_hook(&t->run.dist) : (GradHook){0});
   }
-  run_update(dev, &t->run.dist, &t->scaler, &t->opt, ps, (float)schedule_lr(&t->sched, step));
-}
-
-static float read_loss(const Trainer *t) {
-  float v;
-  device_sync(&t->run.dev);
-  device_copy(DEVICE_CPU, &v, t->loss.device, t->loss.data, sizeof v);
-  return v;
+  run_update(dev, &t->run.dist, &t->run.scaler, &t->opt, ps, (float)schedule_lr(&t->sched, step));
 }
 
 // Top-1 over the whole validation set, every rank a shard, counts summed.
-static double evaluate(Trainer *t) {
+static double evaluate(void *trainer, char *more, size_t more_bytes) {
+  Trainer *t = trainer;
+  (void)more, (void)more_bytes;  // top-1 alone
   const Device *dev = &t->run.dev;
   Loader *l = open_loader(t, false, 0);
   int64_t counts[2] = {0, 0};  // correct, seen
@@ -239,53 +225,47 @@ static double evaluate(Trainer *t) {
   return (double)counts[0] / (double)counts[1];
 }
 
-// One epoch of training from the loader; returns its mean training loss.
-static double train_epoch(Trainer *t, int64_t epoch) {
-  const Device *dev = &t->run.dev;
+// Training step i of an epoch, on the training loader's next batch;
+// returns the images it took over all ranks.
+static int64_t train_batch(void *trainer, int64_t epoch, int64_t i) {
+  Trainer *t = trainer;
+  const LoaderBatch *batch = loader_next(t->train);
+  Tensor x = batch_images(t, batch);
+  Tensor y = TENSOR(batch->device[1], DT_I32, t->run.dev.kind, batch->count);
   // Not opt.step: under fp16 that omits the skipped steps, and the schedule
   // counts every step of the uninterrupted run.
-  int64_t step = (epoch - 1) * t->steps_per_epoch;
-  loss_mean_reset(&t->epoch_loss, dev);
-  for (int64_t s = 0; s < t->steps_per_epoch; s++, step++) {
-    const LoaderBatch *batch = loader_next(t->train);
-    Tensor x = batch_images(t, batch);
-    Tensor y = TENSOR(batch->device[1], DT_I32, dev->kind, batch->count);
-    train_step(t, &x, &y, step);
-    if (run_progress_due(&t->run))
-      run_progress(&t->run, s + 1, (s + 1) * t->global_batch, read_loss(t));
-  }
-  return loss_mean_read(&t->epoch_loss, dev);
+  train_step(t, &x, &y, (epoch - 1) * t->steps_per_epoch + i);
+  return t->global_batch;
 }
 
 // Throughput with the real input pipeline (LMDB, decode, augmentation,
-// copies) on the training split: `steps` timed steps after 10 warm-up ones,
-// wrapping around epochs; no eval, no target.
-static double bench_run(Trainer *t, int64_t steps) {
+// copies) on the training split: bench_steps timed steps after 10 warm-up
+// ones, wrapping around epochs; no eval, no target. Returns images/s.
+static double bench_run(void *trainer) {
+  Trainer *t = trainer;
   const Device *dev = &t->run.dev;
-  Loader *train = open_loader(t, true, 1);
+  int64_t steps = config_int(&t->run.cfg, "bench_steps");
+  t->train = open_loader(t, true, 1);
   LoaderStats warm = {0};
   double start = 0;
   for (int64_t s = 0; s < 10 + steps; s++) {
     if (s == 10) {
       device_sync(dev);
-      warm = loader_stats(train);
+      warm = loader_stats(t->train);
       start = time_now_s();
     }
-    const LoaderBatch *batch = loader_next(train);
-    Tensor x = batch_images(t, batch);
-    Tensor y = TENSOR(batch->device[1], DT_I32, dev->kind, batch->count);
-    train_step(t, &x, &y, s);
+    train_batch(t, 1, s);
   }
   device_sync(dev);
   double seconds = time_now_s() - start;
-  LoaderStats st = loader_stats(train);
+  LoaderStats st = loader_stats(t->train);
   if (t->run.dist.rank == 0)
     printf("real data: %lld steps of %lld images: %.1f images/s; trainer waited for the loader "
            "%.1f%% of the time (loss %.4f)\n",
            (long long)steps, (long long)t->global_batch,
            (double)(steps * t->global_batch) / seconds, 100.0 * (st.wait_s - warm.wait_s) / seconds,
-           read_loss(t));
-  loader_close(train);
+           loss_read(dev, &t->loss));
+  loader_close(t->train);
   return (double)(steps * t->global_batch) / seconds;
 }
 
@@ -304,7 +284,8 @@ static void synthetic_step(void *ctx, int64_t i) {
 // Throughput on random data already on the device: training steps, then
 // as many eval forward passes of the same batch; no eval of the val split,
 // no target. Returns the training images/s.
-static double synthetic_run(Trainer *t) {
+static double synthetic_run(void *trainer) {
+  Trainer *t = trainer;
   const Device *dev = &t->run.dev;
   int64_t n = t->local_batch, side = t->net.cfg.image_size, classes = t->net.cfg.num_classes;
   int64_t pixels = n * side * side * 3;
@@ -323,19 +304,15 @@ static double synthetic_run(Trainer *t) {
   Tensor x = TENSOR(t->images.data, t->net.cfg.dtype, dev->kind, n, side, side, 3);
   Tensor y = TENSOR(y_dev, DT_I32, dev->kind, n);
   int64_t steps = config_int(&t->run.cfg, "synthetic_steps");
-  for (int64_t s = 0; s < 10; s++) train_step(t, &x, &y, s);
-  device_sync(dev);
-  double start = time_now_s();
-  for (int64_t s = 0; s < steps; s++) train_step(t, &x, &y, 10 + s);
-  device_sync(dev);
-  double seconds = time_now_s() - start;
+  SyntheticStep timed = {t, &x, &y, 0};  // schedule steps 0.., the first 10 untimed
+  double seconds = profile_time_steps(dev, 10, steps, synthetic_step, &timed);
   if (t->run.dist.rank == 0)
     printf("synthetic: %lld steps of %lld images: %.1f images/s (loss %.4f)\n", (long long)steps,
-           (long long)t->global_batch, (double)(steps * t->global_batch) / seconds, read_loss(t));
+           (long long)t->global_batch, (double)(steps * t->global_batch) / seconds, loss_read(dev, &t->loss));
   // The eval forward (running batch-norm statistics) on the same batch.
   for (int64_t s = 0; s < 3; s++) resnet_forward(&t->net, dev, &x, false);
   device_sync(dev);
-  start = time_now_s();
+  double start = time_now_s();
   for (int64_t s = 0; s < steps; s++) resnet_forward(&t->net, dev, &x, false);
   device_sync(dev);
   double eval_seconds = time_now_s() - start;
@@ -363,24 +340,21 @@ int main(int argc, char **argv) {
   if (synthetic && bench_steps) die_input("--bench_steps", "a synthetic run has no loader to time");
 
   t.global_batch = config_int(cfg, "batch_size");
-  if (t.global_batch < dist->size || t.global_batch % dist->size)
-    die_input("--batch_size", "%lld does not split evenly over %d ranks", (long long)t.global_batch,
-              dist->size);
-  t.local_batch = t.global_batch / dist->size;
+  t.local_batch = run_local_batch(&t.run, t.global_batch, "images");
   t.micro_batches = config_int(cfg, "grad_accumulation");
   if (t.micro_batches < 1 || t.local_batch % t.micro_batches)
     die_input("--grad_accumulation", "%lld does not split the %lld images per rank evenly",
               (long long)t.micro_batches, (long long)t.local_batch);
   t.micro_batch = t.local_batch / t.micro_batches;
   t.label_smoothing = (float)config_float(cfg, "label_smoothing");
-  amp_setup(cfg, &t.run.dev, &t.amp, &t.scaler);
 
   // The data set, checked before run_start (run.h): its splits' record counts.
   if (synthetic) {
     t.train_samples = t.eval_samples = t.global_batch;
   } else {
-    t.train_samples = lmdb_count(&t, "train");
-    t.eval_samples = lmdb_count(&t, "val");
+    snprintf(t.lmdb, sizeof t.lmdb, "%s/lmdb", run_data_dir(&t.run));
+    t.train_samples = lmdb_split_count(t.lmdb, "train");
+    t.eval_samples = lmdb_split_count(t.lmdb, "val");
   }
   t.steps_per_epoch = t.train_samples / t.global_batch;
   if (t.steps_per_epoch < 1)
@@ -393,15 +367,14 @@ int main(int argc, char **argv) {
               (long long)config_int(cfg, "resize_side"), model.image_size);
   run_resolve_epochs(&t.run, "decay_epochs");
   run_check(&t.run);
-  model.dtype = amp_compute_dtype(t.amp.precision);
+  model.dtype = amp_compute_dtype(t.run.amp.precision);
   int opt_kind = optim_kind_parse(config_string(cfg, "optimizer"));  // lars or sgd: config.c
   resnet_init(&t.net, &model, t.micro_batch, optim_state_count((OptKind)opt_kind), t.run.dev.kind,
               (uint64_t)config_int(cfg, "seed"));
-  dist_attach(&t.run.dist, &t.run.dev, &t.net.params, (size_t)25 << 20);
+  dist_attach(&t.run.dist, &t.run.dev, &t.net.params, DIST_BUCKET_BYTES);
   dist_broadcast_params(&t.run.dist);
   int64_t classes = model.num_classes;
   t.loss = TENSOR(device_alloc(t.run.dev.kind, sizeof(float)), DT_F32, t.run.dev.kind, 1);
-  loss_mean_init(&t.epoch_loss, &t.run.dev);
   t.dlogits = TENSOR(device_alloc(t.run.dev.kind, (size_t)(t.micro_batch * classes) * sizeof(float)),
                      DT_F32, t.run.dev.kind, t.micro_batch, classes);
   t.logits_host = TENSOR(xmalloc((size_t)(t.micro_batch * classes) * sizeof(float)), DT_F32,
@@ -421,41 +394,30 @@ int main(int argc, char **argv) {
   MLLOG_POINT(log, "train_samples", mlv_int(t.train_samples));
   MLLOG_POINT(log, "eval_samples", mlv_int(t.eval_samples));
   setup_optimizer(&t);
-  run_resume(&t.run, &t.net.params, &t.net.buffers, &t.opt, &t.scaler);
+  run_resume(&t.run, &t.net.params, &t.net.buffers, &t.opt);
   if (dist->rank == 0)
     printf("resnet: %lld parameters, %s, %d rank(s), %lld images per rank per step in %lld micro-batch(es), %lld steps per epoch\n",
-           (long long)paramset_count_params(&t.net.params), amp_precision_name(t.amp.precision),
+           (long long)paramset_count_params(&t.net.params), amp_precision_name(t.run.amp.precision),
            dist->size, (long long)t.local_batch, (long long)t.micro_batches,
            (long long)t.steps_per_epoch);
 
-  if (synthetic) {
-    run_start_benchmark(&t.run, "synthetic data");
-    run_stop_benchmark(&t.run, synthetic_run(&t), "images/s");
-  } else if (bench_steps) {
-    run_start_benchmark(&t.run, "the real input pipeline");
-    run_stop_benchmark(&t.run, bench_run(&t, bench_steps), "images/s");
-  } else {
-    run_start(&t.run, t.steps_per_epoch * t.global_batch, t.steps_per_epoch);
-    t.train = open_loader(&t, true, t.run.first_epoch);  // the data set is read from here on
-    while (run_next_epoch(&t.run)) {
-      double loss = train_epoch(&t, t.run.epoch);
-      if (run_epoch_stop(&t.run, loss)) run_eval_stop(&t.run, evaluate(&t), NULL);
-    }
-    LoaderStats st = loader_stats(t.train);
-    if (dist->rank == 0)
-      printf("loader: trainer waited %.1f s over %lld batches (%lld stalls)\n", st.wait_s,
-             (long long)st.batches, (long long)st.stalls);
-    loader_close(t.train);
-    run_stop(&t.run);
-  }
+  if (synthetic)
+    run_benchmark(&t.run, "synthetic data", synthetic_run, &t, "images/s");
+  else if (bench_steps)
+    run_benchmark(&t.run, "the real input pipeline", bench_run, &t, "images/s");
+  else
+    run_train(&t.run,
+              &(RunTraining){.epoch_samples = t.steps_per_epoch * t.global_batch,
+                             .epoch_steps = t.steps_per_epoch, .open_data = open_train_loader,
+                             .train_step = train_batch, .evaluate = evaluate,
+                             .train_loader = &t.train},
+              &t);
 
   device_free(t.loss.device, t.loss.data);
-  loss_mean_free(&t.epoch_loss);
   device_free(t.dlogits.device, t.dlogits.data);
   free(t.logits_host.data);
   device_free(t.images.device, t.images.data);
   optim_free(&t.opt);
-  amp_scaler_free(&t.scaler);
   dist_detach(&t.run.dist);
   resnet_free(&t.net);
   run_close(&t.run);

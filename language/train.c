@@ -40,7 +40,6 @@
 #include "train/run.h"
 #include "train/schedule.h"
 
-#define BERT_BUCKET_BYTES ((size_t)25 << 20)  // gradient all-reduce buckets
 #define BERT_BENCH_WARMUP 5                   // untimed steps before a bench_steps measurement
 
 static const ConfigKey kKeys[] = {
@@ -59,9 +58,7 @@ static const ConfigKey kKeys[] = {
     {"decay_epochs", CFG_FLOAT, "0",
      "the schedule's length in epochs (warmup, then linear decay to 0); 0: max_epochs", "[0, inf)"},
     {"weight_decay", CFG_FLOAT, "0.01", "AdamW's decoupled weight decay (not on biases, norms)", "[0, 1)"},
-    {"adam_beta1", CFG_FLOAT, "0.9", "AdamW beta1", "[0, 1)"},
-    {"adam_beta2", CFG_FLOAT, "0.999", "AdamW beta2", "[0, 1)"},
-    {"adam_eps", CFG_FLOAT, "1e-6", "AdamW epsilon", "(0, inf)"},
+    OPTIM_ADAM_KEYS("0.999", "1e-6"),
     {"max_grad_norm", CFG_FLOAT, "1.0", "gradients clipped to this global norm (0: never)", "[0, inf)"},
     {"eval_batch", CFG_INT, "64", "windows per eval forward per rank", "[1, 65536]"},
     {"n_best", CFG_INT, "20", "starts and ends kept per window by the span search", "[1, 1000]"},
@@ -91,14 +88,13 @@ typedef struct BertTrainer {
   SquadCounts counts;       // checked before run_start
   SquadSplit train, dev_set;  // read after run_start
   SquadSet questions;       // the dev questions: ids, contexts, gold answers
-  AmpConfig amp;
-  LossScaler scaler;
   BertModel model;
   Optimizer opt;
   Schedule sched;
   SquadBatchBuf buf;
   int64_t batch, local_batch, eval_batch, steps_per_epoch;
-  LossMean epoch_loss;
+  int64_t *order;  // (train windows) this epoch's order
+  int64_t *idx;    // (local_batch) a step's windows
 } BertTrainer;
 
 // ---------------------------------------------------------------- setup
@@ -153,10 +149,7 @@ static BertShape read_model_config(const char *dir, DType dtype) {
 // max_epochs' value when 0).
 static OptConfig bert_optimizer(BertTrainer *r) {
   const Config *cfg = &r->run.cfg;
-  OptConfig oc = optim_defaults(OPT_ADAMW);
-  oc.beta1 = (float)config_float(cfg, "adam_beta1");
-  oc.beta2 = (float)config_float(cfg, "adam_beta2");
-  oc.eps = (float)config_float(cfg, "adam_eps");
+  OptConfig oc = optim_adam_config(cfg, OPT_ADAMW);
   oc.weight_decay = (float)config_float(cfg, "weight_decay");
   oc.max_grad_norm = (float)config_float(cfg, "max_grad_norm");
   optim_log(&oc, &r->run.log);
@@ -173,7 +166,7 @@ static OptConfig bert_optimizer(BertTrainer *r) {
 static void bert_setup(BertTrainer *r, const OptConfig *oc) {
   const Config *cfg = &r->run.cfg;
   const char *ckpt = r->ckpt;
-  BertShape shape = read_model_config(ckpt, amp_compute_dtype(r->amp.precision));
+  BertShape shape = read_model_config(ckpt, amp_compute_dtype(r->run.amp.precision));
   bool bench = config_int(cfg, "bench_steps") > 0;
   if (!bench) squad_data_check_vocab(r->lmdb, shape.vocab, ckpt);
   shape.max_batch = r->local_batch > r->eval_batch ? r->local_batch : r->eval_batch;
@@ -188,9 +181,8 @@ static void bert_setup(BertTrainer *r, const OptConfig *oc) {
   snprintf(path, sizeof path, "%s/model.safetensors", ckpt);
   bool head = !bench && bert_model_load_safetensors(&r->model, path);
   optim_init(&r->opt, oc, &r->model.ps);
-  dist_attach(&r->run.dist, r->dev, &r->model.ps, BERT_BUCKET_BYTES);
+  dist_attach(&r->run.dist, r->dev, &r->model.ps, DIST_BUCKET_BYTES);
   dist_broadcast_params(&r->run.dist);
-  loss_mean_init(&r->epoch_loss, r->dev);
   squad_batch_buf_init(&r->buf, shape.max_batch, shape.max_len);
   char threads[48] = "";
   if (r->dev->kind == DEVICE_CPU) snprintf(threads, sizeof threads, ", %d threads", parallel_threads());
@@ -201,10 +193,12 @@ static void bert_setup(BertTrainer *r, const OptConfig *oc) {
            (long long)paramset_count_params(&r->model.ps),
            bench ? "random, as every weight of a bench run" : head ? "from the checkpoint" : "new",
            (long long)r->counts.train_windows, (long long)r->counts.dev_windows,
-           (long long)r->batch, (long long)r->local_batch, amp_precision_name(r->amp.precision), threads);
+           (long long)r->batch, (long long)r->local_batch, amp_precision_name(r->run.amp.precision), threads);
 }
 
-static void bert_open_data(BertTrainer *r) {
+// The data set into memory (after run_start: this reads it).
+static void bert_open_data(void *trainer) {
+  BertTrainer *r = trainer;
   squad_split_read(&r->train, r->lmdb, "train");
   squad_split_read(&r->dev_set, r->lmdb, "dev");
   char path[4200];
@@ -218,43 +212,38 @@ static void bert_open_data(BertTrainer *r) {
     if (r->dev_set.windows[i].example >= r->questions.n_examples)
       die_input(path, "%lld questions, but a dev window is of question %lld", (long long)r->questions.n_examples,
                 (long long)r->dev_set.windows[i].example);
+  r->idx = xmalloc((size_t)r->local_batch * sizeof(int64_t));
+  MLLOG_POINT(&r->run.log, "train_samples", mlv_int(r->train.n));
+  MLLOG_POINT(&r->run.log, "eval_samples", mlv_int(r->questions.n_examples));
 }
 
 // ---------------------------------------------------------------- training
 
-static double bert_loss_now(const BertTrainer *r) {
-  float loss;
-  device_sync(r->dev);
-  device_copy(DEVICE_CPU, &loss, r->dev->kind, r->model.loss.data, sizeof loss);
-  return loss;
+// The epoch's order of the training windows (length-grouped with
+// --length_group).
+static void bert_plan_epoch(void *trainer, int64_t epoch) {
+  BertTrainer *r = trainer;
+  free(r->order);
+  r->order = squad_epoch_order(&r->train, (uint64_t)config_int(&r->run.cfg, "seed"), epoch, r->batch,
+                               config_int(&r->run.cfg, "length_group"));
 }
 
-// One epoch; returns the mean loss of this rank's batches. Global batch i
-// is windows [i B, (i + 1) B) of the epoch's order; rank k takes its k-th
-// share (local_batch windows, continuing past the end from the start, so
-// that every rank steps alike).
-static double bert_train_epoch(BertTrainer *r, int64_t epoch) {
-  uint64_t seed = (uint64_t)config_int(&r->run.cfg, "seed");
-  int64_t *order = squad_epoch_order(&r->train, seed, epoch, r->batch,
-                                     config_int(&r->run.cfg, "length_group"));
+// Global batch i: windows [i B, (i + 1) B) of the epoch's order; rank k
+// takes its k-th share (local_batch windows, continuing past the end from
+// the start, so that every rank steps alike). Returns B.
+static int64_t bert_train_step(void *trainer, int64_t epoch, int64_t i) {
+  BertTrainer *r = trainer;
   int64_t n = r->train.n;
-  int64_t *idx = xmalloc((size_t)r->local_batch * sizeof(int64_t));
-  run_set_epoch_size(&r->run, n, r->steps_per_epoch);
-  loss_mean_reset(&r->epoch_loss, r->dev);
-  for (int64_t i = 0; i < r->steps_per_epoch; i++) {
-    for (int64_t j = 0; j < r->local_batch; j++)
-      idx[j] = order[(i * r->batch + r->run.dist.rank * r->local_batch + j) % n];
-    BertBatch b = squad_batch_fill(&r->train, idx, r->local_batch, &r->buf);
-    float lr = (float)schedule_lr(&r->sched, r->opt.step);
-    bert_model_train_step(&r->model, r->dev, &b, amp_loss_scale(&r->scaler), seed,
-                          epoch * r->steps_per_epoch + i, dist_grad_hook(&r->run.dist));
-    loss_mean_add(&r->epoch_loss, r->dev, &r->model.loss);
-    run_update(r->dev, &r->run.dist, &r->scaler, &r->opt, &r->model.ps, lr);
-    if (run_progress_due(&r->run)) run_progress(&r->run, i + 1, (i + 1) * r->batch, bert_loss_now(r));
-  }
-  free(idx);
-  free(order);
-  return loss_mean_read(&r->epoch_loss, r->dev);
+  for (int64_t j = 0; j < r->local_batch; j++)
+    r->idx[j] = r->order[(i * r->batch + r->run.dist.rank * r->local_batch + j) % n];
+  BertBatch b = squad_batch_fill(&r->train, r->idx, r->local_batch, &r->buf);
+  float lr = (float)schedule_lr(&r->sched, r->opt.step);
+  bert_model_train_step(&r->model, r->dev, &b, amp_loss_scale(&r->run.scaler),
+                        (uint64_t)config_int(&r->run.cfg, "seed"), epoch * r->steps_per_epoch + i,
+                        dist_grad_hook(&r->run.dist));
+  run_add_loss(&r->run, &r->model.loss);
+  run_update(r->dev, &r->run.dist, &r->run.scaler, &r->opt, &r->model.ps, lr);
+  return r->batch;
 }
 
 // ---------------------------------------------------------------- bench
@@ -293,22 +282,24 @@ static void bert_bench_step(void *ctx, int64_t i) {
   BertBench *bb = ctx;
   BertTrainer *r = bb->r;
   float lr = (float)schedule_lr(&r->sched, r->opt.step);
-  bert_model_train_step(&r->model, r->dev, &bb->batch, amp_loss_scale(&r->scaler),
+  bert_model_train_step(&r->model, r->dev, &bb->batch, amp_loss_scale(&r->run.scaler),
                         (uint64_t)config_int(&r->run.cfg, "seed"), i, dist_grad_hook(&r->run.dist));
-  run_update(r->dev, &r->run.dist, &r->scaler, &r->opt, &r->model.ps, lr);
+  run_update(r->dev, &r->run.dist, &r->run.scaler, &r->opt, &r->model.ps, lr);
 }
 
-// Throughput only: `steps` timed training steps of the bench batch after
-// BERT_BENCH_WARMUP untimed ones; returns the windows (sequences) per
+// Throughput only: bench_steps timed training steps of the bench batch
+// after BERT_BENCH_WARMUP untimed ones; returns the windows (sequences) per
 // second over all ranks.
-static double bert_bench(BertTrainer *r, int64_t steps) {
+static double bert_bench(void *trainer) {
+  BertTrainer *r = trainer;
+  int64_t steps = config_int(&r->run.cfg, "bench_steps");
   BertBench bb = {.r = r, .batch = bert_bench_batch(r)};
   double seconds = profile_time_steps(r->dev, BERT_BENCH_WARMUP, steps, bert_bench_step, &bb);
   double seqs = (double)(r->batch * steps);
   if (r->run.rank == 0)
     printf("bert: bench: %lld steps of %lld windows x %lld tokens: %.3f ms/step, %.2f sequences/s "
            "(loss %.4f)\n", (long long)steps, (long long)r->batch, (long long)bb.batch.t,
-           1e3 * seconds / (double)steps, seqs / seconds, bert_loss_now(r));
+           1e3 * seconds / (double)steps, seqs / seconds, loss_read(r->dev, &r->model.loss));
   profile_run(r->dev, config_int(&r->run.cfg, "profile_steps"), bert_bench_step, &bb,
               r->run.rank == 0 ? stdout : NULL);
   return seqs / seconds;
@@ -374,7 +365,8 @@ static void write_predictions(BertTrainer *r, char **answers) {
 
 // F1 / 100 over every dev question: question q is rank q % ranks's, each
 // rank scores its questions, and the sums are added over the ranks.
-static double bert_evaluate(BertTrainer *r, char *more, size_t more_bytes) {
+static double bert_evaluate(void *trainer, char *more, size_t more_bytes) {
+  BertTrainer *r = trainer;
   int64_t nq = r->questions.n_examples, W = r->run.dist.size, rank = r->run.dist.rank;
   char **answers = xcalloc((size_t)nq, sizeof(char *));
   SquadStats st = {0};
@@ -419,13 +411,9 @@ int main(int argc, char **argv) {
   run_init(&r.run, &kSpec, &argc, &argv);
   const Config *cfg = &r.run.cfg;
   r.dev = &r.run.dev;
-  amp_setup(cfg, r.dev, &r.amp, &r.scaler);
   r.batch = config_int(cfg, "batch_size");
   r.eval_batch = config_int(cfg, "eval_batch");
-  if (r.batch % r.run.dist.size)
-    die_input("--batch_size", "%lld windows do not split evenly over %d ranks", (long long)r.batch,
-              r.run.dist.size);
-  r.local_batch = r.batch / r.run.dist.size;
+  r.local_batch = run_local_batch(&r.run, r.batch, "windows");
   if (!*config_string(cfg, "init_checkpoint") && !*config_string(cfg, "data_dir") &&
       config_int(cfg, "bench_steps") > 0)
     die_input("--init_checkpoint", "missing: a bench run takes the model's shape from FOLDER/config.json "
@@ -460,30 +448,24 @@ int main(int argc, char **argv) {
   MLLOG_POINT(&r.run.log, "max_sequence_length", mlv_int(config_int(cfg, "max_seq_length")));
   OptConfig oc = bert_optimizer(&r);
   bert_setup(&r, &oc);
-  run_resume(&r.run, &r.model.ps, NULL, &r.opt, &r.scaler);
+  run_resume(&r.run, &r.model.ps, NULL, &r.opt);
 
-  if (bench_steps > 0) {
-    run_start_benchmark(&r.run, "training steps on random windows");
-    run_stop_benchmark(&r.run, bert_bench(&r, bench_steps), "sequences/s");
-  } else {
-    run_start(&r.run, r.counts.train_windows, 1);
-    bert_open_data(&r);
-    MLLOG_POINT(&r.run.log, "train_samples", mlv_int(r.train.n));
-    MLLOG_POINT(&r.run.log, "eval_samples", mlv_int(r.questions.n_examples));
-    char more[64];
-    while (run_next_epoch(&r.run)) {
-      double loss = bert_train_epoch(&r, r.run.epoch);
-      if (run_epoch_stop(&r.run, loss)) run_eval_stop(&r.run, bert_evaluate(&r, more, sizeof more), more);
-    }
-    run_stop(&r.run);
-  }
+  if (bench_steps > 0)
+    run_benchmark(&r.run, "training steps on random windows", bert_bench, &r, "sequences/s");
+  else
+    run_train(&r.run,
+              &(RunTraining){.epoch_samples = r.counts.train_windows,
+                             .epoch_steps = r.steps_per_epoch, .open_data = bert_open_data,
+                             .plan_epoch = bert_plan_epoch, .train_step = bert_train_step,
+                             .evaluate = bert_evaluate},
+              &r);
 
   squad_set_free(&r.questions);
   squad_split_free(&r.train);
   squad_split_free(&r.dev_set);
   squad_batch_buf_free(&r.buf);
-  loss_mean_free(&r.epoch_loss);
-  amp_scaler_free(&r.scaler);
+  free(r.order);
+  free(r.idx);
   optim_free(&r.opt);
   bert_model_free(&r.model);
   run_close(&r.run);

@@ -93,8 +93,6 @@ typedef struct SsdTrainer {
   SsdBoxConfig box_cfg;
   SsdDefaultBoxes boxes;  // host: matching of the synthetic targets
   SsdDeviceBoxes dev_boxes;  // the eval's decode (ssd_detect)
-  AmpConfig amp;
-  LossScaler scaler;
   Optimizer opt;
   Schedule sched;
   int64_t global_batch, local_batch;
@@ -104,7 +102,6 @@ typedef struct SsdTrainer {
   Tensor images;         // (local_batch, S, S, 3) normalised input, compute dtype
   ChannelAffine affine;
   Tensor loss;           // (1) fp32 on the device
-  LossMean epoch_loss;
   Tensor dloc, dlogits;  // (local_batch, n_boxes, 4 | classes) fp32
   Arena loss_scratch;    // ssd_loss's, on the device
   Arena detect_scratch;  // ssd_detect's, on the device
@@ -112,6 +109,7 @@ typedef struct SsdTrainer {
   int32_t *det_counts;   // (local_batch)
   CocoGt gt;             // the val split's ground truth, read at the first eval
   bool gt_loaded;
+  char lmdb[1100];       // DATA_DIR/lmdb: the splits and categories.json
   Loader *train;
 } SsdTrainer;
 
@@ -214,24 +212,11 @@ static SsdBoxConfig box_config(const Config *cfg, SsdModelConfig *m) {
   return c;
 }
 
-static void split_dir(const SsdTrainer *t, const char *split, char *buf, size_t buf_bytes) {
-  snprintf(buf, buf_bytes, "%s/lmdb/%s", run_data_dir(&t->run), split);
-}
-
-static int64_t lmdb_count(const SsdTrainer *t, const char *split) {
-  char dir[1100];
-  split_dir(t, split, dir, sizeof dir);
-  LmdbReader *r = lmdb_reader_open(dir);
-  int64_t n = lmdb_reader_count(r);
-  lmdb_reader_close(r);
-  return n;
-}
-
 // categories.json (datasets/coco_to_lmdb): the labels 1..N in order and the
 // COCO category id of each, for the detections the eval scores.
 static void read_categories(SsdTrainer *t) {
-  char path[1100];
-  snprintf(path, sizeof path, "%s/lmdb/categories.json", run_data_dir(&t->run));
+  char path[1200];
+  snprintf(path, sizeof path, "%s/categories.json", t->lmdb);
   size_t bytes;
   uint8_t *text = file_read(path, &bytes);
   cJSON *root = cJSON_ParseWithLength((const char *)text, bytes);
@@ -268,8 +253,8 @@ static SsdAugment augment_config(const SsdTrainer *t, bool train) {
 }
 
 static Loader *open_loader(SsdTrainer *t, bool train, int64_t start_epoch) {
-  char dir[1100];
-  split_dir(t, train ? "train" : "val", dir, sizeof dir);
+  char dir[1200];
+  snprintf(dir, sizeof dir, "%s/%s", t->lmdb, train ? "train" : "val");
   SsdLoaderConfig lc = {
       .lmdb_dir = dir, .augment = augment_config(t, train), .boxes = &t->box_cfg,
       .num_classes = t->num_classes, .batch_size = t->local_batch,
@@ -278,6 +263,12 @@ static Loader *open_loader(SsdTrainer *t, bool train, int64_t start_epoch) {
       .dev = &t->run.dev,
   };
   return ssd_loader_open(&lc, NULL);
+}
+
+// The training split's loader, from the run's first epoch on.
+static void open_train_loader(void *trainer) {
+  SsdTrainer *t = trainer;
+  t->train = open_loader(t, true, t->run.first_epoch);
 }
 
 // A batch's images as network input: (n, S, S, 3) on the device, in the
@@ -331,33 +322,22 @@ static void train_step(SsdTrainer *t, const Tensor *images, const int32_t *label
   Tensor dloc = tensor_rows(&t->dloc, 0, n), dlogits = tensor_rows(&t->dlogits, 0, n);
   arena_release(&t->loss_scratch, 0);
   ssd_loss(dev, n, boxes, classes, loc->data, logits->data, offsets, labels,
-           amp_loss_scale(&t->scaler), &t->loss_scratch, t->loss.data, dloc.data, dlogits.data);
-  loss_mean_add(&t->epoch_loss, dev, &t->loss);
+           amp_loss_scale(&t->run.scaler), &t->loss_scratch, t->loss.data, dloc.data, dlogits.data);
+  run_add_loss(&t->run, &t->loss);
   ssd_model_backward(&t->net, dev, &dloc, &dlogits, dist_grad_hook(&t->run.dist));
-  run_update(dev, &t->run.dist, &t->scaler, &t->opt, &t->net.params,
+  run_update(dev, &t->run.dist, &t->run.scaler, &t->opt, &t->net.params,
              (float)schedule_lr(&t->sched, step));
 }
 
-static float read_loss(const SsdTrainer *t) {
-  float v;
-  device_sync(&t->run.dev);
-  device_copy(DEVICE_CPU, &v, t->loss.device, t->loss.data, sizeof v);
-  return v;
-}
-
-// One epoch of training from the loader; returns its mean training loss.
-static double train_epoch(SsdTrainer *t, int64_t epoch) {
-  const Device *dev = &t->run.dev;
-  int64_t step = (epoch - 1) * t->steps_per_epoch;  // every step, skipped fp16 ones too
-  loss_mean_reset(&t->epoch_loss, dev);
-  for (int64_t s = 0; s < t->steps_per_epoch; s++, step++) {
-    const LoaderBatch *batch = loader_next(t->train);
-    Tensor x = batch_images(t, batch->device[0], batch->count);
-    train_step(t, &x, batch->device[1], batch->device[2], step);
-    if (run_progress_due(&t->run))
-      run_progress(&t->run, s + 1, (s + 1) * t->global_batch, read_loss(t));
-  }
-  return loss_mean_read(&t->epoch_loss, dev);
+// Training step i of an epoch, on the training loader's next batch;
+// returns the images it took over all ranks.
+static int64_t train_batch(void *trainer, int64_t epoch, int64_t i) {
+  SsdTrainer *t = trainer;
+  const LoaderBatch *batch = loader_next(t->train);
+  Tensor x = batch_images(t, batch->device[0], batch->count);
+  // Every step counts in the schedule, skipped fp16 ones too.
+  train_step(t, &x, batch->device[1], batch->device[2], (epoch - 1) * t->steps_per_epoch + i);
+  return t->global_batch;
 }
 
 // ---------------------------------------------------------------- evaluation
@@ -365,7 +345,8 @@ static double train_epoch(SsdTrainer *t, int64_t epoch) {
 // matches its images against the ground truth, and the matches of all ranks
 // are gathered and accumulated on each (coco_eval.h), so every rank gets the
 // same mAP. With --detections_out, rank 0 writes every rank's detections.
-static double evaluate(SsdTrainer *t, char *more, size_t more_bytes) {
+static double evaluate(void *trainer, char *more, size_t more_bytes) {
+  SsdTrainer *t = trainer;
   const Device *dev = &t->run.dev;
   if (!t->gt_loaded) {  // the ground truth is data: read after run_start
     char path[1100];
@@ -461,7 +442,8 @@ static void synthetic_step(void *ctx, int64_t i) {
 
 // Throughput on random images already on the device, with targets matched
 // from three random boxes per image; no eval, no target. Returns images/s.
-static double synthetic_run(SsdTrainer *t) {
+static double synthetic_run(void *trainer) {
+  SsdTrainer *t = trainer;
   const Device *dev = &t->run.dev;
   int64_t n = t->local_batch, side = t->net.cfg.backbone.image_size, boxes = t->net.n_boxes;
   int64_t pixels = n * side * side * 3;
@@ -489,15 +471,11 @@ static double synthetic_run(SsdTrainer *t) {
   device_copy(dev->kind, offsets_dev, DEVICE_CPU, offsets, (size_t)(n * boxes * 4) * sizeof(float));
   Tensor x = batch_images(t, x_dev, n);
   int64_t steps = config_int(&t->run.cfg, "synthetic_steps");
-  for (int64_t s = 0; s < 10; s++) train_step(t, &x, labels_dev, offsets_dev, s);
-  device_sync(dev);
-  double start = time_now_s();
-  for (int64_t s = 0; s < steps; s++) train_step(t, &x, labels_dev, offsets_dev, 10 + s);
-  device_sync(dev);
-  double seconds = time_now_s() - start;
+  SyntheticStep timed = {t, &x, labels_dev, offsets_dev, 0};  // schedule steps 0.., the first 10 untimed
+  double seconds = profile_time_steps(dev, 10, steps, synthetic_step, &timed);
   if (t->run.rank == 0)
     printf("synthetic: %lld steps of %lld images: %.1f images/s (loss %.4f)\n", (long long)steps,
-           (long long)t->global_batch, (double)(steps * t->global_batch) / seconds, read_loss(t));
+           (long long)t->global_batch, (double)(steps * t->global_batch) / seconds, loss_read(dev, &t->loss));
   SyntheticStep more = {t, &x, labels_dev, offsets_dev, 10 + steps};
   profile_run(dev, config_int(&t->run.cfg, "profile_steps"), synthetic_step, &more,
               t->run.rank == 0 ? stdout : NULL);
@@ -520,11 +498,7 @@ int main(int argc, char **argv) {
   bool synthetic = config_bool(cfg, "synthetic");
 
   t.global_batch = config_int(cfg, "batch_size");
-  if (t.global_batch < dist->size || t.global_batch % dist->size)
-    die_input("--batch_size", "%lld does not split evenly over %d ranks", (long long)t.global_batch,
-              dist->size);
-  t.local_batch = t.global_batch / dist->size;
-  amp_setup(cfg, &t.run.dev, &t.amp, &t.scaler);
+  t.local_batch = run_local_batch(&t.run, t.global_batch, "images");
 
   // The data set, checked before run_start (run.h): the record counts, the
   // categories, the val annotations' presence.
@@ -533,8 +507,9 @@ int main(int argc, char **argv) {
     t.num_classes = 81;
     t.category_id = xcalloc(81, sizeof(int64_t));
   } else {
-    t.train_samples = lmdb_count(&t, "train");
-    t.eval_samples = lmdb_count(&t, "val");
+    snprintf(t.lmdb, sizeof t.lmdb, "%s/lmdb", run_data_dir(&t.run));
+    t.train_samples = lmdb_split_count(t.lmdb, "train");
+    t.eval_samples = lmdb_split_count(t.lmdb, "val");
     read_categories(&t);
     char path[1100];
     val_annotations_path(&t, path, sizeof path);
@@ -549,7 +524,7 @@ int main(int argc, char **argv) {
   SsdModelConfig model = model_config(cfg, t.num_classes);
   t.box_cfg = box_config(cfg, &model);
   run_check(&t.run);
-  model.dtype = amp_compute_dtype(t.amp.precision);
+  model.dtype = amp_compute_dtype(t.run.amp.precision);
   ssd_model_init(&t.net, &model, t.local_batch, optim_state_count(OPT_SGD), t.run.dev.kind,
                  (uint64_t)config_int(cfg, "seed"));
   const char *backbone = config_string(cfg, "backbone");
@@ -559,13 +534,12 @@ int main(int argc, char **argv) {
   if (backbone[0] && dist->rank == 0)
     printf("ssd: backbone from %s: %d tensors, %d buffers\n", backbone, t.net.first_own,
            t.net.buffers->count);
-  dist_attach(&t.run.dist, &t.run.dev, &t.net.params, (size_t)25 << 20);
+  dist_attach(&t.run.dist, &t.run.dev, &t.net.params, DIST_BUCKET_BYTES);
   dist_broadcast_params(&t.run.dist);
   t.boxes = ssd_default_boxes(&t.box_cfg);
   int64_t boxes = t.net.n_boxes, classes = t.num_classes, side = model.backbone.image_size;
   DeviceKind kind = t.run.dev.kind;
   t.loss = TENSOR(device_alloc(kind, sizeof(float)), DT_F32, kind, 1);
-  loss_mean_init(&t.epoch_loss, &t.run.dev);
   t.dloc = TENSOR(device_alloc(kind, (size_t)(t.local_batch * boxes * 4) * sizeof(float)), DT_F32,
                   kind, t.local_batch, boxes, 4);
   t.dlogits = TENSOR(device_alloc(kind, (size_t)(t.local_batch * boxes * classes) * sizeof(float)),
@@ -591,39 +565,26 @@ int main(int argc, char **argv) {
   MLLOG_POINT(log, "train_samples", mlv_int(t.train_samples));
   MLLOG_POINT(log, "eval_samples", mlv_int(t.eval_samples));
   setup_optimizer(&t);
-  run_resume(&t.run, &t.net.params, t.net.buffers, &t.opt, &t.scaler);
+  run_resume(&t.run, &t.net.params, t.net.buffers, &t.opt);
   if (dist->rank == 0)
     printf("ssd: %lld parameters, %lld default boxes, %d classes, %s, %d rank(s), %lld images per "
            "rank per step, %lld steps per epoch\n",
            (long long)paramset_count_params(&t.net.params), (long long)boxes, (int)classes,
-           amp_precision_name(t.amp.precision), dist->size, (long long)t.local_batch,
+           amp_precision_name(t.run.amp.precision), dist->size, (long long)t.local_batch,
            (long long)t.steps_per_epoch);
 
-  if (synthetic) {
-    run_start_benchmark(&t.run, "synthetic data");
-    run_stop_benchmark(&t.run, synthetic_run(&t), "images/s");
-  } else {
-    run_start(&t.run, t.steps_per_epoch * t.global_batch, t.steps_per_epoch);
-    t.train = open_loader(&t, true, t.run.first_epoch);  // the data set is read from here on
-    while (run_next_epoch(&t.run)) {
-      double loss = train_epoch(&t, t.run.epoch);
-      char more[128];
-      if (run_epoch_stop(&t.run, loss)) {
-        double map = evaluate(&t, more, sizeof more);
-        run_eval_stop(&t.run, map, more);
-      }
-    }
-    LoaderStats st = loader_stats(t.train);
-    if (dist->rank == 0)
-      printf("loader: trainer waited %.1f s over %lld batches (%lld stalls)\n", st.wait_s,
-             (long long)st.batches, (long long)st.stalls);
-    loader_close(t.train);
-    run_stop(&t.run);
-  }
+  if (synthetic)
+    run_benchmark(&t.run, "synthetic data", synthetic_run, &t, "images/s");
+  else
+    run_train(&t.run,
+              &(RunTraining){.epoch_samples = t.steps_per_epoch * t.global_batch,
+                             .epoch_steps = t.steps_per_epoch, .open_data = open_train_loader,
+                             .train_step = train_batch, .evaluate = evaluate,
+                             .train_loader = &t.train},
+              &t);
 
   coco_gt_free(&t.gt);
   device_free(kind, t.loss.data);
-  loss_mean_free(&t.epoch_loss);
   device_free(kind, t.dloc.data);
   device_free(kind, t.dlogits.data);
   arena_free(&t.loss_scratch);
@@ -635,7 +596,6 @@ int main(int argc, char **argv) {
   free(t.category_id);
   ssd_default_boxes_free(&t.boxes);
   optim_free(&t.opt);
-  amp_scaler_free(&t.scaler);
   dist_detach(&t.run.dist);
   ssd_model_free(&t.net);
   run_close(&t.run);

@@ -29,15 +29,12 @@
 #include "train/schedule.h"
 
 #define NCF_TOPK 10  // MLPerf's HR@10
-#define NCF_BUCKET_BYTES ((size_t)25 << 20)  // gradient all-reduce buckets
 #define NCF_BENCH_WARMUP 5  // untimed steps before a bench_steps measurement
 
 static const ConfigKey NCF_KEYS[] = {
     {"batch_size", CFG_INT, "2048", "global batch: (user, item) pairs per step", "[1, 1073741824]"},
     {"learning_rate", CFG_FLOAT, "0.0005", "Adam learning rate (constant)", "(0, inf)"},
-    {"adam_beta1", CFG_FLOAT, "0.9", "Adam beta1", "[0, 1)"},
-    {"adam_beta2", CFG_FLOAT, "0.999", "Adam beta2", "[0, 1)"},
-    {"adam_eps", CFG_FLOAT, "1e-8", "Adam epsilon", "(0, inf)"},
+    OPTIM_ADAM_KEYS("0.999", "1e-8"),
     {"mf_dim", CFG_INT, "64", "GMF embedding width", "[1, 65536]"},
     {"mlp_layers", CFG_STRING, "256,256,128,64",
      "MLP widths; the first is the concatenated user+item embedding width", NULL},
@@ -61,8 +58,6 @@ typedef struct NcfTrainer {
   int64_t epoch_samples;  // n_train positives with train_negatives each
   NcfData data;       // the data set on the device, read after run_start
   NcfModel model;
-  AmpConfig amp;       // precision; fp16's loss scaling
-  LossScaler scaler;
   Optimizer opt;
   int64_t batch;
   int64_t micro_batches;  // per step and rank (grad_accumulation)
@@ -70,7 +65,6 @@ typedef struct NcfTrainer {
   int64_t eval_users;
   float lr;
   double *eval_acc;  // (2) device scratch of the CUDA metric; NULL on CPU
-  LossMean epoch_loss;
 } NcfTrainer;
 
 // The benchmark for the lifecycle (run.h). A resumed run may change, besides
@@ -83,10 +77,7 @@ static const RunSpec NCF_SPEC = {
 
 // The optimizer from the config, logged under the checker's keys.
 static OptConfig ncf_optimizer_config(const Config *cfg, MLLog *log) {
-  OptConfig oc = optim_defaults(OPT_ADAM);
-  oc.beta1 = (float)config_float(cfg, "adam_beta1");
-  oc.beta2 = (float)config_float(cfg, "adam_beta2");
-  oc.eps = (float)config_float(cfg, "adam_eps");
+  OptConfig oc = optim_adam_config(cfg, OPT_ADAM);
   optim_log(&oc, log);
   Schedule sched = {.kind = SCHED_CONSTANT, .base_lr = config_float(cfg, "learning_rate")};
   schedule_check(&sched);
@@ -121,7 +112,7 @@ static void ncf_setup(NcfTrainer *r, const OptConfig *oc) {
 
   NcfShape shape = {.n_users = h->n_users, .n_items = h->n_items,
                     .mf_dim = config_int(cfg, "mf_dim"),
-                    .dtype = amp_compute_dtype(r->amp.precision)};
+                    .dtype = amp_compute_dtype(r->run.amp.precision)};
   ncf_parse_layers("--mlp_layers", config_string(cfg, "mlp_layers"), &shape);
   // A step has at most a batch of rows, and no more than the epoch has, in
   // micro_batches pieces; the activations are sized for the largest piece or
@@ -134,42 +125,35 @@ static void ncf_setup(NcfTrainer *r, const OptConfig *oc) {
                  r->max_micro_rows > eval_rows ? r->max_micro_rows : eval_rows,
                  (uint64_t)config_int(cfg, "seed"), kind);
   optim_init(&r->opt, oc, &r->model.ps);
-  dist_attach(&r->run.dist, r->dev, &r->model.ps, NCF_BUCKET_BYTES);
+  dist_attach(&r->run.dist, r->dev, &r->model.ps, DIST_BUCKET_BYTES);
   dist_broadcast_params(&r->run.dist);
   r->eval_acc = kind == DEVICE_CUDA ? device_alloc(kind, 2 * sizeof(double)) : NULL;
-  loss_mean_init(&r->epoch_loss, r->dev);
   if (r->run.rank == 0)
     printf("ncf: %lld users, %lld items, %lld training positives; %lld parameters; "
            "%lld samples per epoch in batches of %lld; %s\n",
            (long long)h->n_users, (long long)h->n_items, (long long)h->n_train,
            (long long)paramset_count_params(&r->model.ps), (long long)r->epoch_samples,
-           (long long)r->batch, amp_precision_name(r->amp.precision));
+           (long long)r->batch, amp_precision_name(r->run.amp.precision));
 }
 
 // The data set onto the device (after run_start: this reads it).
-static void ncf_open_data(NcfTrainer *r) {
+static void ncf_open_data(void *trainer) {
+  NcfTrainer *r = trainer;
   ncf_data_open(&r->data, run_data_dir(&r->run), config_int(&r->run.cfg, "train_negatives"),
                 (uint64_t)config_int(&r->run.cfg, "seed"), r->dev->kind);
 }
 
 // This rank's share [*first, *first + *rows) of global batch `step`: the
 // batch's samples split evenly over the ranks (the last, partial batch too,
-// to one sample).
-static void ncf_rank_slice(const NcfTrainer *r, int64_t n, int64_t step, int64_t *first,
-                           int64_t *rows) {
+// to one sample). Returns the batch's samples over all ranks.
+static int64_t ncf_rank_slice(const NcfTrainer *r, int64_t n, int64_t step, int64_t *first,
+                              int64_t *rows) {
   int64_t s0 = step * r->batch, global = n - s0 < r->batch ? n - s0 : r->batch;
   int64_t lo = global * r->run.dist.rank / r->run.dist.size;
   int64_t hi = global * (r->run.dist.rank + 1) / r->run.dist.size;
   *first = s0 + lo;
   *rows = hi - lo;
-}
-
-// The loss of this rank's latest micro-batch (on CUDA: waits for it).
-static double ncf_loss(const NcfTrainer *r) {
-  float loss;
-  device_sync(r->dev);
-  device_copy(DEVICE_CPU, &loss, r->dev->kind, r->model.a.loss.data, sizeof loss);
-  return loss;
+  return global;
 }
 
 // Global batch `step` of `epoch`: sampling, forward, backward, all-reduce,
@@ -177,11 +161,13 @@ static double ncf_loss(const NcfTrainer *r) {
 // in micro_batches pieces of max_micro_rows (the last one shorter), each
 // sampled, run forward and backward in turn, the gradients added up, each
 // piece's scaled by its share of the rows, so their sum is the batch mean's.
-// The all-reduce starts during the last piece's backward.
-static void ncf_train_step(NcfTrainer *r, int64_t epoch, int64_t step) {
+// The all-reduce starts during the last piece's backward. Returns the
+// batch's samples over all ranks.
+static int64_t ncf_train_step(void *trainer, int64_t epoch, int64_t step) {
+  NcfTrainer *r = trainer;
   const NcfActs *a = &r->model.a;
   int64_t first, rows;
-  ncf_rank_slice(r, ncf_epoch_samples(&r->data.train), step, &first, &rows);
+  int64_t global = ncf_rank_slice(r, ncf_epoch_samples(&r->data.train), step, &first, &rows);
   for (int64_t done = 0; done < rows; done += r->max_micro_rows) {
     int64_t piece = rows - done < r->max_micro_rows ? rows - done : r->max_micro_rows;
     bool last = done + piece == rows;
@@ -189,24 +175,12 @@ static void ncf_train_step(NcfTrainer *r, int64_t epoch, int64_t step) {
                     a->items.data, a->labels.data);
     ncf_model_forward(&r->model, r->dev, piece);
     ncf_model_backward(&r->model, r->dev, piece,
-                       amp_loss_scale(&r->scaler) * (float)((double)piece / (double)rows), done > 0,
+                       amp_loss_scale(&r->run.scaler) * (float)((double)piece / (double)rows), done > 0,
                        last ? dist_grad_hook(&r->run.dist) : (GradHook){0});
-    loss_mean_add(&r->epoch_loss, r->dev, &r->model.a.loss);
+    run_add_loss(&r->run, &a->loss);
   }
-  run_update(r->dev, &r->run.dist, &r->scaler, &r->opt, &r->model.ps, r->lr);
-}
-
-// One epoch of training; returns the mean loss of this rank's batches.
-static double ncf_train_epoch(NcfTrainer *r, int64_t epoch) {
-  int64_t n = ncf_epoch_samples(&r->data.train), steps = (n + r->batch - 1) / r->batch;
-  loss_mean_reset(&r->epoch_loss, r->dev);
-  for (int64_t step = 0; step < steps; step++) {
-    ncf_train_step(r, epoch, step);
-    if (run_progress_due(&r->run))
-      run_progress(&r->run, step + 1, (step + 1) * r->batch < n ? (step + 1) * r->batch : n,
-                   ncf_loss(r));
-  }
-  return loss_mean_read(&r->epoch_loss, r->dev);
+  run_update(r->dev, &r->run.dist, &r->run.scaler, &r->opt, &r->model.ps, r->lr);
+  return global;
 }
 
 // Step i of a bench run (timed, then profiled): epoch 1's full batches from
@@ -221,10 +195,13 @@ static void ncf_bench_step(void *ctx, int64_t i) {
   ncf_train_step(s->r, 1, (s->first + i) % s->full);
 }
 
-// Throughput only: `steps` timed training steps of epoch 1's full batches
-// (wrapping around the epoch) after NCF_BENCH_WARMUP untimed ones; no eval.
-// Returns the samples per second.
-static double ncf_bench(NcfTrainer *r, int64_t steps) {
+// Throughput only: the data set read, then bench_steps timed training steps
+// of epoch 1's full batches (wrapping around the epoch) after
+// NCF_BENCH_WARMUP untimed ones; no eval. Returns the samples per second.
+static double ncf_bench(void *trainer) {
+  NcfTrainer *r = trainer;
+  int64_t steps = config_int(&r->run.cfg, "bench_steps");
+  ncf_open_data(r);
   int64_t n = ncf_epoch_samples(&r->data.train), full = n / r->batch;
   if (full < 1)
     die_input("--batch_size", "%lld is larger than an epoch (%lld samples); a bench run times "
@@ -235,7 +212,7 @@ static double ncf_bench(NcfTrainer *r, int64_t steps) {
   if (r->run.rank == 0)
     printf("ncf: bench: %lld steps of %lld samples: %.3f ms/step, %.0f samples/s (loss %.4f)\n",
            (long long)steps, (long long)r->batch, 1e3 * seconds / (double)steps, samples_per_s,
-           ncf_loss(r));
+           loss_read(r->dev, &r->model.a.loss));
   NcfBenchStep more = {r, NCF_BENCH_WARMUP + steps, full};
   profile_run(r->dev, config_int(&r->run.cfg, "profile_steps"), ncf_bench_step, &more,
               r->run.rank == 0 ? stdout : NULL);
@@ -244,7 +221,8 @@ static double ncf_bench(NcfTrainer *r, int64_t steps) {
 
 // HR@10 over all users, and "NDCG@10 X" in more: each rank scores its slice
 // of them, eval_users at a time, and the sums are added over the ranks.
-static double ncf_evaluate(NcfTrainer *r, char *more, size_t more_bytes) {
+static double ncf_evaluate(void *trainer, char *more, size_t more_bytes) {
+  NcfTrainer *r = trainer;
   const NcfActs *a = &r->model.a;
   const NcfData *d = &r->data;
   NcfMetricSums sums = {0};
@@ -268,7 +246,6 @@ int main(int argc, char **argv) {
   run_init(&r.run, &NCF_SPEC, &argc, &argv);
   const Config *cfg = &r.run.cfg;
   r.dev = &r.run.dev;
-  amp_setup(cfg, r.dev, &r.amp, &r.scaler);
   r.batch = config_int(cfg, "batch_size");
   if (r.batch < r.run.dist.size)
     die_input("--batch_size", "%lld is smaller than the %d ranks", (long long)r.batch,
@@ -287,27 +264,19 @@ int main(int argc, char **argv) {
   MLLOG_POINT(&r.run.log, "gradient_accumulation_steps", mlv_int(r.micro_batches));
   OptConfig oc = ncf_optimizer_config(cfg, &r.run.log);
   ncf_setup(&r, &oc);
-  run_resume(&r.run, &r.model.ps, NULL, &r.opt, &r.scaler);
+  run_resume(&r.run, &r.model.ps, NULL, &r.opt);
 
-  if (bench_steps > 0) {
-    run_start_benchmark(&r.run, "training steps on the data set");
-    ncf_open_data(&r);
-    run_stop_benchmark(&r.run, ncf_bench(&r, bench_steps), "samples/s");
-  } else {
-    run_start(&r.run, r.epoch_samples, (r.epoch_samples + r.batch - 1) / r.batch);
-    ncf_open_data(&r);
-    char more[64];
-    while (run_next_epoch(&r.run)) {
-      double loss = ncf_train_epoch(&r, r.run.epoch);
-      if (run_epoch_stop(&r.run, loss))
-        run_eval_stop(&r.run, ncf_evaluate(&r, more, sizeof more), more);
-    }
-    run_stop(&r.run);
-  }
+  if (bench_steps > 0)
+    run_benchmark(&r.run, "training steps on the data set", ncf_bench, &r, "samples/s");
+  else
+    run_train(&r.run,
+              &(RunTraining){.epoch_samples = r.epoch_samples,
+                             .epoch_steps = (r.epoch_samples + r.batch - 1) / r.batch,
+                             .open_data = ncf_open_data, .train_step = ncf_train_step,
+                             .evaluate = ncf_evaluate},
+              &r);
 
   if (r.eval_acc) device_free(r.dev->kind, r.eval_acc);
-  loss_mean_free(&r.epoch_loss);
-  amp_scaler_free(&r.scaler);
   optim_free(&r.opt);
   ncf_model_free(&r.model);
   ncf_data_close(&r.data);

@@ -33,7 +33,6 @@
 #include "translation/subword.h"
 #include "translation/wmt_data.h"
 
-#define NMT_BUCKET_BYTES ((size_t)25 << 20)  // gradient all-reduce buckets
 #define NMT_BENCH_WARMUP 5  // untimed steps before a bench_steps measurement
 
 static const ConfigKey kKeys[] = {
@@ -56,9 +55,7 @@ static const ConfigKey kKeys[] = {
     // Optimisation.
     {"learning_rate", CFG_FLOAT, "0.0019", "peak learning rate, at the end of the warmup", "(0, inf)"},
     {"warmup_steps", CFG_INT, "750", "linear warmup, then lr x sqrt(warmup / step)", "[1, inf)"},
-    {"adam_beta1", CFG_FLOAT, "0.9", "Adam beta1", "[0, 1)"},
-    {"adam_beta2", CFG_FLOAT, "0.997", "Adam beta2 (the MLPerf reference; NVIDIA used 0.98)", "[0, 1)"},
-    {"adam_eps", CFG_FLOAT, "1e-9", "Adam epsilon", "(0, inf)"},
+    OPTIM_ADAM_KEYS("0.997", "1e-9"),  // beta2: the MLPerf reference's (NVIDIA used 0.98)
     // Evaluation.
     {"beam", CFG_INT, "4", "beam width", "[1, 64]"},
     {"alpha", CFG_FLOAT, "0.6", "length penalty exponent", "[0, 10]"},
@@ -92,8 +89,6 @@ typedef struct NmtTrainer {
   Subword *vocab;
   char **refs;          // (eval pairs) the reference translations
   int64_t n_refs;
-  AmpConfig amp;
-  LossScaler scaler;
   NmtModel model;
   Optimizer opt;
   Schedule sched;
@@ -102,7 +97,6 @@ typedef struct NmtTrainer {
   int64_t max_tokens, max_length, eval_batch, max_positions;
   WmtLengthMethod method;
   BeamConfig beam;
-  LossMean epoch_loss;
 } NmtTrainer;
 
 static WmtLengthMethod parse_method(const char *name) {
@@ -114,10 +108,7 @@ static WmtLengthMethod parse_method(const char *name) {
 // Adam with the rsqrt schedule, logged under the checker's keys.
 static OptConfig nmt_optimizer(NmtTrainer *r) {
   const Config *cfg = &r->run.cfg;
-  OptConfig oc = optim_defaults(OPT_ADAM);
-  oc.beta1 = (float)config_float(cfg, "adam_beta1");
-  oc.beta2 = (float)config_float(cfg, "adam_beta2");
-  oc.eps = (float)config_float(cfg, "adam_eps");
+  OptConfig oc = optim_adam_config(cfg, OPT_ADAM);
   optim_log(&oc, &r->run.log);
   r->sched = (Schedule){.kind = SCHED_RSQRT, .base_lr = config_float(cfg, "learning_rate"),
                         .warmup_steps = config_int(cfg, "warmup_steps")};
@@ -139,7 +130,7 @@ static void nmt_setup(NmtTrainer *r, const OptConfig *oc) {
       .dropout = (float)config_float(cfg, "dropout"),
       .attention_dropout = (float)config_float(cfg, "attention_dropout"),
       .label_smoothing = (float)config_float(cfg, "label_smoothing"),
-      .dtype = amp_compute_dtype(r->amp.precision),
+      .dtype = amp_compute_dtype(r->run.amp.precision),
       .max_rows = r->max_tokens > eval_rows ? r->max_tokens : eval_rows,
       .max_len = r->max_positions, .max_decode_seqs = r->eval_batch * r->beam.beam};
   if (shape.d_model % shape.heads || shape.d_model % 2)
@@ -148,9 +139,8 @@ static void nmt_setup(NmtTrainer *r, const OptConfig *oc) {
   nmt_model_init(&r->model, &shape, optim_state_count(OPT_ADAM), (uint64_t)config_int(cfg, "seed"),
                  r->dev->kind);
   optim_init(&r->opt, oc, &r->model.ps);
-  dist_attach(&r->run.dist, r->dev, &r->model.ps, NMT_BUCKET_BYTES);
+  dist_attach(&r->run.dist, r->dev, &r->model.ps, DIST_BUCKET_BYTES);
   dist_broadcast_params(&r->run.dist);
-  loss_mean_init(&r->epoch_loss, r->dev);
   int64_t cap = shape.max_rows;  // a batch's pairs times its padded length
   r->batch.src = xmalloc((size_t)cap * sizeof(int32_t));
   r->batch.tgt_in = xmalloc((size_t)cap * sizeof(int32_t));
@@ -161,7 +151,7 @@ static void nmt_setup(NmtTrainer *r, const OptConfig *oc) {
            "batches of %lld tokens per rank; %s\n",
            (long long)r->counts.train_pairs, (long long)r->counts.eval_pairs,
            r->counts.vocab_size, (long long)paramset_count_params(&r->model.ps),
-           (long long)r->max_tokens, amp_precision_name(r->amp.precision));
+           (long long)r->max_tokens, amp_precision_name(r->run.amp.precision));
 }
 
 // Splits text into lines in place; returns the count.
@@ -186,7 +176,8 @@ static int64_t split_lines(char *text, char ***lines) {
 }
 
 // The data set into memory (after run_start: this reads it).
-static void nmt_open_data(NmtTrainer *r) {
+static void nmt_open_data(void *trainer) {
+  NmtTrainer *r = trainer;
   const char *dir = r->lmdb;
   char path[4200];
   wmt_split_read(&r->train, dir, "train", r->max_length, r->method);
@@ -207,39 +198,31 @@ static void nmt_open_data(NmtTrainer *r) {
     printf("transformer: max_length %lld (%s) dropped %lld training pairs\n",
            (long long)r->max_length, r->method == WMT_DISCARD ? "discard" : "truncate",
            (long long)r->train.dropped);
+  MLLOG_POINT(&r->run.log, "train_samples", mlv_int(r->train.n_pairs));
+  MLLOG_POINT(&r->run.log, "eval_samples", mlv_int(r->eval.n_pairs));
 }
 
-static double nmt_loss_now(const NmtTrainer *r) {
-  float loss;
-  device_sync(r->dev);
-  device_copy(DEVICE_CPU, &loss, r->dev->kind, r->model.loss.data, sizeof loss);
-  return loss;
-}
-
-static void nmt_train_step(NmtTrainer *r, int64_t epoch, int64_t i) {
-  wmt_batch_fill(&r->plan, &r->train, i, &r->batch);
-  float lr = (float)schedule_lr(&r->sched, r->opt.step);
-  nmt_model_train_step(&r->model, r->dev, &r->batch, amp_loss_scale(&r->scaler),
-                       (uint64_t)config_int(&r->run.cfg, "seed"), (epoch << 24) + i,
-                       dist_grad_hook(&r->run.dist));
-  loss_mean_add(&r->epoch_loss, r->dev, &r->model.loss);
-  run_update(r->dev, &r->run.dist, &r->scaler, &r->opt, &r->model.ps, lr);
-}
-
-// One epoch of training; returns the mean loss of this rank's batches.
-static double nmt_train_epoch(NmtTrainer *r, int64_t epoch) {
+// The epoch's batches by token count (this rank's share), which decide its
+// size.
+static void nmt_plan_epoch(void *trainer, int64_t epoch) {
+  NmtTrainer *r = trainer;
   wmt_batches_free(&r->plan);
   wmt_batches_plan(&r->plan, &r->train, r->max_tokens, (uint64_t)config_int(&r->run.cfg, "seed"),
                    epoch, r->run.dist.rank, r->run.dist.size);
   run_set_epoch_size(&r->run, r->train.n_pairs, r->plan.n_batches);
-  loss_mean_reset(&r->epoch_loss, r->dev);
-  int64_t pairs = 0;
-  for (int64_t i = 0; i < r->plan.n_batches; i++) {
-    nmt_train_step(r, epoch, i);
-    pairs += r->plan.count[i] * r->run.dist.size;
-    if (run_progress_due(&r->run)) run_progress(&r->run, i + 1, pairs, nmt_loss_now(r));
-  }
-  return loss_mean_read(&r->epoch_loss, r->dev);
+}
+
+// Batch i of the epoch's plan; returns its pairs over all ranks.
+static int64_t nmt_train_step(void *trainer, int64_t epoch, int64_t i) {
+  NmtTrainer *r = trainer;
+  wmt_batch_fill(&r->plan, &r->train, i, &r->batch);
+  float lr = (float)schedule_lr(&r->sched, r->opt.step);
+  nmt_model_train_step(&r->model, r->dev, &r->batch, amp_loss_scale(&r->run.scaler),
+                       (uint64_t)config_int(&r->run.cfg, "seed"), (epoch << 24) + i,
+                       dist_grad_hook(&r->run.dist));
+  run_add_loss(&r->run, &r->model.loss);
+  run_update(r->dev, &r->run.dist, &r->run.scaler, &r->opt, &r->model.ps, lr);
+  return r->plan.count[i] * r->run.dist.size;
 }
 
 // The beam search's view of the model.
@@ -326,15 +309,17 @@ static void nmt_bench_batch(NmtTrainer *r) {
 static void nmt_bench_step(void *ctx, int64_t i) {
   NmtTrainer *r = ctx;
   float lr = (float)schedule_lr(&r->sched, r->opt.step);
-  nmt_model_train_step(&r->model, r->dev, &r->batch, amp_loss_scale(&r->scaler),
+  nmt_model_train_step(&r->model, r->dev, &r->batch, amp_loss_scale(&r->run.scaler),
                        (uint64_t)config_int(&r->run.cfg, "seed"), i, dist_grad_hook(&r->run.dist));
-  run_update(r->dev, &r->run.dist, &r->scaler, &r->opt, &r->model.ps, lr);
+  run_update(r->dev, &r->run.dist, &r->run.scaler, &r->opt, &r->model.ps, lr);
 }
 
-// Throughput only: `steps` timed training steps of the bench batch after
-// NMT_BENCH_WARMUP untimed ones; returns the tokens (source and target) per
-// second over all ranks.
-static double nmt_bench(NmtTrainer *r, int64_t steps) {
+// Throughput only: bench_steps timed training steps of the bench batch
+// after NMT_BENCH_WARMUP untimed ones; returns the tokens (source and
+// target) per second over all ranks.
+static double nmt_bench(void *trainer) {
+  NmtTrainer *r = trainer;
+  int64_t steps = config_int(&r->run.cfg, "bench_steps");
   nmt_bench_batch(r);
   double seconds = profile_time_steps(r->dev, NMT_BENCH_WARMUP, steps, nmt_bench_step, r);
   double tokens = (double)(2 * r->batch.b * r->max_length * r->run.dist.size * steps);
@@ -342,7 +327,7 @@ static double nmt_bench(NmtTrainer *r, int64_t steps) {
     printf("transformer: bench: %lld steps of %lld pairs x %lld tokens a side: %.3f ms/step, "
            "%.0f tokens/s (loss %.4f)\n",
            (long long)steps, (long long)r->batch.b, (long long)r->max_length,
-           1e3 * seconds / (double)steps, tokens / seconds, nmt_loss_now(r));
+           1e3 * seconds / (double)steps, tokens / seconds, loss_read(r->dev, &r->model.loss));
   profile_run(r->dev, config_int(&r->run.cfg, "profile_steps"), nmt_bench_step, r,
               r->run.rank == 0 ? stdout : NULL);
   return tokens / seconds;
@@ -350,7 +335,8 @@ static double nmt_bench(NmtTrainer *r, int64_t steps) {
 
 // BLEU / 100 over the whole eval set: each rank translates and counts its
 // share, and the n-gram counts are summed over the ranks.
-static double nmt_evaluate(NmtTrainer *r, char *more, size_t more_bytes) {
+static double nmt_evaluate(void *trainer, char *more, size_t more_bytes) {
+  NmtTrainer *r = trainer;
   char **hyps = xcalloc((size_t)r->eval.n_pairs, sizeof(char *));
   nmt_translate(r, hyps);
   BleuStats st = {0};
@@ -370,7 +356,6 @@ int main(int argc, char **argv) {
   run_init(&r.run, &kSpec, &argc, &argv);
   const Config *cfg = &r.run.cfg;
   r.dev = &r.run.dev;
-  amp_setup(cfg, r.dev, &r.amp, &r.scaler);
   r.max_tokens = config_int(cfg, "max_tokens");
   r.max_length = config_int(cfg, "max_length");
   r.max_positions = config_int(cfg, "max_positions");
@@ -405,23 +390,17 @@ int main(int argc, char **argv) {
               {"method", mlv_str(r.method == WMT_DISCARD ? "discard" : "truncate")});
   OptConfig oc = nmt_optimizer(&r);
   nmt_setup(&r, &oc);
-  run_resume(&r.run, &r.model.ps, NULL, &r.opt, &r.scaler);
+  run_resume(&r.run, &r.model.ps, NULL, &r.opt);
 
-  if (bench_steps > 0) {
-    run_start_benchmark(&r.run, "training steps on random pairs");
-    run_stop_benchmark(&r.run, nmt_bench(&r, bench_steps), "tokens/s");
-  } else {
-    run_start(&r.run, r.counts.train_pairs, 1);
-    nmt_open_data(&r);
-    MLLOG_POINT(&r.run.log, "train_samples", mlv_int(r.train.n_pairs));
-    MLLOG_POINT(&r.run.log, "eval_samples", mlv_int(r.eval.n_pairs));
-    char more[64];
-    while (run_next_epoch(&r.run)) {
-      double loss = nmt_train_epoch(&r, r.run.epoch);
-      if (run_epoch_stop(&r.run, loss)) run_eval_stop(&r.run, nmt_evaluate(&r, more, sizeof more), more);
-    }
-    run_stop(&r.run);
-  }
+  if (bench_steps > 0)
+    run_benchmark(&r.run, "training steps on random pairs", nmt_bench, &r, "tokens/s");
+  else  // the epoch's size is known once its batches are planned (nmt_plan_epoch)
+    run_train(&r.run,
+              &(RunTraining){.epoch_samples = r.counts.train_pairs, .epoch_steps = 1,
+                             .open_data = nmt_open_data, .plan_epoch = nmt_plan_epoch,
+                             .train_step = nmt_train_step,
+                             .evaluate = nmt_evaluate},
+              &r);
 
   free(r.batch.src);
   free(r.batch.tgt_in);
@@ -433,8 +412,6 @@ int main(int argc, char **argv) {
   wmt_batches_free(&r.plan);
   wmt_split_free(&r.train);
   wmt_split_free(&r.eval);
-  loss_mean_free(&r.epoch_loss);
-  amp_scaler_free(&r.scaler);
   optim_free(&r.opt);
   nmt_model_free(&r.model);
   run_close(&r.run);

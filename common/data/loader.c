@@ -262,6 +262,12 @@ Loader *loader_open(const LoaderConfig *cfg) {
 int64_t loader_batches_per_epoch(const Loader *l) { return l->batches_per_epoch; }
 LoaderStats loader_stats(const Loader *l) { return l->stats; }
 
+void loader_stats_print(const Loader *l, FILE *out) {
+  if (!out) return;
+  fprintf(out, "loader: trainer waited %.1f s over %lld batches (%lld stalls)\n", l->stats.wait_s,
+          (long long)l->stats.batches, (long long)l->stats.stalls);
+}
+
 // The trainer is done with the batch handed out last: its slot may refill.
 static void release_current(Loader *l) {
   RingSlot *s = &l->slots[l->current % l->cfg.ring_batches];

@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "data/sampler.h"
 #include "device/device.h"
@@ -72,6 +73,9 @@ Loader *loader_open(const LoaderConfig *cfg);
 const LoaderBatch *loader_next(Loader *l);
 int64_t loader_batches_per_epoch(const Loader *l);
 LoaderStats loader_stats(const Loader *l);
+// The stats as a line on out (NULL: none): "loader: trainer waited 1.2 s over
+// 300 batches (4 stalls)".
+void loader_stats_print(const Loader *l, FILE *out);
 // Stops the workers (mid-epoch is fine) and frees everything.
 void loader_close(Loader *l);
 

@@ -60,7 +60,9 @@ void dist_finalize(Dist *d);
 int dist_device_index(const Dist *d);
 
 // Binds the ParamSet and device: buckets of about bucket_bytes each and, on
-// CUDA with more than one rank, the NCCL communicator.
+// CUDA with more than one rank, the NCCL communicator. The trainers' buckets
+// are DIST_BUCKET_BYTES (25 MiB, PyTorch DDP's default).
+#define DIST_BUCKET_BYTES ((size_t)25 << 20)
 void dist_attach(Dist *d, const Device *dev, ParamSet *ps, size_t bucket_bytes);
 // Frees what dist_attach made (buckets, NCCL communicator); ranks stay.
 void dist_detach(Dist *d);

@@ -251,6 +251,14 @@ static MLValue mlv_f32(float x) {
   return mlv_float(strtod(buf, NULL));
 }
 
+OptConfig optim_adam_config(const Config *cfg, OptKind kind) {
+  OptConfig oc = optim_defaults(kind);
+  oc.beta1 = (float)config_float(cfg, "adam_beta1");
+  oc.beta2 = (float)config_float(cfg, "adam_beta2");
+  oc.eps = (float)config_float(cfg, "adam_eps");
+  return oc;
+}
+
 void optim_log(const OptConfig *c, MLLog *log) {
   // Keys of the checker's rule files; opt_name says which family follows.
   MLLOG_POINT(log, "opt_name", mlv_str(optim_kind_name(c->kind)));

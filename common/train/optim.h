@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/config.h"
 #include "core/mllog.h"
 #include "device/device.h"
 #include "device/tensor.h"
@@ -39,6 +40,15 @@ typedef struct OptConfig {
 // eps 1e-8 (Adam, AdamW) or 1e-6 (LAMB), bias correction on; for LARS the
 // MLPerf reference values eta 0.001 and eps 0. Weight decay 0.
 OptConfig optim_defaults(OptKind kind);
+// The Adam family's keys in a trainer's key table, with the trainer's
+// defaults of beta2 and eps (strings, as a key table's); optim_adam_config
+// reads them.
+#define OPTIM_ADAM_KEYS(beta2, eps)                             \
+  {"adam_beta1", CFG_FLOAT, "0.9", "Adam beta1", "[0, 1)"},     \
+  {"adam_beta2", CFG_FLOAT, beta2, "Adam beta2", "[0, 1)"},     \
+  {"adam_eps", CFG_FLOAT, eps, "Adam epsilon", "(0, inf)"}
+// optim_defaults(kind), an Adam-family kind, with OPTIM_ADAM_KEYS' values.
+OptConfig optim_adam_config(const Config *cfg, OptKind kind);
 // "sgd" | "lars" | "adam" | "adamw" | "lamb"; -1 when unknown.
 int optim_kind_parse(const char *name);
 const char *optim_kind_name(OptKind kind);

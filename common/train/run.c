@@ -86,6 +86,8 @@ void run_init(Run *run, const RunSpec *spec, int *argc, char ***argv) {
     // The ops' team, GEMMs included (each OpenBLAS call on one thread).
     parallel_set_threads((int)config_int(cfg, "threads"), device_cpu_share(run->dist.local_size));
   }
+  amp_setup(cfg, &run->dev, &run->amp, &run->scaler);
+  loss_mean_init(&run->epoch_loss, &run->dev);
 
   const char *path = config_string(cfg, "log_file");
   if (*path)
@@ -148,14 +150,13 @@ void run_check(Run *run) {
     config_die(err);
 }
 
-void run_resume(Run *run, ParamSet *params, ParamSet *buffers, Optimizer *opt, LossScaler *scaler) {
+void run_resume(Run *run, ParamSet *params, ParamSet *buffers, Optimizer *opt) {
   run->params = params;
   run->buffers = buffers;
   run->opt = opt;
-  run->scaler = scaler;
   if (!config_bool(&run->cfg, "resume")) return;
   CkptMeta meta;
-  if (!ckpt_resume(run->checkpoint, &run->dev, params, buffers, opt, scaler, &meta)) {
+  if (!ckpt_resume(run->checkpoint, &run->dev, params, buffers, opt, &run->scaler, &meta)) {
     if (run->rank == 0) printf("resume: no checkpoint at %s yet; starting afresh\n", run->checkpoint);
     return;
   }
@@ -331,7 +332,7 @@ void run_eval_stop(Run *run, double metric, const char *more) {
   run->train_s = 0;
   run->trained_epochs = 0;
   if (*run->checkpoint && run->rank == 0)
-    ckpt_save(run->checkpoint, &run->dev, run->params, run->buffers, run->opt, run->scaler, epoch,
+    ckpt_save(run->checkpoint, &run->dev, run->params, run->buffers, run->opt, &run->scaler, epoch,
               0, rng_make((uint64_t)config_int(&run->cfg, "seed"), 0), run->run_config);
 }
 
@@ -341,7 +342,7 @@ void run_stop(Run *run) {
   MLLOG_END(&run->log, "run_stop", {"status", mlv_str(run->reached ? "success" : "aborted")});
   run->run_stop_ms = time_unix_ms();
   if (run->rank == 0) {
-    if (run->scaler) amp_report(run->scaler, stdout, run->spec.benchmark);
+    amp_report(&run->scaler, stdout, run->spec.benchmark);
     double seconds = (double)(run->run_stop_ms - run->run_start_ms) / 1000.0;
     printf("%s: %s, time to train %.1f s (%.2f min); log %s\n", run->spec.benchmark,
            run->reached ? "target reached" : "target NOT reached (aborted)", seconds,
@@ -362,7 +363,7 @@ void run_stop_benchmark(Run *run, double throughput, const char *unit) {
   MLLOG_END(&run->log, "benchmark_stop", {"throughput", mlv_float(throughput)},
             {"unit", mlv_str(unit)});
   if (run->rank == 0) {
-    if (run->scaler) amp_report(run->scaler, stdout, run->spec.benchmark);
+    amp_report(&run->scaler, stdout, run->spec.benchmark);
     printf("%s: benchmark of %s: %.1f %s (not a training run: no target); log %s\n",
            run->spec.benchmark, run->benchmark_what, throughput, unit, run->log_path);
     fflush(stdout);
@@ -370,10 +371,57 @@ void run_stop_benchmark(Run *run, double throughput, const char *unit) {
 }
 
 void run_close(Run *run) {
+  loss_mean_free(&run->epoch_loss);
+  amp_scaler_free(&run->scaler);
   mllog_close(&run->log);
   device_close(&run->dev);
   config_free(&run->cfg);
   dist_finalize(&run->dist);
+}
+
+int64_t run_local_batch(const Run *run, int64_t global_batch, const char *unit) {
+  int ranks = run->dist.size;
+  if (global_batch % ranks)
+    die_input("--batch_size", "%lld %s do not split evenly over %d ranks", (long long)global_batch,
+              unit, ranks);
+  return global_batch / ranks;
+}
+
+void run_train(Run *run, const RunTraining *t, void *trainer) {
+  run_start(run, t->epoch_samples, t->epoch_steps);
+  if (t->open_data) t->open_data(trainer);
+  while (run_next_epoch(run)) {
+    loss_mean_reset(&run->epoch_loss, &run->dev);
+    if (t->plan_epoch) t->plan_epoch(trainer, run->epoch);
+    int64_t samples = 0;
+    for (int64_t i = 0; i < run->epoch_steps; i++) {
+      samples += t->train_step(trainer, run->epoch, i);
+      if (run_progress_due(run))
+        run_progress(run, i + 1, samples, run->last_loss ? loss_read(&run->dev, run->last_loss) : NAN);
+    }
+    if (run_epoch_stop(run, loss_mean_read(&run->epoch_loss, &run->dev))) {
+      char more[256] = "";
+      double metric = t->evaluate(trainer, more, sizeof more);
+      run_eval_stop(run, metric, more[0] ? more : NULL);
+    }
+  }
+  if (t->train_loader) {
+    loader_stats_print(*t->train_loader, run->rank == 0 ? stdout : NULL);
+    loader_close(*t->train_loader);
+    *t->train_loader = NULL;
+  }
+  run_stop(run);
+}
+
+void run_add_loss(Run *run, const Tensor *loss) {
+  loss_mean_add(&run->epoch_loss, &run->dev, loss);
+  run->last_loss = loss;
+}
+
+void run_benchmark(Run *run, const char *what, double (*measure)(void *trainer), void *trainer,
+                   const char *unit) {
+  run_start_benchmark(run, what);
+  run_stop_benchmark(run, measure(trainer), unit);
 }
 
 bool run_update(const Device *dev, Dist *dist, LossScaler *s, Optimizer *opt, ParamSet *ps,
@@ -411,3 +459,10 @@ double loss_mean_read(const LossMean *m, const Device *dev) {
 }
 
 void loss_mean_free(LossMean *m) { device_free(m->sum.device, m->sum.data); }
+
+double loss_read(const Device *dev, const Tensor *loss) {
+  float v;
+  device_sync(dev);
+  device_copy(DEVICE_CPU, &v, loss->device, loss->data, sizeof v);
+  return v;
+}

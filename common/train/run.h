@@ -1,26 +1,39 @@
 // run.h: the run lifecycle every trainer shares. Each trainer's main calls
 // the same functions in the same order and still reads top to bottom as its
-// training procedure (llm.c style): the lifecycle is functions main calls,
-// not a framework that calls main's code back. The loop stays in main, four
-// lines alike in every trainer, so that main shows what an epoch is:
+// training procedure (llm.c style):
 //
 //   Run run;
-//   run_init(&run, &kSpec, &argc, &argv);   // flags, ranks, device, log, seed
+//   run_init(&run, &kSpec, &argc, &argv);   // flags, ranks, device, precision, log, seed
 //   ... the trainer's own flag checks ...
 //   ... the data set checked, not read: its counts ...     (before run_start)
 //   run_check(&run);                        // cadence, checkpoint path, resume
 //   ... build model and optimizer, log hyperparameters ...
-//   run_resume(&run, &params, &buffers, &opt, &scaler);
-//   run_start(&run, samples, steps);        // init_stop, run_start: the clock
-//   ... open the data set (loader, tables on the device) ...
-//   while (run_next_epoch(&run)) {          // block_start, epoch_start
-//     double loss = train_epoch(&t, run.epoch);  // run_progress after each step
-//     if (run_epoch_stop(&run, loss))       // epoch_stop; an eval is due
-//       run_eval_stop(&run, evaluate(&t), NULL);  // the epoch line, the stop, the checkpoint
-//   }
-//   run_stop(&run);                         // run_stop success or aborted
+//   run_resume(&run, &params, &buffers, &opt);
+//   if (benchmark)                          // throughput only, no target
+//     run_benchmark(&run, "synthetic data", measure, &t, "images/s");
+//   else                                    // the training run proper:
+//     run_train(&run, &(RunTraining){...}, &t);
 //   ... free the model ...
 //   run_close(&run);
+//
+// run_train is the one copy of what every training run does once its
+// model is built, each part a function of the trainer's (RunTraining):
+//
+//   run_start(&run, samples, steps);        // init_stop, run_start: the clock
+//   open_data(&t);                          // loader, tables on the device
+//   while (run_next_epoch(&run)) {          // block_start, epoch_start
+//     plan_epoch(&t, run.epoch);            // the epoch's order or batches
+//     for (i = 0; i < steps; i++)
+//       train_step(&t, run.epoch, i);       // its loss to run_add_loss; progress line
+//     if (run_epoch_stop(&run, mean loss))  // epoch_stop; an eval is due
+//       run_eval_stop(&run, evaluate(&t, more), more);  // epoch line, stop, checkpoint
+//   }
+//   close_data(&t);                         // the training loader's stats line
+//   run_stop(&run);                         // run_stop success or aborted
+//
+// The trainer keeps what differs (what an epoch and an eval are); the order
+// of the MLPerf events, the cadence and the stop live here once. The parts
+// stay public for the tests and for a trainer whose run is not of this shape.
 //
 // What may come before run_start: MLPerf's clock starts at run_start, and
 // reading the data set is timed work (the MLPerf training rules: run_start comes "before the
@@ -58,6 +71,7 @@
 #include "core/config.h"
 #include "core/mllog.h"
 #include "core/progress.h"
+#include "data/loader.h"
 #include "device/device.h"
 #include "train/amp.h"
 #include "train/ckpt.h"
@@ -93,6 +107,25 @@ typedef struct RunSpec {
   const char *const *resume_may_change;
 } RunSpec;
 
+// The mean training loss over an epoch, summed on the device as the steps
+// go, so that a step never waits for the host: reset at the epoch's start,
+// add each step's loss, read (waits for the device) at its end. Steadier
+// than the last batch's loss for comparing two runs.
+typedef struct LossMean {
+  Tensor sum;  // (1) fp32 on the device
+  int64_t count;
+} LossMean;
+void loss_mean_init(LossMean *m, const Device *dev);
+void loss_mean_reset(LossMean *m, const Device *dev);
+// loss: (1) fp32 on the device.
+void loss_mean_add(LossMean *m, const Device *dev, const Tensor *loss);
+// The mean of the losses added since the reset; NaN when none were.
+double loss_mean_read(const LossMean *m, const Device *dev);
+void loss_mean_free(LossMean *m);
+// The latest loss, (1) fp32 on the device, read on the host (waits for the
+// device): the progress line's and a benchmark's.
+double loss_read(const Device *dev, const Tensor *loss);
+
 #define RUN_OWN_KEYS 6
 #define RUN_MAX_IGNORED 64
 
@@ -101,6 +134,8 @@ typedef struct Run {
   Config cfg;
   Dist dist;
   Device dev;
+  AmpConfig amp;       // the precision (--precision) and fp16's loss scaling
+  LossScaler scaler;   // the run's loss scaler (amp.h): its scale, steps skipped
   MLLog log;
   int rank;
   // The cadence and the stop, from the config (run_init).
@@ -115,11 +150,12 @@ typedef struct Run {
   int64_t epoch_samples, epoch_steps;  // run_start's: the epoch line's rate, the progress
   Progress progress;             // the steps of the whole run (run_progress)
   double epoch_start_s, eval_start_s, train_s, train_loss;
+  LossMean epoch_loss;           // the epoch's steps' losses (run_add_loss)
+  const Tensor *last_loss;       // the latest step's, for the progress line
   int64_t trained_epochs;        // since the last eval
   // The training state a checkpoint holds (run_resume).
   ParamSet *params, *buffers;
   Optimizer *opt;
-  LossScaler *scaler;
   char run_config[CKPT_RUN_CONFIG_BYTES];
   int64_t run_start_ms, run_stop_ms;
   char log_path[1024];
@@ -131,8 +167,9 @@ typedef struct Run {
 
 // dist_init (MPI), the keys (run_keys, the lifecycle's, the precision's,
 // the spec's), the flags (dies on bad ones), the device (the rank's GPU
-// when it is CUDA), the log (rank 0); writes init_start, the submission
-// keys and the seed, prints the effective config.
+// when it is CUDA), the precision and loss scaler (amp_setup), the log
+// (rank 0); writes init_start, the submission keys and the seed, prints the
+// effective config.
 void run_init(Run *run, const RunSpec *spec, int *argc, char ***argv);
 // The data_dir flag; a one-line error when it was not given.
 const char *run_data_dir(const Run *run);
@@ -146,11 +183,11 @@ void run_resolve_epochs(Run *run, const char *key);
 // writable (rank 0); and the snapshot of the config a checkpoint keeps
 // (after the trainer's own changes to the config).
 void run_check(Run *run);
-// The training state checkpoints hold (buffers may be NULL: a model without
-// untrained state); with --resume and an existing --checkpoint, read into
-// it, the run continuing after the checkpoint's epoch (first_epoch). A
+// The training state checkpoints hold, with the run's loss scaler (buffers
+// may be NULL: a model without untrained state); with --resume and an
+// existing --checkpoint, read into it, the run continuing after the checkpoint's epoch (first_epoch). A
 // checkpoint of a run with other settings is refused by name.
-void run_resume(Run *run, ParamSet *params, ParamSet *buffers, Optimizer *opt, LossScaler *scaler);
+void run_resume(Run *run, ParamSet *params, ParamSet *buffers, Optimizer *opt);
 // init_stop, then run_start: the clock of time-to-train starts here. From
 // here a fatal error or a stop signal ends the log with run_stop aborted.
 // epoch_samples, epoch_steps: the samples (over all ranks) and the steps of
@@ -190,8 +227,42 @@ void run_stop(Run *run);
 //   resnet: benchmark of synthetic data: 1234.5 images/s (not a training run: no target); log PATH
 void run_start_benchmark(Run *run, const char *what);
 void run_stop_benchmark(Run *run, double throughput, const char *unit);
-// Closes the log and the device, frees the config, then dist_finalize.
+// Closes the log and the device, frees the loss scaler and the config, then
+// dist_finalize.
 void run_close(Run *run);
+
+// The global batch (over all ranks) split evenly over the ranks: this
+// rank's share, or a one-line error naming --batch_size (`unit`: what a
+// batch holds, "images").
+int64_t run_local_batch(const Run *run, int64_t global_batch, const char *unit);
+
+// The training run proper, from run_start to run_stop (the outline at the
+// top), in the trainer's terms; each function gets the trainer's state.
+typedef struct RunTraining {
+  int64_t epoch_samples, epoch_steps;  // run_start's (plan_epoch may change them)
+  void (*open_data)(void *trainer);    // after run_start: reading the data is timed; NULL: none
+  // Before an epoch's steps (NULL: none): its order or batches, and
+  // run_set_epoch_size where they decide its size.
+  void (*plan_epoch)(void *trainer, int64_t epoch);
+  // Step i (0-based) of the epoch's epoch_steps: forward, backward, update,
+  // the loss to run_add_loss; returns the samples it took over all ranks.
+  int64_t (*train_step)(void *trainer, int64_t epoch, int64_t i);
+  // The eval's metric over every rank's share (the same on each); `more`
+  // ("" on entry, more_bytes) may take further results for the epoch line.
+  double (*evaluate)(void *trainer, char *more, size_t more_bytes);
+  // The training split's loader, where the trainer has one: opened by
+  // open_data, its stats printed and closed before run_stop.
+  Loader **train_loader;
+} RunTraining;
+void run_train(Run *run, const RunTraining *training, void *trainer);
+// A training step's loss, (1) fp32 on the device, into the epoch's mean
+// training loss (summed on the device: the step does not wait for it); the
+// progress line reads the latest.
+void run_add_loss(Run *run, const Tensor *loss);
+// A throughput benchmark in one call: run_start_benchmark(what), then
+// measure(trainer) (the throughput, in `unit`), then run_stop_benchmark.
+void run_benchmark(Run *run, const char *what, double (*measure)(void *trainer), void *trainer,
+                   const char *unit);
 
 // The end of a training step, after the backward: waits for the gradient
 // all-reduce, unscales and checks the gradients (fp16: amp.h), and, unless
@@ -201,21 +272,6 @@ void run_close(Run *run);
 bool run_update(const Device *dev, Dist *dist, LossScaler *s, Optimizer *opt, ParamSet *ps,
                 float lr);
 
-// The mean training loss over an epoch, summed on the device as the steps
-// go, so that a step never waits for the host: reset at the epoch's start,
-// add each step's loss, read (waits for the device) at its end. Steadier
-// than the last batch's loss for comparing two runs.
-typedef struct LossMean {
-  Tensor sum;  // (1) fp32 on the device
-  int64_t count;
-} LossMean;
-void loss_mean_init(LossMean *m, const Device *dev);
-void loss_mean_reset(LossMean *m, const Device *dev);
-// loss: (1) fp32 on the device.
-void loss_mean_add(LossMean *m, const Device *dev, const Tensor *loss);
-// The mean of the losses added since the reset; NaN when none were.
-double loss_mean_read(const LossMean *m, const Device *dev);
-void loss_mean_free(LossMean *m);
 
 #ifdef __cplusplus
 }

@@ -143,7 +143,7 @@ static void run_with_params(char **flags, ParamSet *ps, Optimizer *opt, Run *run
   paramset_init(ps, kParams, 1, optim_state_count(OPT_SGD), DEVICE_CPU);
   OptConfig oc = optim_defaults(OPT_SGD);
   optim_init(opt, &oc, ps);
-  run_resume(run, ps, NULL, opt, NULL);
+  run_resume(run, ps, NULL, opt);
 }
 
 static void resume_continues_after_checkpoint(void) {
