@@ -5,9 +5,15 @@
 // temporary name, so that a failed or killed conversion leaves no ncf.bin
 // for a later run to train on.
 
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "core/config.h"
 #include "core/file.h"
 #include "core/progress.h"
+#include "core/check.h"
 #include "recommendation/movielens.h"
 
 static const ConfigKey CONVERT_KEYS[] = {

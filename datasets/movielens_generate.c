@@ -15,11 +15,18 @@
 // Ratings (0.5..5 in halves) follow p_u.q_i plus noise; timestamps are
 // uniform in a per-user activity window (whole minutes, so ties occur), so
 // the held-out latest item is an ordinary pick of the user's.
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <cblas.h>
 
 #include "core/config.h"
 #include "core/file.h"
 #include "core/progress.h"
+#include "core/check.h"
+#include "core/rng.h"
 #include "recommendation/movielens.h"
 
 typedef struct GenSize {

@@ -5,7 +5,11 @@
   (a folder includes its own headers and those of folders below it; ops and
   data, side by side, never include each other), and never a task folder;
 - a task folder never includes another task folder;
-- nothing in common/ names a data set or a benchmark.
+- nothing in common/ names a data set or a benchmark;
+- a header (.h) of the code (common/, the task folders, datasets/) declares,
+  and defines no function longer than a short inline one
+  (MAX_HEADER_BODY_LINES lines of body): what several files share is defined
+  once in a .c file.
 
 Each rule is also run on a small made-up tree that breaks it, so that a
 checker that finds nothing cannot pass.
@@ -29,6 +33,11 @@ NAMES = re.compile(r"imagenet|movielens|ml-20m|\bcoco\b|\bwmt|squad|fashion|fmni
                    r"\bbert\b|image_classification|object_detection|recommendation|"
                    r"\btranslation/|\blanguage/", re.I)
 SOURCES = (".c", ".h", ".cu", ".cuh", ".cpp")
+CODE_FOLDERS = ["common", "datasets"] + TASKS
+MAX_HEADER_BODY_LINES = 25
+# A function definition's first line: a return type and a name at column 0,
+# its parameters, and the brace on this or one of the next lines.
+DEFINITION = re.compile(r"^(?!typedef|struct|enum|union|extern|#)[A-Za-z_][\w \t*]*[ \t*]\w+\(")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
@@ -96,6 +105,35 @@ def naming_problems(root):
     return problems
 
 
+def header_body_problems(root):
+    problems = []
+    for folder in CODE_FOLDERS:
+        for dirpath, _, names in sorted(os.walk(os.path.join(root, folder))):
+            for name in sorted(n for n in names if n.endswith(".h")):
+                path = os.path.join(dirpath, name)
+                lines = [re.sub(r"\s*//.*$", "", l) for l in open(path, encoding="utf-8").read().split("\n")]
+                i = 0
+                while i < len(lines):
+                    if not DEFINITION.match(lines[i]):
+                        i += 1
+                        continue
+                    j = i  # the signature's last line: the brace, or the ';' of a declaration
+                    while j < len(lines) - 1 and j < i + 8 and not lines[j].rstrip().endswith(("{", ";")):
+                        j += 1
+                    if not lines[j].rstrip().endswith("{"):
+                        i = j + 1
+                        continue
+                    k = j + 1
+                    while k < len(lines) and lines[k] != "}":
+                        k += 1
+                    if k - j - 1 > MAX_HEADER_BODY_LINES:
+                        problems.append(f"{os.path.relpath(path, root)}:{i + 1}: a function of {k - j - 1} "
+                                        f"lines in a header (at most {MAX_HEADER_BODY_LINES}): define it "
+                                        f"in a .c file")
+                    i = k + 1
+    return problems
+
+
 def report(case, problems, want_some=False):
     ok = bool(problems) if want_some else not problems
     if ok:
@@ -119,6 +157,7 @@ def broken_tree(files):
 def main():
     ok = report("includes_run_one_way", include_problems(ROOT))
     ok &= report("common_names_no_data_set_or_benchmark", naming_problems(ROOT))
+    ok &= report("headers_define_only_short_functions", header_body_problems(ROOT))
     # The same checks on trees that break each rule once.
     upward = {"common/core/check.h": '#include "device/device.h"\n', "common/device/device.h": ""}
     sideways = {"common/ops/ops.h": '#include "data/loader.h"\n', "common/data/loader.h": ""}
@@ -127,11 +166,15 @@ def main():
     across = {"image_classification/train.c": '#include "recommendation/ncf_data.h"\n',
               "recommendation/ncf_data.h": ""}
     named = {"common/data/loader.h": "// reads ImageNet\n"}
+    long_body = "static inline int ml_sum(const int *v,\n                         int n) {\n" + \
+        "  int s = 0;\n" * (MAX_HEADER_BODY_LINES + 1) + "}\n"
+    in_header = {"recommendation/movielens.h": "int ml_count(void);  // declared\n" + long_body}
     for case, files, check in [("upward_include_is_caught", upward, include_problems),
                                ("ops_data_include_is_caught", sideways, include_problems),
                                ("task_include_in_common_is_caught", to_task, include_problems),
                                ("task_to_task_include_is_caught", across, include_problems),
-                               ("data_set_name_in_common_is_caught", named, naming_problems)]:
+                               ("data_set_name_in_common_is_caught", named, naming_problems),
+                               ("long_function_in_header_is_caught", in_header, header_body_problems)]:
         with broken_tree(files) as tmp:
             ok &= report(case, check(tmp), want_some=True)
     return 0 if ok else 1

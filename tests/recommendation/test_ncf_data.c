@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/rng.h"
 #include "recommendation/movielens.h"
 #include "tests/harness/test.h"
 
