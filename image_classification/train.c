@@ -44,8 +44,6 @@ static const ConfigKey kKeys[] = {
     {"synthetic_steps", CFG_INT, "100", "timed steps of a synthetic run (after 10 warm-up)", "[1, inf)"},
     {"bench_steps", CFG_INT, "0",
      "throughput with the real loader: time this many training steps (after 10 warm-up), no eval", "[0, inf)"},
-    {"profile_steps", CFG_INT, "0",
-     "after a synthetic run: this many more steps timed op by op, printed as a table", "[0, inf)"},
     // Optimisation.
     {"batch_size", CFG_INT, "256", "global batch (all ranks together)", "[1, inf)"},
     {"grad_accumulation", CFG_INT, "1",
@@ -70,7 +68,7 @@ static const RunSpec kSpec = {
     .benchmark = "resnet", .metric = "top-1", .max_epochs = "41", .target = "0.759",
     .eval_every = "4", .keys = kKeys, .n_keys = (int)(sizeof kKeys / sizeof kKeys[0]),
     .resume_may_change = (const char *const[]){"loader_threads", "synthetic", "synthetic_steps",
-                                                "bench_steps", "profile_steps", NULL},
+                                                "bench_steps", NULL},
 };
 
 typedef struct Trainer {
@@ -269,16 +267,15 @@ static double bench_run(void *trainer) {
   return (double)(steps * t->global_batch) / seconds;
 }
 
-// A step of the synthetic run, for profile_run.
+// Step i of the synthetic run (run_time_steps).
 typedef struct SyntheticStep {
   Trainer *t;
   const Tensor *x, *y;
-  int64_t first;  // schedule step of i = 0
 } SyntheticStep;
 
 static void synthetic_step(void *ctx, int64_t i) {
   SyntheticStep *s = ctx;
-  train_step(s->t, s->x, s->y, s->first + i);
+  train_step(s->t, s->x, s->y, i);
 }
 
 // Throughput on random data already on the device: training steps, then
@@ -304,8 +301,8 @@ static double synthetic_run(void *trainer) {
   Tensor x = TENSOR(t->images.data, t->net.cfg.dtype, dev->kind, n, side, side, 3);
   Tensor y = TENSOR(y_dev, DT_I32, dev->kind, n);
   int64_t steps = config_int(&t->run.cfg, "synthetic_steps");
-  SyntheticStep timed = {t, &x, &y, 0};  // schedule steps 0.., the first 10 untimed
-  double seconds = profile_time_steps(dev, 10, steps, synthetic_step, &timed);
+  SyntheticStep step = {t, &x, &y};  // schedule steps 0.., the first 10 untimed
+  double seconds = run_time_steps(&t->run, 10, steps, synthetic_step, &step);
   if (t->run.dist.rank == 0)
     printf("synthetic: %lld steps of %lld images: %.1f images/s (loss %.4f)\n", (long long)steps,
            (long long)t->global_batch, (double)(steps * t->global_batch) / seconds, loss_read(dev, &t->loss));
@@ -319,15 +316,20 @@ static double synthetic_run(void *trainer) {
   if (t->run.dist.rank == 0)
     printf("synthetic eval: %lld forward passes of %lld images: %.1f images/s\n", (long long)steps,
            (long long)t->local_batch, (double)(steps * t->local_batch) / eval_seconds);
-  SyntheticStep more = {t, &x, &y, 10 + steps};
-  profile_run(dev, config_int(&t->run.cfg, "profile_steps"), synthetic_step, &more,
-              t->run.dist.rank == 0 ? stdout : NULL);
   device_free(dev->kind, x_dev);
   device_free(dev->kind, y_dev);
   free(x_host);
   free(y_host);
   return (double)(steps * t->global_batch) / seconds;
 }
+
+static void close_train_loader(void *trainer) {
+  Trainer *t = trainer;
+  loader_close_report(t->train, t->run.rank == 0 ? stdout : NULL);
+}
+
+static const RunTraining kTraining = {.open_data = open_train_loader, .train_step = train_batch,
+                                      .evaluate = evaluate, .close_data = close_train_loader};
 
 int main(int argc, char **argv) {
   Trainer t = {0};
@@ -338,6 +340,7 @@ int main(int argc, char **argv) {
   bool synthetic = config_bool(cfg, "synthetic");
   int64_t bench_steps = config_int(cfg, "bench_steps");
   if (synthetic && bench_steps) die_input("--bench_steps", "a synthetic run has no loader to time");
+  run_check_profile(&t.run, synthetic, "--synthetic");
 
   t.global_batch = config_int(cfg, "batch_size");
   t.local_batch = run_local_batch(&t.run, t.global_batch, "images");
@@ -406,12 +409,7 @@ int main(int argc, char **argv) {
   else if (bench_steps)
     run_benchmark(&t.run, "the real input pipeline", bench_run, &t, "images/s");
   else
-    run_train(&t.run,
-              &(RunTraining){.epoch_samples = t.steps_per_epoch * t.global_batch,
-                             .epoch_steps = t.steps_per_epoch, .open_data = open_train_loader,
-                             .train_step = train_batch, .evaluate = evaluate,
-                             .train_loader = &t.train},
-              &t);
+    run_train(&t.run, &kTraining, &t, t.steps_per_epoch * t.global_batch, t.steps_per_epoch);
 
   device_free(t.loss.device, t.loss.data);
   device_free(t.dlogits.device, t.dlogits.data);

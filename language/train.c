@@ -69,20 +69,17 @@ static const ConfigKey kKeys[] = {
      "throughput only: this many timed training steps of random full-length windows (after "
      "5 untimed); weights random in the shape of init_checkpoint's config.json; no data set read",
      "[0, inf)"},
-    {"profile_steps", CFG_INT, "0",
-     "after a bench_steps run: this many more steps timed op by op, printed as a table", "[0, inf)"},
 };
 
 static const RunSpec kSpec = {
     .benchmark = "bert", .metric = "F1", .max_epochs = "2", .target = "0.905",
     .eval_every = "1", .keys = kKeys, .n_keys = (int)(sizeof kKeys / sizeof kKeys[0]),
     .resume_may_change = (const char *const[]){"eval_batch", "predictions_out", "bench_steps",
-                                                "profile_steps", NULL},
+                                                NULL},
 };
 
 typedef struct BertTrainer {
   Run run;
-  const Device *dev;
   char lmdb[4096];          // DATA_DIR/lmdb
   char ckpt[4096];          // the model's folder: init_checkpoint, or DATA_DIR/model
   SquadCounts counts;       // checked before run_start
@@ -163,8 +160,9 @@ static OptConfig bert_optimizer(BertTrainer *r) {
   return oc;
 }
 
-static void bert_setup(BertTrainer *r, const OptConfig *oc) {
+static void bert_setup(BertTrainer *r) {
   const Config *cfg = &r->run.cfg;
+  OptConfig oc = bert_optimizer(r);
   const char *ckpt = r->ckpt;
   BertShape shape = read_model_config(ckpt, amp_compute_dtype(r->run.amp.precision));
   bool bench = config_int(cfg, "bench_steps") > 0;
@@ -176,16 +174,16 @@ static void bert_setup(BertTrainer *r, const OptConfig *oc) {
     die_input("--max_seq_length", "%lld is more than the model's %lld positions",
               (long long)shape.max_len, (long long)shape.max_positions);
   bert_model_init(&r->model, &shape, optim_state_count(OPT_ADAMW), (uint64_t)config_int(cfg, "seed"),
-                  r->dev->kind);
+                  r->run.dev.kind);
   char path[4200];
   snprintf(path, sizeof path, "%s/model.safetensors", ckpt);
   bool head = !bench && bert_model_load_safetensors(&r->model, path);
-  optim_init(&r->opt, oc, &r->model.ps);
-  dist_attach(&r->run.dist, r->dev, &r->model.ps, DIST_BUCKET_BYTES);
+  optim_init(&r->opt, &oc, &r->model.ps);
+  dist_attach(&r->run.dist, &r->run.dev, &r->model.ps, DIST_BUCKET_BYTES);
   dist_broadcast_params(&r->run.dist);
   squad_batch_buf_init(&r->buf, shape.max_batch, shape.max_len);
   char threads[48] = "";
-  if (r->dev->kind == DEVICE_CPU) snprintf(threads, sizeof threads, ", %d threads", parallel_threads());
+  if (r->run.dev.kind == DEVICE_CPU) snprintf(threads, sizeof threads, ", %d threads", parallel_threads());
   if (r->run.rank == 0)
     printf("bert: %s: %lld layers, width %lld, %lld heads; %lld parameters (span head %s); "
            "%lld training windows, %lld dev windows; batch %lld (%lld a rank); %s%s\n",
@@ -219,6 +217,15 @@ static void bert_open_data(void *trainer) {
 
 // ---------------------------------------------------------------- training
 
+// A training step on batch b; `stream` picks its dropout masks.
+static void bert_step(BertTrainer *r, const BertBatch *b, uint64_t stream) {
+  float lr = (float)schedule_lr(&r->sched, r->opt.step);
+  bert_model_train_step(&r->model, &r->run.dev, b, amp_loss_scale(&r->run.scaler),
+                        (uint64_t)config_int(&r->run.cfg, "seed"), stream, dist_grad_hook(&r->run.dist));
+  run_add_loss(&r->run, &r->model.loss);
+  run_update(&r->run.dev, &r->run.dist, &r->run.scaler, &r->opt, &r->model.ps, lr);
+}
+
 // The epoch's order of the training windows (length-grouped with
 // --length_group).
 static void bert_plan_epoch(void *trainer, int64_t epoch) {
@@ -237,12 +244,7 @@ static int64_t bert_train_step(void *trainer, int64_t epoch, int64_t i) {
   for (int64_t j = 0; j < r->local_batch; j++)
     r->idx[j] = r->order[(i * r->batch + r->run.dist.rank * r->local_batch + j) % n];
   BertBatch b = squad_batch_fill(&r->train, r->idx, r->local_batch, &r->buf);
-  float lr = (float)schedule_lr(&r->sched, r->opt.step);
-  bert_model_train_step(&r->model, r->dev, &b, amp_loss_scale(&r->run.scaler),
-                        (uint64_t)config_int(&r->run.cfg, "seed"), epoch * r->steps_per_epoch + i,
-                        dist_grad_hook(&r->run.dist));
-  run_add_loss(&r->run, &r->model.loss);
-  run_update(r->dev, &r->run.dist, &r->run.scaler, &r->opt, &r->model.ps, lr);
+  bert_step(r, &b, (uint64_t)(epoch * r->steps_per_epoch + i));
   return r->batch;
 }
 
@@ -280,11 +282,7 @@ static BertBatch bert_bench_batch(BertTrainer *r) {
 
 static void bert_bench_step(void *ctx, int64_t i) {
   BertBench *bb = ctx;
-  BertTrainer *r = bb->r;
-  float lr = (float)schedule_lr(&r->sched, r->opt.step);
-  bert_model_train_step(&r->model, r->dev, &bb->batch, amp_loss_scale(&r->run.scaler),
-                        (uint64_t)config_int(&r->run.cfg, "seed"), i, dist_grad_hook(&r->run.dist));
-  run_update(r->dev, &r->run.dist, &r->run.scaler, &r->opt, &r->model.ps, lr);
+  bert_step(bb->r, &bb->batch, (uint64_t)i);
 }
 
 // Throughput only: bench_steps timed training steps of the bench batch
@@ -294,14 +292,12 @@ static double bert_bench(void *trainer) {
   BertTrainer *r = trainer;
   int64_t steps = config_int(&r->run.cfg, "bench_steps");
   BertBench bb = {.r = r, .batch = bert_bench_batch(r)};
-  double seconds = profile_time_steps(r->dev, BERT_BENCH_WARMUP, steps, bert_bench_step, &bb);
+  double seconds = run_time_steps(&r->run, BERT_BENCH_WARMUP, steps, bert_bench_step, &bb);
   double seqs = (double)(r->batch * steps);
   if (r->run.rank == 0)
     printf("bert: bench: %lld steps of %lld windows x %lld tokens: %.3f ms/step, %.2f sequences/s "
            "(loss %.4f)\n", (long long)steps, (long long)r->batch, (long long)bb.batch.t,
-           1e3 * seconds / (double)steps, seqs / seconds, loss_read(r->dev, &r->model.loss));
-  profile_run(r->dev, config_int(&r->run.cfg, "profile_steps"), bert_bench_step, &bb,
-              r->run.rank == 0 ? stdout : NULL);
+           1e3 * seconds / (double)steps, seqs / seconds, loss_read(&r->run.dev, &r->model.loss));
   return seqs / seconds;
 }
 
@@ -311,12 +307,12 @@ static double bert_bench(void *trainer) {
 // (2 x the window's tokens, start then end; malloc'd).
 static void eval_windows(BertTrainer *r, const int64_t *idx, int64_t n, float **logits) {
   BertBatch b = squad_batch_fill(&r->dev_set, idx, n, &r->buf);
-  bert_model_eval(&r->model, r->dev, &b);
+  bert_model_eval(&r->model, &r->run.dev, &b);
   const Tensor *span = &r->model.span_logits;
   size_t bytes = (size_t)(2 * b.b * b.t) * dtype_size(span->dtype);
   void *raw = xmalloc(bytes);
-  device_sync(r->dev);
-  device_copy(DEVICE_CPU, raw, r->dev->kind, span->data, bytes);
+  device_sync(&r->run.dev);
+  device_copy(DEVICE_CPU, raw, r->run.dev.kind, span->data, bytes);
   for (int64_t i = 0; i < n; i++) {
     int nt = r->dev_set.windows[idx[i]].n;
     float *out = logits[idx[i]] = xmalloc((size_t)(2 * nt) * sizeof(float));
@@ -406,22 +402,29 @@ static double bert_evaluate(void *trainer, char *more, size_t more_bytes) {
   return squad_f1(&st) / 100.0;
 }
 
+// The trainer's own flags, checked.
+static void bert_read_flags(BertTrainer *r) {
+  const Config *cfg = &r->run.cfg;
+  r->batch = config_int(cfg, "batch_size");
+  r->eval_batch = config_int(cfg, "eval_batch");
+  r->local_batch = run_local_batch(&r->run, r->batch, "windows");
+  bool bench = config_int(cfg, "bench_steps") > 0;
+  if (!*config_string(cfg, "init_checkpoint") && !*config_string(cfg, "data_dir") && bench)
+    die_input("--init_checkpoint", "missing: a bench run takes the model's shape from FOLDER/config.json "
+              "(or DATA_DIR/model with --data_dir)");
+  if (*config_string(cfg, "predictions_out") && r->run.dist.size > 1)
+    die_input("--predictions_out", "is written by a single rank; run without mpirun to write it");
+  run_check_profile(&r->run, bench, "--bench_steps=N");
+}
+
+static const RunTraining kBertTraining = {.open_data = bert_open_data, .plan_epoch = bert_plan_epoch,
+                                          .train_step = bert_train_step, .evaluate = bert_evaluate};
+
 int main(int argc, char **argv) {
   BertTrainer r = {0};
   run_init(&r.run, &kSpec, &argc, &argv);
   const Config *cfg = &r.run.cfg;
-  r.dev = &r.run.dev;
-  r.batch = config_int(cfg, "batch_size");
-  r.eval_batch = config_int(cfg, "eval_batch");
-  r.local_batch = run_local_batch(&r.run, r.batch, "windows");
-  if (!*config_string(cfg, "init_checkpoint") && !*config_string(cfg, "data_dir") &&
-      config_int(cfg, "bench_steps") > 0)
-    die_input("--init_checkpoint", "missing: a bench run takes the model's shape from FOLDER/config.json "
-              "(or DATA_DIR/model with --data_dir)");
-  if (*config_string(cfg, "predictions_out") && r.run.dist.size > 1)
-    die_input("--predictions_out", "is written by a single rank; run without mpirun to write it");
-  if (config_int(cfg, "profile_steps") > 0 && config_int(cfg, "bench_steps") == 0)
-    die_input("--profile_steps", "profiles the steps after a bench run: give --bench_steps=N too");
+  bert_read_flags(&r);
   // The data set, checked before run_start (run.h): its counts. A bench
   // run reads none: its epoch is one batch (the schedule's length).
   int64_t bench_steps = config_int(cfg, "bench_steps");
@@ -446,19 +449,13 @@ int main(int argc, char **argv) {
   MLLOG_POINT(&r.run.log, "global_batch_size", mlv_int(r.batch));
   MLLOG_POINT(&r.run.log, "gradient_accumulation_steps", mlv_int(1));
   MLLOG_POINT(&r.run.log, "max_sequence_length", mlv_int(config_int(cfg, "max_seq_length")));
-  OptConfig oc = bert_optimizer(&r);
-  bert_setup(&r, &oc);
+  bert_setup(&r);
   run_resume(&r.run, &r.model.ps, NULL, &r.opt);
 
   if (bench_steps > 0)
     run_benchmark(&r.run, "training steps on random windows", bert_bench, &r, "sequences/s");
   else
-    run_train(&r.run,
-              &(RunTraining){.epoch_samples = r.counts.train_windows,
-                             .epoch_steps = r.steps_per_epoch, .open_data = bert_open_data,
-                             .plan_epoch = bert_plan_epoch, .train_step = bert_train_step,
-                             .evaluate = bert_evaluate},
-              &r);
+    run_train(&r.run, &kBertTraining, &r, r.counts.train_windows, r.steps_per_epoch);
 
   squad_set_free(&r.questions);
   squad_split_free(&r.train);

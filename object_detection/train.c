@@ -63,8 +63,6 @@ static const ConfigKey kKeys[] = {
     {"detections_out", CFG_STRING, "", "write the last eval's detections as a COCO results JSON", NULL},
     {"synthetic", CFG_BOOL, "false", "random data on the device: throughput only, no eval", NULL},
     {"synthetic_steps", CFG_INT, "50", "timed steps of a synthetic run (after 10 warm-up)", "[1, inf)"},
-    {"profile_steps", CFG_INT, "0",
-     "after a synthetic run: this many more steps timed op by op, printed as a table", "[0, inf)"},
     // Optimisation.
     {"batch_size", CFG_INT, "32", "global batch (all ranks together)", "[1, inf)"},
     {"base_lr", CFG_FLOAT, "2.5e-3", "learning rate after the warmup (the reference: 2.5e-3 x batch / 32)", "(0, inf)"},
@@ -83,7 +81,7 @@ static const RunSpec kSpec = {
     .benchmark = "ssd", .metric = "mAP", .max_epochs = "80", .target = "0.23",
     .eval_every = "5", .keys = kKeys, .n_keys = (int)(sizeof kKeys / sizeof kKeys[0]),
     .resume_may_change = (const char *const[]){"loader_threads", "synthetic", "synthetic_steps",
-                                                "profile_steps", "detections_out",
+                                                "detections_out",
                                                 "val_annotations", "backbone", NULL},
 };
 
@@ -426,18 +424,17 @@ static double evaluate(void *trainer, char *more, size_t more_bytes) {
 }
 
 // ---------------------------------------------------------------- synthetic data
-// A step of the synthetic run, for profile_run.
+// Step i of the synthetic run (run_time_steps).
 typedef struct SyntheticStep {
   SsdTrainer *t;
   const Tensor *x;
   const int32_t *labels;
   const float *offsets;
-  int64_t first;  // schedule step of i = 0
 } SyntheticStep;
 
 static void synthetic_step(void *ctx, int64_t i) {
   SyntheticStep *s = ctx;
-  train_step(s->t, s->x, s->labels, s->offsets, s->first + i);
+  train_step(s->t, s->x, s->labels, s->offsets, i);
 }
 
 // Throughput on random images already on the device, with targets matched
@@ -471,14 +468,11 @@ static double synthetic_run(void *trainer) {
   device_copy(dev->kind, offsets_dev, DEVICE_CPU, offsets, (size_t)(n * boxes * 4) * sizeof(float));
   Tensor x = batch_images(t, x_dev, n);
   int64_t steps = config_int(&t->run.cfg, "synthetic_steps");
-  SyntheticStep timed = {t, &x, labels_dev, offsets_dev, 0};  // schedule steps 0.., the first 10 untimed
-  double seconds = profile_time_steps(dev, 10, steps, synthetic_step, &timed);
+  SyntheticStep step = {t, &x, labels_dev, offsets_dev};  // schedule steps 0.., the first 10 untimed
+  double seconds = run_time_steps(&t->run, 10, steps, synthetic_step, &step);
   if (t->run.rank == 0)
     printf("synthetic: %lld steps of %lld images: %.1f images/s (loss %.4f)\n", (long long)steps,
            (long long)t->global_batch, (double)(steps * t->global_batch) / seconds, loss_read(dev, &t->loss));
-  SyntheticStep more = {t, &x, labels_dev, offsets_dev, 10 + steps};
-  profile_run(dev, config_int(&t->run.cfg, "profile_steps"), synthetic_step, &more,
-              t->run.rank == 0 ? stdout : NULL);
   device_free(dev->kind, x_dev);
   device_free(dev->kind, labels_dev);
   device_free(dev->kind, offsets_dev);
@@ -489,6 +483,14 @@ static double synthetic_run(void *trainer) {
 }
 
 // ---------------------------------------------------------------- main
+static void close_train_loader(void *trainer) {
+  SsdTrainer *t = trainer;
+  loader_close_report(t->train, t->run.rank == 0 ? stdout : NULL);
+}
+
+static const RunTraining kTraining = {.open_data = open_train_loader, .train_step = train_batch,
+                                      .evaluate = evaluate, .close_data = close_train_loader};
+
 int main(int argc, char **argv) {
   SsdTrainer t = {0};
   run_init(&t.run, &kSpec, &argc, &argv);
@@ -496,6 +498,7 @@ int main(int argc, char **argv) {
   const Dist *dist = &t.run.dist;
   MLLog *log = &t.run.log;
   bool synthetic = config_bool(cfg, "synthetic");
+  run_check_profile(&t.run, synthetic, "--synthetic");
 
   t.global_batch = config_int(cfg, "batch_size");
   t.local_batch = run_local_batch(&t.run, t.global_batch, "images");
@@ -576,12 +579,7 @@ int main(int argc, char **argv) {
   if (synthetic)
     run_benchmark(&t.run, "synthetic data", synthetic_run, &t, "images/s");
   else
-    run_train(&t.run,
-              &(RunTraining){.epoch_samples = t.steps_per_epoch * t.global_batch,
-                             .epoch_steps = t.steps_per_epoch, .open_data = open_train_loader,
-                             .train_step = train_batch, .evaluate = evaluate,
-                             .train_loader = &t.train},
-              &t);
+    run_train(&t.run, &kTraining, &t, t.steps_per_epoch * t.global_batch, t.steps_per_epoch);
 
   coco_gt_free(&t.gt);
   device_free(kind, t.loss.data);

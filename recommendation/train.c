@@ -47,13 +47,10 @@ static const ConfigKey NCF_KEYS[] = {
      "[1, inf)"},
     {"bench_steps", CFG_INT, "0",
      "throughput only: time this many training steps (after 5 warm-up), no eval or target", "[0, inf)"},
-    {"profile_steps", CFG_INT, "0",
-     "after a bench_steps run: this many more steps timed op by op, printed as a table", "[0, inf)"},
 };
 
 typedef struct NcfTrainer {
   Run run;
-  const Device *dev;
   MlFileHeader head;  // ncf.bin's counts, checked before run_start
   int64_t epoch_samples;  // n_train positives with train_negatives each
   NcfData data;       // the data set on the device, read after run_start
@@ -72,7 +69,7 @@ typedef struct NcfTrainer {
 static const RunSpec NCF_SPEC = {
     .benchmark = "ncf", .metric = "HR@10", .max_epochs = "20", .target = "0.635",
     .eval_every = "1", .keys = NCF_KEYS, .n_keys = (int)(sizeof NCF_KEYS / sizeof NCF_KEYS[0]),
-    .resume_may_change = (const char *const[]){"eval_users", "bench_steps", "profile_steps", NULL},
+    .resume_may_change = (const char *const[]){"eval_users", "bench_steps", NULL},
 };
 
 // The optimizer from the config, logged under the checker's keys.
@@ -101,9 +98,10 @@ static int64_t ncf_plan_eval(NcfTrainer *r) {
 
 // Builds the model and optimizer from ncf.bin's counts (before run_start:
 // the data itself is read after it, by ncf_data_open).
-static void ncf_setup(NcfTrainer *r, const OptConfig *oc) {
+static void ncf_setup(NcfTrainer *r) {
   const Config *cfg = &r->run.cfg;
-  DeviceKind kind = r->dev->kind;
+  OptConfig oc = ncf_optimizer_config(cfg, &r->run.log);
+  DeviceKind kind = r->run.dev.kind;
   const MlFileHeader *h = &r->head;
   r->epoch_samples = ncf_epoch_samples(
       &(NcfTrainView){.n_train = h->n_train, .n_neg = config_int(cfg, "train_negatives")});
@@ -124,8 +122,8 @@ static void ncf_setup(NcfTrainer *r, const OptConfig *oc) {
   ncf_model_init(&r->model, &shape, optim_state_count(OPT_ADAM),
                  r->max_micro_rows > eval_rows ? r->max_micro_rows : eval_rows,
                  (uint64_t)config_int(cfg, "seed"), kind);
-  optim_init(&r->opt, oc, &r->model.ps);
-  dist_attach(&r->run.dist, r->dev, &r->model.ps, DIST_BUCKET_BYTES);
+  optim_init(&r->opt, &oc, &r->model.ps);
+  dist_attach(&r->run.dist, &r->run.dev, &r->model.ps, DIST_BUCKET_BYTES);
   dist_broadcast_params(&r->run.dist);
   r->eval_acc = kind == DEVICE_CUDA ? device_alloc(kind, 2 * sizeof(double)) : NULL;
   if (r->run.rank == 0)
@@ -140,7 +138,7 @@ static void ncf_setup(NcfTrainer *r, const OptConfig *oc) {
 static void ncf_open_data(void *trainer) {
   NcfTrainer *r = trainer;
   ncf_data_open(&r->data, run_data_dir(&r->run), config_int(&r->run.cfg, "train_negatives"),
-                (uint64_t)config_int(&r->run.cfg, "seed"), r->dev->kind);
+                (uint64_t)config_int(&r->run.cfg, "seed"), r->run.dev.kind);
 }
 
 // This rank's share [*first, *first + *rows) of global batch `step`: the
@@ -171,15 +169,15 @@ static int64_t ncf_train_step(void *trainer, int64_t epoch, int64_t step) {
   for (int64_t done = 0; done < rows; done += r->max_micro_rows) {
     int64_t piece = rows - done < r->max_micro_rows ? rows - done : r->max_micro_rows;
     bool last = done + piece == rows;
-    ncf_train_batch(r->dev, &r->data.train, epoch, first + done, piece, a->users.data,
+    ncf_train_batch(&r->run.dev, &r->data.train, epoch, first + done, piece, a->users.data,
                     a->items.data, a->labels.data);
-    ncf_model_forward(&r->model, r->dev, piece);
-    ncf_model_backward(&r->model, r->dev, piece,
+    ncf_model_forward(&r->model, &r->run.dev, piece);
+    ncf_model_backward(&r->model, &r->run.dev, piece,
                        amp_loss_scale(&r->run.scaler) * (float)((double)piece / (double)rows), done > 0,
                        last ? dist_grad_hook(&r->run.dist) : (GradHook){0});
     run_add_loss(&r->run, &a->loss);
   }
-  run_update(r->dev, &r->run.dist, &r->run.scaler, &r->opt, &r->model.ps, r->lr);
+  run_update(&r->run.dev, &r->run.dist, &r->run.scaler, &r->opt, &r->model.ps, r->lr);
   return global;
 }
 
@@ -187,12 +185,12 @@ static int64_t ncf_train_step(void *trainer, int64_t epoch, int64_t step) {
 // `first` on, wrapping around.
 typedef struct NcfBenchStep {
   NcfTrainer *r;
-  int64_t first, full;
+  int64_t full;
 } NcfBenchStep;
 
 static void ncf_bench_step(void *ctx, int64_t i) {
   NcfBenchStep *s = ctx;
-  ncf_train_step(s->r, 1, (s->first + i) % s->full);
+  ncf_train_step(s->r, 1, i % s->full);
 }
 
 // Throughput only: the data set read, then bench_steps timed training steps
@@ -206,16 +204,13 @@ static double ncf_bench(void *trainer) {
   if (full < 1)
     die_input("--batch_size", "%lld is larger than an epoch (%lld samples); a bench run times "
               "full batches", (long long)r->batch, (long long)n);
-  NcfBenchStep timed = {r, 0, full};
-  double seconds = profile_time_steps(r->dev, NCF_BENCH_WARMUP, steps, ncf_bench_step, &timed);
+  NcfBenchStep bench = {r, full};
+  double seconds = run_time_steps(&r->run, NCF_BENCH_WARMUP, steps, ncf_bench_step, &bench);
   double samples_per_s = (double)(steps * r->batch) / seconds;
   if (r->run.rank == 0)
     printf("ncf: bench: %lld steps of %lld samples: %.3f ms/step, %.0f samples/s (loss %.4f)\n",
            (long long)steps, (long long)r->batch, 1e3 * seconds / (double)steps, samples_per_s,
-           loss_read(r->dev, &r->model.a.loss));
-  NcfBenchStep more = {r, NCF_BENCH_WARMUP + steps, full};
-  profile_run(r->dev, config_int(&r->run.cfg, "profile_steps"), ncf_bench_step, &more,
-              r->run.rank == 0 ? stdout : NULL);
+           loss_read(&r->run.dev, &r->model.a.loss));
   return samples_per_s;
 }
 
@@ -230,10 +225,10 @@ static double ncf_evaluate(void *trainer, char *more, size_t more_bytes) {
   int64_t hi = d->n_users * (r->run.dist.rank + 1) / r->run.dist.size;
   for (int64_t u0 = lo; u0 < hi; u0 += r->eval_users) {
     int64_t n = hi - u0 < r->eval_users ? hi - u0 : r->eval_users;
-    ncf_eval_batch(r->dev, d->test_items, d->test_negs, d->n_test_neg, u0, n, a->users.data,
+    ncf_eval_batch(&r->run.dev, d->test_items, d->test_negs, d->n_test_neg, u0, n, a->users.data,
                    a->items.data);
-    ncf_model_forward(&r->model, r->dev, n * (1 + d->n_test_neg));
-    ncf_metric_add(r->dev, a->logits.data, d->test_negs + u0 * d->n_test_neg, n,
+    ncf_model_forward(&r->model, &r->run.dev, n * (1 + d->n_test_neg));
+    ncf_metric_add(&r->run.dev, a->logits.data, d->test_negs + u0 * d->n_test_neg, n,
                    d->n_test_neg, NCF_TOPK, r->eval_acc, &sums);
   }
   dist_sum_f64(&r->run.dist, &sums.hits, 3);
@@ -241,42 +236,40 @@ static double ncf_evaluate(void *trainer, char *more, size_t more_bytes) {
   return ncf_metric_hr(&sums);
 }
 
+// The trainer's own flags, checked.
+static void ncf_read_flags(NcfTrainer *r) {
+  const Config *cfg = &r->run.cfg;
+  r->batch = config_int(cfg, "batch_size");
+  if (r->batch < r->run.dist.size)
+    die_input("--batch_size", "%lld is smaller than the %d ranks", (long long)r->batch,
+              r->run.dist.size);
+  r->micro_batches = config_int(cfg, "grad_accumulation");
+  r->eval_users = config_int(cfg, "eval_users");
+  run_check_profile(&r->run, config_int(cfg, "bench_steps") > 0, "--bench_steps=N");
+  r->lr = (float)config_float(cfg, "learning_rate");
+}
+
+static const RunTraining kNcfTraining = {
+    .open_data = ncf_open_data, .train_step = ncf_train_step, .evaluate = ncf_evaluate};
+
 int main(int argc, char **argv) {
   NcfTrainer r = {0};
   run_init(&r.run, &NCF_SPEC, &argc, &argv);
-  const Config *cfg = &r.run.cfg;
-  r.dev = &r.run.dev;
-  r.batch = config_int(cfg, "batch_size");
-  if (r.batch < r.run.dist.size)
-    die_input("--batch_size", "%lld is smaller than the %d ranks", (long long)r.batch,
-              r.run.dist.size);
-  r.micro_batches = config_int(cfg, "grad_accumulation");
-  r.eval_users = config_int(cfg, "eval_users");
-  int64_t bench_steps = config_int(cfg, "bench_steps");
-  if (config_int(cfg, "profile_steps") > 0 && bench_steps == 0)
-    die_input("--profile_steps", "profiles the steps after a bench run: give --bench_steps=N too");
-  r.lr = (float)config_float(cfg, "learning_rate");
-
+  ncf_read_flags(&r);
   // The data set, checked before run_start (run.h): ncf.bin's header.
   r.head = ncf_data_check(run_data_dir(&r.run));
   run_check(&r.run);
   MLLOG_POINT(&r.run.log, "global_batch_size", mlv_int(r.batch));
   MLLOG_POINT(&r.run.log, "gradient_accumulation_steps", mlv_int(r.micro_batches));
-  OptConfig oc = ncf_optimizer_config(cfg, &r.run.log);
-  ncf_setup(&r, &oc);
+  ncf_setup(&r);
   run_resume(&r.run, &r.model.ps, NULL, &r.opt);
 
-  if (bench_steps > 0)
+  if (config_int(&r.run.cfg, "bench_steps") > 0)
     run_benchmark(&r.run, "training steps on the data set", ncf_bench, &r, "samples/s");
   else
-    run_train(&r.run,
-              &(RunTraining){.epoch_samples = r.epoch_samples,
-                             .epoch_steps = (r.epoch_samples + r.batch - 1) / r.batch,
-                             .open_data = ncf_open_data, .train_step = ncf_train_step,
-                             .evaluate = ncf_evaluate},
-              &r);
+    run_train(&r.run, &kNcfTraining, &r, r.epoch_samples, (r.epoch_samples + r.batch - 1) / r.batch);
 
-  if (r.eval_acc) device_free(r.dev->kind, r.eval_acc);
+  if (r.eval_acc) device_free(r.run.dev.kind, r.eval_acc);
   optim_free(&r.opt);
   ncf_model_free(&r.model);
   ncf_data_close(&r.data);

@@ -69,20 +69,17 @@ static const ConfigKey kKeys[] = {
      "tokens a side, max_tokens / max_length pairs a batch; no eval or target", "[0, inf)"},
     {"bench_vocab", CFG_INT, "33708", "a bench run's vocabulary size (it reads no data set)",
      "[8, 1048576]"},
-    {"profile_steps", CFG_INT, "0",
-     "after a bench_steps run: this many more steps timed op by op, printed as a table", "[0, inf)"},
 };
 
 static const RunSpec kSpec = {
     .benchmark = "transformer", .metric = "BLEU", .max_epochs = "30", .target = "0.25",
     .eval_every = "1", .keys = kKeys, .n_keys = (int)(sizeof kKeys / sizeof kKeys[0]),
     .resume_may_change = (const char *const[]){"eval_batch", "translations_out", "bench_steps",
-                                                "profile_steps", NULL},
+                                                NULL},
 };
 
 typedef struct NmtTrainer {
   Run run;
-  const Device *dev;
   char lmdb[4096];      // DATA_DIR/lmdb: the converted data set
   WmtCounts counts;     // the data set's sizes, checked before run_start
   WmtSplit train, eval; // read after run_start
@@ -120,8 +117,9 @@ static OptConfig nmt_optimizer(NmtTrainer *r) {
 // The model and its buffers: a training batch holds at most max_tokens
 // token rows; an eval batch eval_batch sources of up to max_positions, each
 // decoded as beam hypotheses.
-static void nmt_setup(NmtTrainer *r, const OptConfig *oc) {
+static void nmt_setup(NmtTrainer *r) {
   const Config *cfg = &r->run.cfg;
+  OptConfig oc = nmt_optimizer(r);
   int64_t eval_rows = r->eval_batch * r->max_positions;
   NmtShape shape = {
       .vocab = r->counts.vocab_size, .d_model = config_int(cfg, "d_model"),
@@ -137,9 +135,9 @@ static void nmt_setup(NmtTrainer *r, const OptConfig *oc) {
     die_input("--d_model", "%lld is not an even multiple of the %lld heads",
               (long long)shape.d_model, (long long)shape.heads);
   nmt_model_init(&r->model, &shape, optim_state_count(OPT_ADAM), (uint64_t)config_int(cfg, "seed"),
-                 r->dev->kind);
-  optim_init(&r->opt, oc, &r->model.ps);
-  dist_attach(&r->run.dist, r->dev, &r->model.ps, DIST_BUCKET_BYTES);
+                 r->run.dev.kind);
+  optim_init(&r->opt, &oc, &r->model.ps);
+  dist_attach(&r->run.dist, &r->run.dev, &r->model.ps, DIST_BUCKET_BYTES);
   dist_broadcast_params(&r->run.dist);
   int64_t cap = shape.max_rows;  // a batch's pairs times its padded length
   r->batch.src = xmalloc((size_t)cap * sizeof(int32_t));
@@ -212,30 +210,35 @@ static void nmt_plan_epoch(void *trainer, int64_t epoch) {
   run_set_epoch_size(&r->run, r->train.n_pairs, r->plan.n_batches);
 }
 
+// A training step on the batch in r->batch; `stream` picks its dropout
+// masks.
+static void nmt_step(NmtTrainer *r, uint64_t stream) {
+  float lr = (float)schedule_lr(&r->sched, r->opt.step);
+  nmt_model_train_step(&r->model, &r->run.dev, &r->batch, amp_loss_scale(&r->run.scaler),
+                       (uint64_t)config_int(&r->run.cfg, "seed"), stream, dist_grad_hook(&r->run.dist));
+  run_add_loss(&r->run, &r->model.loss);
+  run_update(&r->run.dev, &r->run.dist, &r->run.scaler, &r->opt, &r->model.ps, lr);
+}
+
 // Batch i of the epoch's plan; returns its pairs over all ranks.
 static int64_t nmt_train_step(void *trainer, int64_t epoch, int64_t i) {
   NmtTrainer *r = trainer;
   wmt_batch_fill(&r->plan, &r->train, i, &r->batch);
-  float lr = (float)schedule_lr(&r->sched, r->opt.step);
-  nmt_model_train_step(&r->model, r->dev, &r->batch, amp_loss_scale(&r->run.scaler),
-                       (uint64_t)config_int(&r->run.cfg, "seed"), (epoch << 24) + i,
-                       dist_grad_hook(&r->run.dist));
-  run_add_loss(&r->run, &r->model.loss);
-  run_update(r->dev, &r->run.dist, &r->run.scaler, &r->opt, &r->model.ps, lr);
+  nmt_step(r, (uint64_t)((epoch << 24) + i));
   return r->plan.count[i] * r->run.dist.size;
 }
 
 // The beam search's view of the model.
 static void beam_step(void *ctx, const int32_t *ids, int64_t n, int64_t t, float *logits) {
   NmtTrainer *r = ctx;
-  Tensor out = nmt_model_decode_step(&r->model, r->dev, ids, t);
+  Tensor out = nmt_model_decode_step(&r->model, &r->run.dev, ids, t);
   if (out.dtype == DT_F32) {
-    device_copy(DEVICE_CPU, logits, r->dev->kind, out.data, (size_t)(n * r->model.shape.vocab) * sizeof(float));
+    device_copy(DEVICE_CPU, logits, r->run.dev.kind, out.data, (size_t)(n * r->model.shape.vocab) * sizeof(float));
     return;
   }
   size_t bytes = tensor_bytes(&out);
   void *raw = xmalloc(bytes);
-  device_copy(DEVICE_CPU, raw, r->dev->kind, out.data, bytes);
+  device_copy(DEVICE_CPU, raw, r->run.dev.kind, out.data, bytes);
   for (int64_t i = 0; i < n * r->model.shape.vocab; i++) logits[i] = dtype_load_f32(raw, out.dtype, i);
   free(raw);
 }
@@ -243,7 +246,7 @@ static void beam_step(void *ctx, const int32_t *ids, int64_t n, int64_t t, float
 static void beam_reorder(void *ctx, const int32_t *parent, int64_t n, int64_t t) {
   NmtTrainer *r = ctx;
   (void)n;
-  nmt_model_reorder(&r->model, r->dev, parent, t);
+  nmt_model_reorder(&r->model, &r->run.dev, parent, t);
 }
 
 // Translates this rank's share of the eval set, eval_batch sentences at a
@@ -264,7 +267,7 @@ static void nmt_translate(NmtTrainer *r, char **hyps) {
     chunk.first = &(int64_t){first + done};
     chunk.count = &count;
     wmt_batch_fill(&chunk, &r->eval, 0, &r->batch);
-    nmt_model_encode(&r->model, r->dev, &r->batch, r->beam.beam);
+    nmt_model_encode(&r->model, &r->run.dev, &r->batch, r->beam.beam);
     beam_search(&bm, &r->beam, r->batch.b, r->batch.src_len, out, out_len);
     for (int64_t j = 0; j < count; j++) {
       int64_t pair = all.order[first + done + j];
@@ -306,13 +309,7 @@ static void nmt_bench_batch(NmtTrainer *r) {
   for (int64_t i = 0; i < n; i++) b->src_len[i] = (int32_t)len;
 }
 
-static void nmt_bench_step(void *ctx, int64_t i) {
-  NmtTrainer *r = ctx;
-  float lr = (float)schedule_lr(&r->sched, r->opt.step);
-  nmt_model_train_step(&r->model, r->dev, &r->batch, amp_loss_scale(&r->run.scaler),
-                       (uint64_t)config_int(&r->run.cfg, "seed"), i, dist_grad_hook(&r->run.dist));
-  run_update(r->dev, &r->run.dist, &r->run.scaler, &r->opt, &r->model.ps, lr);
-}
+static void nmt_bench_step(void *ctx, int64_t i) { nmt_step(ctx, (uint64_t)i); }
 
 // Throughput only: bench_steps timed training steps of the bench batch
 // after NMT_BENCH_WARMUP untimed ones; returns the tokens (source and
@@ -321,15 +318,13 @@ static double nmt_bench(void *trainer) {
   NmtTrainer *r = trainer;
   int64_t steps = config_int(&r->run.cfg, "bench_steps");
   nmt_bench_batch(r);
-  double seconds = profile_time_steps(r->dev, NMT_BENCH_WARMUP, steps, nmt_bench_step, r);
+  double seconds = run_time_steps(&r->run, NMT_BENCH_WARMUP, steps, nmt_bench_step, r);
   double tokens = (double)(2 * r->batch.b * r->max_length * r->run.dist.size * steps);
   if (r->run.rank == 0)
     printf("transformer: bench: %lld steps of %lld pairs x %lld tokens a side: %.3f ms/step, "
            "%.0f tokens/s (loss %.4f)\n",
            (long long)steps, (long long)r->batch.b, (long long)r->max_length,
-           1e3 * seconds / (double)steps, tokens / seconds, loss_read(r->dev, &r->model.loss));
-  profile_run(r->dev, config_int(&r->run.cfg, "profile_steps"), nmt_bench_step, r,
-              r->run.rank == 0 ? stdout : NULL);
+           1e3 * seconds / (double)steps, tokens / seconds, loss_read(&r->run.dev, &r->model.loss));
   return tokens / seconds;
 }
 
@@ -351,29 +346,37 @@ static double nmt_evaluate(void *trainer, char *more, size_t more_bytes) {
   return bleu / 100.0;
 }
 
+// The trainer's own flags, checked.
+static void nmt_read_flags(NmtTrainer *r) {
+  const Config *cfg = &r->run.cfg;
+  r->max_tokens = config_int(cfg, "max_tokens");
+  r->max_length = config_int(cfg, "max_length");
+  r->max_positions = config_int(cfg, "max_positions");
+  r->eval_batch = config_int(cfg, "eval_batch");
+  r->method = parse_method(config_string(cfg, "length_method"));
+  if (r->max_length >= r->max_tokens)
+    die_input("--max_tokens", "%lld tokens do not hold a pair of --max_length %lld (want more)",
+              (long long)r->max_tokens, (long long)r->max_length);
+  if (r->max_length > r->max_positions)
+    die_input("--max_length", "%lld is more than the model's %lld positions (--max_positions)",
+              (long long)r->max_length, (long long)r->max_positions);
+  r->beam = (BeamConfig){.beam = (int)config_int(cfg, "beam"), .alpha = (float)config_float(cfg, "alpha"),
+                         .extra_len = config_int(cfg, "extra_decode_length"),
+                         .max_len = r->max_positions, .eos = SUBWORD_EOS};
+  run_check_profile(&r->run, config_int(cfg, "bench_steps") > 0, "--bench_steps=N");
+  if (*config_string(cfg, "translations_out") && r->run.dist.size > 1)
+    die_input("--translations_out", "is written by a single rank; run without mpirun to write it");
+}
+
+// The epoch's size is known once its batches are planned (nmt_plan_epoch).
+static const RunTraining kNmtTraining = {.open_data = nmt_open_data, .plan_epoch = nmt_plan_epoch,
+                                         .train_step = nmt_train_step, .evaluate = nmt_evaluate};
+
 int main(int argc, char **argv) {
   NmtTrainer r = {0};
   run_init(&r.run, &kSpec, &argc, &argv);
   const Config *cfg = &r.run.cfg;
-  r.dev = &r.run.dev;
-  r.max_tokens = config_int(cfg, "max_tokens");
-  r.max_length = config_int(cfg, "max_length");
-  r.max_positions = config_int(cfg, "max_positions");
-  r.eval_batch = config_int(cfg, "eval_batch");
-  r.method = parse_method(config_string(cfg, "length_method"));
-  if (r.max_length >= r.max_tokens)
-    die_input("--max_tokens", "%lld tokens do not hold a pair of --max_length %lld (want more)",
-              (long long)r.max_tokens, (long long)r.max_length);
-  if (r.max_length > r.max_positions)
-    die_input("--max_length", "%lld is more than the model's %lld positions (--max_positions)",
-              (long long)r.max_length, (long long)r.max_positions);
-  r.beam = (BeamConfig){.beam = (int)config_int(cfg, "beam"), .alpha = (float)config_float(cfg, "alpha"),
-                        .extra_len = config_int(cfg, "extra_decode_length"),
-                        .max_len = r.max_positions, .eos = SUBWORD_EOS};
-  if (config_int(cfg, "profile_steps") > 0 && config_int(cfg, "bench_steps") == 0)
-    die_input("--profile_steps", "profiles the steps after a bench run: give --bench_steps=N too");
-  if (*config_string(cfg, "translations_out") && r.run.dist.size > 1)
-    die_input("--translations_out", "is written by a single rank; run without mpirun to write it");
+  nmt_read_flags(&r);
 
   // The data set, checked before run_start (run.h): its counts. A bench
   // run reads none.
@@ -388,19 +391,13 @@ int main(int argc, char **argv) {
   MLLOG_POINT(&r.run.log, "gradient_accumulation_steps", mlv_int(1));
   MLLOG_POINT(&r.run.log, "max_sequence_length", mlv_int(r.max_length),
               {"method", mlv_str(r.method == WMT_DISCARD ? "discard" : "truncate")});
-  OptConfig oc = nmt_optimizer(&r);
-  nmt_setup(&r, &oc);
+  nmt_setup(&r);
   run_resume(&r.run, &r.model.ps, NULL, &r.opt);
 
   if (bench_steps > 0)
     run_benchmark(&r.run, "training steps on random pairs", nmt_bench, &r, "tokens/s");
-  else  // the epoch's size is known once its batches are planned (nmt_plan_epoch)
-    run_train(&r.run,
-              &(RunTraining){.epoch_samples = r.counts.train_pairs, .epoch_steps = 1,
-                             .open_data = nmt_open_data, .plan_epoch = nmt_plan_epoch,
-                             .train_step = nmt_train_step,
-                             .evaluate = nmt_evaluate},
-              &r);
+  else
+    run_train(&r.run, &kNmtTraining, &r, r.counts.train_pairs, 1);
 
   free(r.batch.src);
   free(r.batch.tgt_in);

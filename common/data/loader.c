@@ -262,10 +262,11 @@ Loader *loader_open(const LoaderConfig *cfg) {
 int64_t loader_batches_per_epoch(const Loader *l) { return l->batches_per_epoch; }
 LoaderStats loader_stats(const Loader *l) { return l->stats; }
 
-void loader_stats_print(const Loader *l, FILE *out) {
-  if (!out) return;
-  fprintf(out, "loader: trainer waited %.1f s over %lld batches (%lld stalls)\n", l->stats.wait_s,
-          (long long)l->stats.batches, (long long)l->stats.stalls);
+void loader_close_report(Loader *l, FILE *out) {
+  if (out)
+    fprintf(out, "loader: trainer waited %.1f s over %lld batches (%lld stalls)\n", l->stats.wait_s,
+            (long long)l->stats.batches, (long long)l->stats.stalls);
+  loader_close(l);
 }
 
 // The trainer is done with the batch handed out last: its slot may refill.

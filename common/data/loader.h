@@ -73,11 +73,11 @@ Loader *loader_open(const LoaderConfig *cfg);
 const LoaderBatch *loader_next(Loader *l);
 int64_t loader_batches_per_epoch(const Loader *l);
 LoaderStats loader_stats(const Loader *l);
-// The stats as a line on out (NULL: none): "loader: trainer waited 1.2 s over
-// 300 batches (4 stalls)".
-void loader_stats_print(const Loader *l, FILE *out);
 // Stops the workers (mid-epoch is fine) and frees everything.
 void loader_close(Loader *l);
+// loader_close, after the stats as a line on out (NULL: none): "loader:
+// trainer waited 1.2 s over 300 batches (4 stalls)".
+void loader_close_report(Loader *l, FILE *out);
 
 #if HAVE_CUDA
 // loader_cuda.cu: the ring's events and copies.

@@ -26,6 +26,9 @@ const ConfigKey run_keys[] = {
     {"submission_platform", CFG_STRING, "", "default: 1x<device name>", NULL},
     {"threads", CFG_INT, "0",
      "CPU op threads per rank; 0: OMP_NUM_THREADS, else the rank's share of the cores", "[0, 1024]"},
+    {"profile_steps", CFG_INT, "0",
+     "after a benchmark run's timed steps: this many more timed op by op, printed as a table",
+     "[0, inf)"},
 };
 const int run_key_count = (int)(sizeof run_keys / sizeof run_keys[0]);
 
@@ -33,7 +36,8 @@ const int run_key_count = (int)(sizeof run_keys / sizeof run_keys[0]);
 // its labels, and the epoch limit (a schedule's length is its own key).
 static const char *const kResumeMayChange[] = {
     "data_dir", "log_file", "checkpoint", "resume", "device", "max_epochs", "submission_org",
-    "submission_division", "submission_status", "submission_platform", "threads", NULL};
+    "submission_division", "submission_status", "submission_platform", "threads", "profile_steps",
+    NULL};
 
 // The lifecycle's keys, their defaults the spec's.
 static void declare_run_keys(Run *run) {
@@ -387,8 +391,9 @@ int64_t run_local_batch(const Run *run, int64_t global_batch, const char *unit) 
   return global_batch / ranks;
 }
 
-void run_train(Run *run, const RunTraining *t, void *trainer) {
-  run_start(run, t->epoch_samples, t->epoch_steps);
+void run_train(Run *run, const RunTraining *t, void *trainer, int64_t epoch_samples,
+               int64_t epoch_steps) {
+  run_start(run, epoch_samples, epoch_steps);
   if (t->open_data) t->open_data(trainer);
   while (run_next_epoch(run)) {
     loss_mean_reset(&run->epoch_loss, &run->dev);
@@ -405,11 +410,7 @@ void run_train(Run *run, const RunTraining *t, void *trainer) {
       run_eval_stop(run, metric, more[0] ? more : NULL);
     }
   }
-  if (t->train_loader) {
-    loader_stats_print(*t->train_loader, run->rank == 0 ? stdout : NULL);
-    loader_close(*t->train_loader);
-    *t->train_loader = NULL;
-  }
+  if (t->close_data) t->close_data(trainer);
   run_stop(run);
 }
 
@@ -422,6 +423,32 @@ void run_benchmark(Run *run, const char *what, double (*measure)(void *trainer),
                    const char *unit) {
   run_start_benchmark(run, what);
   run_stop_benchmark(run, measure(trainer), unit);
+}
+
+void run_check_profile(const Run *run, bool benchmark, const char *give) {
+  if (config_int(&run->cfg, "profile_steps") > 0 && !benchmark)
+    die_input("--profile_steps", "profiles the steps after a bench run: give %s too", give);
+}
+
+// profile_run's steps go on from the timed ones' index.
+typedef struct RunProfiledStep {
+  void (*step)(void *ctx, int64_t i);
+  void *ctx;
+  int64_t first;
+} RunProfiledStep;
+
+static void profiled_step(void *ctx, int64_t i) {
+  RunProfiledStep *s = ctx;
+  s->step(s->ctx, s->first + i);
+}
+
+double run_time_steps(Run *run, int64_t warmup, int64_t steps, void (*step)(void *ctx, int64_t i),
+                      void *ctx) {
+  double seconds = profile_time_steps(&run->dev, warmup, steps, step, ctx);
+  RunProfiledStep more = {step, ctx, warmup + steps};
+  profile_run(&run->dev, config_int(&run->cfg, "profile_steps"), profiled_step, &more,
+              run->rank == 0 ? stdout : NULL);
+  return seconds;
 }
 
 bool run_update(const Device *dev, Dist *dist, LossScaler *s, Optimizer *opt, ParamSet *ps,

@@ -12,12 +12,13 @@
 //   if (benchmark)                          // throughput only, no target
 //     run_benchmark(&run, "synthetic data", measure, &t, "images/s");
 //   else                                    // the training run proper:
-//     run_train(&run, &(RunTraining){...}, &t);
+//     run_train(&run, &kTraining, &t, epoch_samples, epoch_steps);
 //   ... free the model ...
 //   run_close(&run);
 //
 // run_train is the one copy of what every training run does once its
-// model is built, each part a function of the trainer's (RunTraining):
+// model is built, each part a function of the trainer's (its RunTraining,
+// a constant table):
 //
 //   run_start(&run, samples, steps);        // init_stop, run_start: the clock
 //   open_data(&t);                          // loader, tables on the device
@@ -28,7 +29,7 @@
 //     if (run_epoch_stop(&run, mean loss))  // epoch_stop; an eval is due
 //       run_eval_stop(&run, evaluate(&t, more), more);  // epoch line, stop, checkpoint
 //   }
-//   close_data(&t);                         // the training loader's stats line
+//   close_data(&t);                         // e.g. the training loader's stats line
 //   run_stop(&run);                         // run_stop success or aborted
 //
 // The trainer keeps what differs (what an epoch and an eval are); the order
@@ -71,7 +72,6 @@
 #include "core/config.h"
 #include "core/mllog.h"
 #include "core/progress.h"
-#include "data/loader.h"
 #include "device/device.h"
 #include "train/amp.h"
 #include "train/ckpt.h"
@@ -84,7 +84,8 @@ extern "C" {
 
 // Keys every trainer has, at fixed defaults; run_init declares them:
 //   device, seed, data_dir (checked by run_data_dir), log_file, submission_org,
-//   submission_division, submission_status, submission_platform
+//   submission_division, submission_status, submission_platform, threads,
+//   profile_steps (run_time_steps)
 extern const ConfigKey run_keys[];
 extern const int run_key_count;
 
@@ -239,7 +240,6 @@ int64_t run_local_batch(const Run *run, int64_t global_batch, const char *unit);
 // The training run proper, from run_start to run_stop (the outline at the
 // top), in the trainer's terms; each function gets the trainer's state.
 typedef struct RunTraining {
-  int64_t epoch_samples, epoch_steps;  // run_start's (plan_epoch may change them)
   void (*open_data)(void *trainer);    // after run_start: reading the data is timed; NULL: none
   // Before an epoch's steps (NULL: none): its order or batches, and
   // run_set_epoch_size where they decide its size.
@@ -250,11 +250,11 @@ typedef struct RunTraining {
   // The eval's metric over every rank's share (the same on each); `more`
   // ("" on entry, more_bytes) may take further results for the epoch line.
   double (*evaluate)(void *trainer, char *more, size_t more_bytes);
-  // The training split's loader, where the trainer has one: opened by
-  // open_data, its stats printed and closed before run_stop.
-  Loader **train_loader;
+  void (*close_data)(void *trainer);   // before run_stop; NULL: none
 } RunTraining;
-void run_train(Run *run, const RunTraining *training, void *trainer);
+// epoch_samples, epoch_steps: run_start's (plan_epoch may change them).
+void run_train(Run *run, const RunTraining *training, void *trainer, int64_t epoch_samples,
+               int64_t epoch_steps);
 // A training step's loss, (1) fp32 on the device, into the epoch's mean
 // training loss (summed on the device: the step does not wait for it); the
 // progress line reads the latest.
@@ -263,6 +263,16 @@ void run_add_loss(Run *run, const Tensor *loss);
 // measure(trainer) (the throughput, in `unit`), then run_stop_benchmark.
 void run_benchmark(Run *run, const char *what, double (*measure)(void *trainer), void *trainer,
                    const char *unit);
+// --profile_steps profiles a benchmark run's steps: an error naming it, and
+// `give` (what makes a run a benchmark: "--bench_steps=N"), when this run
+// is not one.
+void run_check_profile(const Run *run, bool benchmark, const char *give);
+// A benchmark's steps: `steps` timed calls of step(ctx, i), i = warmup..,
+// after `warmup` untimed ones (i = 0..), then --profile_steps more (i going
+// on) timed op by op, the table on rank 0's stdout (profile.h). Returns the
+// timed steps' seconds.
+double run_time_steps(Run *run, int64_t warmup, int64_t steps, void (*step)(void *ctx, int64_t i),
+                      void *ctx);
 
 // The end of a training step, after the backward: waits for the gradient
 // all-reduce, unscales and checks the gradients (fp16: amp.h), and, unless
