@@ -160,7 +160,7 @@ static void setup_optimizer(Trainer *t) {
       .power = config_float(cfg, "poly_power"),
       .decay_steps = (int64_t)llround((decay - warmup) * (double)t->steps_per_epoch),
   };
-  schedule_check(&t->sched);
+  schedule_check(&t->sched, "--warmup_epochs, --decay_epochs");
   optim_log(&oc, &t->run.log);
   schedule_log(&t->sched, (OptKind)kind, &t->run.log);
 }

@@ -76,6 +76,7 @@ static const RunSpec kSpec = {
     .eval_every = "1", .keys = kKeys, .n_keys = (int)(sizeof kKeys / sizeof kKeys[0]),
     .resume_may_change = (const char *const[]){"eval_batch", "predictions_out", "bench_steps",
                                                 NULL},
+    .outputs = (const char *const[]){"predictions_out", NULL},
 };
 
 typedef struct BertTrainer {
@@ -155,7 +156,7 @@ static OptConfig bert_optimizer(BertTrainer *r) {
   r->sched = (Schedule){.kind = SCHED_LINEAR, .base_lr = config_float(cfg, "learning_rate"),
                         .warmup_steps = (int64_t)llround(config_float(cfg, "warmup_proportion") * (double)total),
                         .total_steps = total, .steps_per_epoch = r->steps_per_epoch};
-  schedule_check(&r->sched);
+  schedule_check(&r->sched, "--warmup_proportion, --decay_epochs");
   schedule_log(&r->sched, OPT_ADAMW, &r->run.log);
   return oc;
 }
@@ -354,7 +355,7 @@ static void write_predictions(BertTrainer *r, char **answers) {
   for (int64_t q = 0; q < r->questions.n_examples; q++)
     if (answers[q]) cJSON_AddStringToObject(root, r->questions.examples[q].id, answers[q]);
   char *text = cJSON_Print(root);
-  file_write(path, text, strlen(text));
+  file_write_atomic(path, text, strlen(text));
   free(text);
   cJSON_Delete(root);
 }

@@ -83,6 +83,7 @@ static const RunSpec kSpec = {
     .resume_may_change = (const char *const[]){"loader_threads", "synthetic", "synthetic_steps",
                                                 "detections_out",
                                                 "val_annotations", "backbone", NULL},
+    .outputs = (const char *const[]){"detections_out", NULL},
 };
 
 typedef struct SsdTrainer {
@@ -301,7 +302,7 @@ static void setup_optimizer(SsdTrainer *t) {
       die_input("--decay_epochs", "'%s' is not ascending whole epochs", config_string(cfg, "decay_epochs"));
     t->sched.boundary_epochs[i] = (int64_t)epochs[i];
   }
-  schedule_check(&t->sched);
+  schedule_check(&t->sched, "--warmup_steps, --decay_epochs");
   optim_log(&oc, &t->run.log);
   schedule_log(&t->sched, OPT_SGD, &t->run.log);
 }

@@ -77,7 +77,7 @@ static OptConfig ncf_optimizer_config(const Config *cfg, MLLog *log) {
   OptConfig oc = optim_adam_config(cfg, OPT_ADAM);
   optim_log(&oc, log);
   Schedule sched = {.kind = SCHED_CONSTANT, .base_lr = config_float(cfg, "learning_rate")};
-  schedule_check(&sched);
+  schedule_check(&sched, "--learning_rate");
   schedule_log(&sched, OPT_ADAM, log);
   return oc;
 }

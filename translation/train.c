@@ -76,6 +76,7 @@ static const RunSpec kSpec = {
     .eval_every = "1", .keys = kKeys, .n_keys = (int)(sizeof kKeys / sizeof kKeys[0]),
     .resume_may_change = (const char *const[]){"eval_batch", "translations_out", "bench_steps",
                                                 NULL},
+    .outputs = (const char *const[]){"translations_out", NULL},
 };
 
 typedef struct NmtTrainer {
@@ -109,7 +110,7 @@ static OptConfig nmt_optimizer(NmtTrainer *r) {
   optim_log(&oc, &r->run.log);
   r->sched = (Schedule){.kind = SCHED_RSQRT, .base_lr = config_float(cfg, "learning_rate"),
                         .warmup_steps = config_int(cfg, "warmup_steps")};
-  schedule_check(&r->sched);
+  schedule_check(&r->sched, "--warmup_steps");
   schedule_log(&r->sched, OPT_ADAM, &r->run.log);
   return oc;
 }
@@ -284,10 +285,10 @@ static void nmt_translate(NmtTrainer *r, char **hyps) {
 static void write_translations(NmtTrainer *r, char **hyps) {
   const char *path = config_string(&r->run.cfg, "translations_out");
   if (!*path || r->run.rank != 0) return;
-  FILE *f = fopen(path, "w");
-  if (!f) die_input("--translations_out", "cannot write '%s'", path);
-  for (int64_t i = 0; i < r->eval.n_pairs; i++) fprintf(f, "%s\n", hyps[i] ? hyps[i] : "");
-  if (fclose(f) != 0) die_input("--translations_out", "cannot write '%s'", path);
+  AtomicFile f;
+  atomic_file_begin(&f, path);
+  for (int64_t i = 0; i < r->eval.n_pairs; i++) fprintf(f.f, "%s\n", hyps[i] ? hyps[i] : "");
+  atomic_file_commit(&f);
 }
 
 // A bench run's batch: max_tokens / max_length pairs of max_length random

@@ -25,15 +25,43 @@ uint8_t *file_read(const char *path, size_t *n_bytes) {
   return bytes;
 }
 
-void file_make_parent_dirs(const char *path) {
+// mkdir -p of path's parents; an error names flag, or the directory when
+// flag is NULL.
+static void make_parents(const char *flag, const char *path) {
   char dir[4096];
   snprintf(dir, sizeof dir, "%s", path);
   for (char *p = dir + 1; *p; p++) {
     if (*p != '/') continue;
     *p = 0;
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST) die_input(dir, "cannot create directory: %s", strerror(errno));
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+      if (flag) die_input(flag, "cannot create directory %s: %s", dir, strerror(errno));
+      die_input(dir, "cannot create directory: %s", strerror(errno));
+    }
     *p = '/';
   }
+}
+
+void file_make_parent_dirs(const char *path) { make_parents(NULL, path); }
+
+void file_make_parent_dirs_for(const char *flag, const char *path) { make_parents(flag, path); }
+
+void file_check_writable(const char *flag, const char *path) {
+  char tmp[4200];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  struct stat st;
+  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+    die_input(flag, "%s is not a file (a directory?)", path);
+  FILE *f = fopen(tmp, "wb");
+  if (!f) die_input(flag, "cannot write %s: %s", tmp, strerror(errno));
+  fclose(f);
+  unlink(tmp);
+}
+
+void file_write_atomic(const char *path, const void *bytes, size_t n) {
+  AtomicFile a;
+  atomic_file_begin(&a, path);
+  CHECK_FILE(fwrite(bytes, 1, n, a.f) == n, a.tmp);
+  atomic_file_commit(&a);
 }
 
 void file_make_dirs(const char *dir) {

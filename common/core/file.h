@@ -21,6 +21,15 @@ void file_write(const char *path, const void *bytes, size_t n);
 void file_make_dirs(const char *dir);
 // The same for the directories leading to file `path` (not path itself).
 void file_make_parent_dirs(const char *path);
+// The same, the error naming `flag`, the flag that gave the path.
+void file_make_parent_dirs_for(const char *flag, const char *path);
+// A file a run will write later, tried now so that a bad path fails before
+// any work does: path is not a directory, and PATH.tmp (the name the file is
+// written under before it is renamed, atomic_file) can be created in its
+// folder (it is removed again). Else a one-line error naming `flag`.
+void file_check_writable(const char *flag, const char *path);
+// file_write through atomic_file: the file whole, or as it was.
+void file_write_atomic(const char *path, const void *bytes, size_t n);
 
 // A file written whole or not at all (checkpoints, converted data sets):
 // atomic_file_begin opens PATH.tmp for writing (a stale one of a killed

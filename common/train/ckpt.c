@@ -327,18 +327,6 @@ void ckpt_save(const char *path, const Device *dev, const ParamSet *ps, const Pa
   ckpt_write(path, dev, ps, buffers, &m);
 }
 
-void ckpt_check_writable(const char *path) {
-  char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  struct stat st;
-  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
-    die_input("--checkpoint", "%s is not a file (a directory?)", path);
-  FILE *f = fopen(tmp, "wb");
-  if (!f) die_input("--checkpoint", "cannot write %s: %s", tmp, strerror(errno));
-  fclose(f);
-  unlink(tmp);
-}
-
 bool ckpt_resume(const char *path, const Device *dev, ParamSet *ps, ParamSet *buffers,
                  Optimizer *opt, LossScaler *sc, CkptMeta *meta) {
   struct stat st;

@@ -93,9 +93,6 @@ void ckpt_read_named(const char *path, const Device *dev, CkptTensors params, Ck
 void ckpt_save(const char *path, const Device *dev, const ParamSet *ps, const ParamSet *buffers,
                const Optimizer *opt, const LossScaler *sc, int64_t epoch, int64_t data_position,
                Rng rng, const char *run_config);
-// A checkpoint can be written at path: checked before run_start (rank 0), so
-// that a bad --checkpoint fails at once, not after the first epochs.
-void ckpt_check_writable(const char *path);
 // ... and back: false (nothing changed) when path does not exist; otherwise
 // ckpt_read + ckpt_meta_apply, with epoch, data position and RNG returned.
 bool ckpt_resume(const char *path, const Device *dev, ParamSet *ps, ParamSet *buffers,

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/check.h"
+#include "core/file.h"
 #include "core/parallel.h"
 #include "core/progress.h"
 #include "device/profile.h"
@@ -98,6 +99,10 @@ void run_init(Run *run, const RunSpec *spec, int *argc, char ***argv) {
     snprintf(run->log_path, sizeof run->log_path, "%s", path);
   else
     default_log_path(run, run->log_path, sizeof run->log_path);
+  if (run->rank == 0) {  // a log that cannot be written fails naming its flag
+    file_make_parent_dirs_for("--log_file", run->log_path);
+    file_check_writable("--log_file", run->log_path);
+  }
   mllog_open(&run->log, run->log_path, run->rank, true);
 
   MLLOG_START(&run->log, "init_start");
@@ -130,6 +135,17 @@ const char *run_data_dir(const Run *run) {
   return dir;
 }
 
+// The files rank 0 will write: the checkpoint and the spec's outputs.
+static void check_outputs(const Run *run) {
+  if (*run->checkpoint) file_check_writable("--checkpoint", run->checkpoint);
+  for (const char *const *key = run->spec.outputs; key && *key; key++) {
+    const char *path = config_string(&run->cfg, *key);
+    char flag[96];
+    snprintf(flag, sizeof flag, "--%s", *key);
+    if (*path) file_check_writable(flag, path);
+  }
+}
+
 void run_check(Run *run) {
   int64_t every = run->eval_every, offset = run->eval_offset;
   if (offset >= every)
@@ -139,7 +155,7 @@ void run_check(Run *run) {
               (long long)run->max_epochs, (long long)(every - offset));
   if (config_bool(&run->cfg, "resume") && !*run->checkpoint)
     die_input("--resume", "needs --checkpoint=PATH to resume from");
-  if (*run->checkpoint && run->rank == 0) ckpt_check_writable(run->checkpoint);
+  if (run->rank == 0) check_outputs(run);
 
   int n = 0;
   for (const char *const *k = kResumeMayChange; *k; k++) run->ignored[n++] = *k;

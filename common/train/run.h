@@ -106,6 +106,11 @@ typedef struct RunSpec {
   // are added by the lifecycle. Every other key shapes the run: a resume with
   // another value is refused by name.
   const char *const *resume_may_change;
+  // The trainer's keys that name a file rank 0 writes (a run's predictions),
+  // NULL-terminated: run_check tries each path, so that a bad one fails
+  // before the run, naming its flag. The writer goes through a temporary
+  // name and a rename (file.h: atomic_file).
+  const char *const *outputs;
 } RunSpec;
 
 // The mean training loss over an epoch, summed on the device as the steps
@@ -180,8 +185,8 @@ const char *run_data_dir(const Run *run);
 // epoch limit without stretching the schedule.
 void run_resolve_epochs(Run *run, const char *key);
 // The checks of the lifecycle's keys, before run_start: the eval cadence
-// against max_epochs, --resume with a --checkpoint, the checkpoint path
-// writable (rank 0); and the snapshot of the config a checkpoint keeps
+// against max_epochs, --resume with a --checkpoint, the checkpoint's and the
+// spec's output paths writable (rank 0); and the snapshot of the config a checkpoint keeps
 // (after the trainer's own changes to the config).
 void run_check(Run *run);
 // The training state checkpoints hold, with the run's loss scaler (buffers

@@ -21,8 +21,8 @@ int schedule_kind_parse(const char *name) {
 
 const char *schedule_kind_name(SchedKind kind) { return kSchedNames[kind]; }
 
-void schedule_check(const Schedule *s) {
-  const char *name = "schedule";
+void schedule_check(const Schedule *s, const char *flags) {
+  const char *name = flags;
   if ((unsigned)s->kind >= (unsigned)N_SCHEDS) die_input(name, "unknown kind %d", (int)s->kind);
   if (!(s->base_lr >= 0)) die_input(name, "base learning rate %g is negative", s->base_lr);
   if (s->warmup_steps < 0) die_input(name, "%lld warmup steps", (long long)s->warmup_steps);

@@ -46,8 +46,10 @@ typedef struct Schedule {
 int schedule_kind_parse(const char *name);
 const char *schedule_kind_name(SchedKind kind);
 
-// Checks the fields the kind uses; a bad one is a one-line error naming it.
-void schedule_check(const Schedule *s);
+// Checks the fields the kind uses; a bad one is a one-line error naming
+// `flags`, the flags the schedule was made from ("--warmup_epochs,
+// --decay_epochs"), and the field.
+void schedule_check(const Schedule *s, const char *flags);
 double schedule_lr(const Schedule *s, int64_t step);
 
 // MLLOG: the schedule's hyperparameter keys, named for the optimizer it drives

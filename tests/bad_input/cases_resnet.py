@@ -183,4 +183,13 @@ CASES = [
          setup=bad_magic, check=benchmark_aborted),
     Case("bench_steps_is_a_benchmark", RESNET + " --data_dir={resnet_data} --bench_steps=2", None, 0,
          "a real-loader throughput run, the same", check=benchmark_log),
+    Case("profile_without_synthetic", RESNET + " --data_dir={resnet_data} --profile_steps=3",
+         "error: --profile_steps: profiles the steps after a bench run: give --synthetic too", 2,
+         "--profile_steps on a training run (once ignored: it profiles a synthetic run's steps)",
+         check=no_run_start),
+    Case("ssd_profile_without_synthetic",
+         "{build}/bin/ssd --config={root}/object_detection/configs/small.conf --device=cpu "
+         "--log_file={tmp}/run.log --data_dir={tmp} --profile_steps=3",
+         "error: --profile_steps: profiles the steps after a bench run: give --synthetic too", 2,
+         "the same for SSD", check=no_run_start),
 ]

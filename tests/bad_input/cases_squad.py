@@ -300,6 +300,10 @@ CASES = [
     # ---------------------------------------------------------------- bert (the trainer)
     Case("bert_tiny_run", BERT, None, 0, "the tiny model fine-tunes one epoch on the tiny set (the rows' baseline)",
          setup=bert(), check=printed("span head from the checkpoint")),
+    Case("bert_predictions_out_unwritable", BERT + " --predictions_out=/nonexistent/dir/p.json",
+         "error: --predictions_out: cannot write /nonexistent/dir/p.json.tmp: No such file or directory",
+         2, "a predictions file in a missing folder (once found after a whole epoch, as an internal "
+         "error naming no flag)", setup=bert()),
     Case("bert_no_data_dir", BERT.replace("--data_dir={tmp}/d ", ""),
          "error: --data_dir: no data set given (--data_dir=DIR)", 2, "no data set named", setup=bert(data=False)),
     Case("bert_data_dir_without_lmdb", BERT, "error: {tmp}/d/lmdb: missing: --data_dir holds no converted data "

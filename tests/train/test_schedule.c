@@ -14,7 +14,7 @@
 static void poly_with_warmup(void) {
   Schedule s = {.kind = SCHED_POLY, .base_lr = 10, .end_lr = 1e-4, .power = 2,
                 .warmup_steps = 5, .decay_steps = 20};
-  schedule_check(&s);
+  schedule_check(&s, "schedule");
   CHECK_NEAR(schedule_lr(&s, 0), 2.0, 1e-12);
   CHECK_NEAR(schedule_lr(&s, 4), 10.0, 1e-12);
   CHECK_NEAR(schedule_lr(&s, 5), 10.0, 1e-12);
@@ -29,7 +29,7 @@ static void step_decay_at_epochs(void) {
   Schedule s = {.kind = SCHED_STEP, .base_lr = 0.1, .warmup_steps = 10, .warmup_factor = 0.5,
                 .steps_per_epoch = 10, .n_boundaries = 2, .boundary_epochs = {2, 4},
                 .decay_factor = 0.1};
-  schedule_check(&s);
+  schedule_check(&s, "schedule");
   CHECK_NEAR(schedule_lr(&s, 0), 0.1 * (0.5 + 0.5 * 0.1), 1e-15);
   CHECK_NEAR(schedule_lr(&s, 9), 0.1, 1e-15);
   CHECK_NEAR(schedule_lr(&s, 19), 0.1, 1e-15);
@@ -40,7 +40,7 @@ static void step_decay_at_epochs(void) {
 
 static void rsqrt_after_warmup(void) {
   Schedule s = {.kind = SCHED_RSQRT, .base_lr = 2, .warmup_steps = 4};
-  schedule_check(&s);
+  schedule_check(&s, "schedule");
   CHECK_NEAR(schedule_lr(&s, 0), 0.5, 1e-15);
   CHECK_NEAR(schedule_lr(&s, 3), 2.0, 1e-15);
   CHECK_NEAR(schedule_lr(&s, 15), 1.0, 1e-15);  // 2 sqrt(4 / 16)
@@ -49,7 +49,7 @@ static void rsqrt_after_warmup(void) {
 
 static void linear_warmup_and_decay(void) {
   Schedule s = {.kind = SCHED_LINEAR, .base_lr = 1, .warmup_steps = 10, .total_steps = 110};
-  schedule_check(&s);
+  schedule_check(&s, "schedule");
   CHECK_NEAR(schedule_lr(&s, 0), 0.1, 1e-15);
   CHECK_NEAR(schedule_lr(&s, 9), 1.0, 1e-15);
   CHECK_NEAR(schedule_lr(&s, 10), 1.0, 1e-15);
@@ -60,7 +60,7 @@ static void linear_warmup_and_decay(void) {
 
 static void constant_ignores_warmup(void) {
   Schedule s = {.kind = SCHED_CONSTANT, .base_lr = 0.0045, .warmup_steps = 100};
-  schedule_check(&s);
+  schedule_check(&s, "schedule");
   CHECK(schedule_lr(&s, 0) == 0.0045 && schedule_lr(&s, 1000000) == 0.0045);
 }
 
@@ -73,20 +73,20 @@ static void names(void) {
 static void check_poly_no_steps(void *ctx) {
   (void)ctx;
   Schedule s = {.kind = SCHED_POLY, .base_lr = 1, .power = 2};
-  schedule_check(&s);
+  schedule_check(&s, "schedule");
 }
 
 static void check_step_descending(void *ctx) {
   (void)ctx;
   Schedule s = {.kind = SCHED_STEP, .base_lr = 1, .steps_per_epoch = 5, .n_boundaries = 2,
                 .boundary_epochs = {50, 40}, .decay_factor = 0.1};
-  schedule_check(&s);
+  schedule_check(&s, "schedule");
 }
 
 static void check_linear_short(void *ctx) {
   (void)ctx;
   Schedule s = {.kind = SCHED_LINEAR, .base_lr = 1, .warmup_steps = 10, .total_steps = 10};
-  schedule_check(&s);
+  schedule_check(&s, "schedule");
 }
 
 static void bad_schedules_die(void) {
