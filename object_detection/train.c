@@ -81,7 +81,6 @@ static const RunSpec kSpec = {
     .benchmark = "ssd", .metric = "mAP", .max_epochs = "80", .target = "0.23",
     .eval_every = "5", .keys = kKeys, .n_keys = (int)(sizeof kKeys / sizeof kKeys[0]),
     .resume_may_change = (const char *const[]){"loader_threads", "synthetic", "synthetic_steps",
-                                                "detections_out",
                                                 "val_annotations", "backbone", NULL},
     .outputs = (const char *const[]){"detections_out", NULL},
 };

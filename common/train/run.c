@@ -159,10 +159,11 @@ void run_check(Run *run) {
 
   int n = 0;
   for (const char *const *k = kResumeMayChange; *k; k++) run->ignored[n++] = *k;
-  for (const char *const *k = run->spec.resume_may_change; k && *k; k++) {
-    if (n == RUN_MAX_IGNORED - 1) DIE("run: more than %d keys a resume may change", RUN_MAX_IGNORED - 1);
-    run->ignored[n++] = *k;
-  }
+  for (int list = 0; list < 2; list++)  // the outputs are where things go, like the log
+    for (const char *const *k = list ? run->spec.outputs : run->spec.resume_may_change; k && *k; k++) {
+      if (n == RUN_MAX_IGNORED - 1) DIE("run: more than %d keys a resume may change", RUN_MAX_IGNORED - 1);
+      run->ignored[n++] = *k;
+    }
   run->ignored[n] = NULL;
   char err[600];
   if (config_snapshot(&run->cfg, run->ignored, run->run_config, sizeof run->run_config, err,

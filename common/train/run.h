@@ -108,8 +108,8 @@ typedef struct RunSpec {
   const char *const *resume_may_change;
   // The trainer's keys that name a file rank 0 writes (a run's predictions),
   // NULL-terminated: run_check tries each path, so that a bad one fails
-  // before the run, naming its flag. The writer goes through a temporary
-  // name and a rename (file.h: atomic_file).
+  // before the run, naming its flag, and a resumed run may change them. The
+  // writer goes through a temporary name and a rename (file.h: atomic_file).
   const char *const *outputs;
 } RunSpec;
 
