@@ -23,7 +23,7 @@ NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x $(CUDA_HOME)/bin/nvcc &
 CUDA ?= $(if $(NVCC),1,0)
 MPICC := $(shell command -v mpicc 2>/dev/null)
 MPI ?= $(if $(MPICC),1,0)
-PKGS := lmdb libturbojpeg libpng libcjson openblas zlib libutf8proc
+PKGS := lmdb libturbojpeg libpng libcjson openblas zlib libutf8proc libxxhash
 PKG_OK := $(shell pkg-config --exists $(PKGS) 2>/dev/null && echo 1)
 # DNNL=1 (the default where the header is there): the CPU convolutions
 # through oneDNN (Debian libdnnl-dev, which has no pkg-config file;

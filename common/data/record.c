@@ -5,13 +5,29 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <xxhash.h>
+
 #include "core/check.h"
 
 // Values are stored in host order; every supported host is little-endian.
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "record layout is little-endian");
 
 static const char kMagic[4] = {'M', 'L', 'R', 'C'};
-enum { kHeaderBytes = 8 };
+enum { kSealedBytes = 8, kHeaderBytes = 16 };  // the checksum covers bytes from 0, but 8..16
+
+// The checksum of a value of at least kHeaderBytes: the fields after it,
+// seeded with the magic, version, kind and format before it.
+static uint64_t checksum(const uint8_t *value, size_t value_bytes) {
+  uint64_t seed;
+  memcpy(&seed, value, kSealedBytes);
+  return XXH3_64bits_withSeed(value + kHeaderBytes, value_bytes - kHeaderBytes, seed);
+}
+
+void record_seal(void *value, size_t value_bytes) {
+  if (value_bytes < kHeaderBytes) DIE("record_seal: %zu bytes, less than a header", value_bytes);
+  uint64_t sum = checksum(value, value_bytes);
+  memcpy((uint8_t *)value + kSealedBytes, &sum, 8);
+}
 
 const char *record_kind_name(RecordKind kind) {
   switch (kind) {
@@ -73,6 +89,7 @@ size_t record_encode(const Record *r, uint8_t *out, size_t out_bytes) {
   put(&c, &version, 2);
   put(&c, &kind, 1);
   put(&c, &format, 1);
+  c.pos += 8;  // the checksum, once the rest is written
   if (r->kind == RECORD_IMAGE_LABEL) {
     put(&c, &r->label, 4);
   } else if (r->kind == RECORD_IMAGE_BOXES) {
@@ -89,6 +106,7 @@ size_t record_encode(const Record *r, uint8_t *out, size_t out_bytes) {
     put_u32(&c, (uint32_t)r->image_bytes);
     put(&c, r->image, r->image_bytes);
   }
+  record_seal(out, c.pos);
   return c.pos;
 }
 
@@ -163,10 +181,20 @@ bool record_decode(const void *value, size_t value_bytes, Record *r, char *err,
                 value_bytes);
   uint16_t version;
   memcpy(&version, head + 4, 2);
+  if (version == 1)
+    return fail(err, err_bytes,
+                "record layout version 1, without checksums: convert the data set again with "
+                "this build's converter (prepare_data.sh, or datasets/*_to_lmdb)");
   if (version != RECORD_VERSION)
     return fail(err, err_bytes,
                 "record layout version %u, this build reads version %d (rebuild the "
                 "LMDB with this build's converter)", version, RECORD_VERSION);
+  uint64_t stored;
+  memcpy(&stored, head + kSealedBytes, 8);
+  if (stored != checksum(value, value_bytes))
+    return fail(err, err_bytes,
+                "checksum mismatch over its %zu bytes: the record is damaged; convert the data "
+                "set again", value_bytes);
   r->kind = (RecordKind)head[6];
   r->image_format = (ImageFormat)head[7];
   bool ok;

@@ -71,6 +71,17 @@ def bad_magic(t):
     data.write_bytes(bytes(raw))
 
 
+def flipped_bit(t):
+    """One bit flipped inside a record's image, in the middle of the
+    training split: the JPEG may still decode, the checksum does not match."""
+    d = copy_data(t)
+    data = d / "lmdb" / "train" / "data.mdb"
+    raw = bytearray(data.read_bytes())
+    at = raw.find(b"MLRC", len(raw) // 2)
+    raw[at + 40] ^= 0x10
+    data.write_bytes(bytes(raw))
+
+
 def train_one_epoch(t):
     t.run(RESNET.format(build=t.build, root=t.root, tmp=t.path) +
           f" --data_dir={t.fixture('resnet_data')} --max_epochs=1 --checkpoint={t.path}/c.ckpt")
@@ -145,6 +156,11 @@ CASES = [
                     r"no MLRC magic\)"), 2,
          "a corrupt record met by a loader thread (once SIGSEGV after the message); the log ends "
          "with run_stop aborted", setup=bad_magic, check=run_stop_aborted),
+    Case("record_bit_flipped", RESNET + " --data_dir={tmp}/d --loader_threads=2",
+         re.compile(r"error: .*/d/lmdb/train record \d+: checksum mismatch over its \d+ bytes: the record "
+                    r"is damaged; convert the data set again"), 2,
+         "one flipped bit in a record's image (once trained on without a word when the JPEG "
+         "still decoded: 33 of 40 flips)", setup=flipped_bit, check=run_stop_aborted),
     Case("label_outside_classes", RESNET + " --data_dir={resnet_data} --num_classes=9",
          re.compile(r"error: .*/lmdb/train record \d+: label 9 is outside the 9 classes of this run "
                     r"\(--num_classes\)"), 2,

@@ -28,7 +28,7 @@ static void image_label_round_trip(void) {
                .image_bytes = sizeof kImage, .label = 917};
   size_t bytes;
   uint8_t *buf = encode(&in, &bytes);
-  CHECK_EQ_INT(bytes, 8 + 4 + 4 + sizeof kImage);
+  CHECK_EQ_INT(bytes, 16 + 4 + 4 + sizeof kImage);
   Record out;
   char err[256];
   REQUIRE(record_decode(buf, bytes, &out, err, sizeof err));
@@ -106,19 +106,69 @@ static void bad_values_named(void) {
   size_t bytes;
   uint8_t *buf = encode(&in, &bytes);
   BadValue truncated = {buf, bytes - 1};
-  CHECK_DIES_WITH(parse_child, &truncated, "train record 5: image+label record is truncated");
+  CHECK_DIES_WITH(parse_child, &truncated, "train record 5: checksum mismatch");
   uint8_t *other = malloc(bytes);
+  memcpy(other, buf, bytes - 1);
+  record_seal(other, bytes - 1);  // a short record with a good checksum: the layout's check
+  BadValue short_sealed = {other, bytes - 1};
+  CHECK_DIES_WITH(parse_child, &short_sealed, "train record 5: image+label record is truncated");
   memcpy(other, buf, bytes);
-  other[4] = 2;  // layout version 2
+  other[4] = 3;  // layout version 3
   BadValue version = {other, bytes};
-  CHECK_DIES_WITH(parse_child, &version, "train record 5: record layout version 2");
+  CHECK_DIES_WITH(parse_child, &version, "train record 5: record layout version 3");
+  other[4] = 1;  // version 1: no checksums
+  CHECK_DIES_WITH(parse_child, &version, "train record 5: record layout version 1, without checksums: "
+                  "convert the data set again");
   BadValue garbage = {(const uint8_t *)"hello world", 11};
   CHECK_DIES_WITH(parse_child, &garbage, "no MLRC magic");
   memcpy(other, buf, bytes);
-  other[7] = 9;  // image format
+  other[7] = 9;  // image format, resealed: the field's own check
+  record_seal(other, bytes);
   BadValue format = {other, bytes};
   CHECK_DIES_WITH(parse_child, &format, "unknown image format 9");
   free(other);
+  free(buf);
+}
+
+// One flipped bit anywhere but in the checksum itself, in any kind of
+// record, is a checksum mismatch naming the record (a flip in the checksum
+// is one too); and a record resealed after the flip decodes again.
+static void any_flipped_bit_is_found(void) {
+  int32_t seq[3] = {7, 8, 9};
+  float box[4] = {0.1f, 0.2f, 0.3f, 0.4f};
+  int32_t box_label = 5;
+  Record kinds[3] = {
+      {.kind = RECORD_IMAGE_LABEL, .image_format = IMAGE_FORMAT_JPEG, .image = kImage,
+       .image_bytes = sizeof kImage, .label = 3},
+      {.kind = RECORD_IMAGE_BOXES, .image_format = IMAGE_FORMAT_PNG, .image = kImage,
+       .image_bytes = sizeof kImage, .image_id = 42, .box_count = 1, .boxes = box,
+       .box_labels = &box_label},
+      {.kind = RECORD_TOKENS, .seq_count = 1, .seq_len = {3}, .seqs = {seq}}};
+  int missed = 0, flips = 0;
+  for (int k = 0; k < 3; k++) {
+    size_t bytes;
+    uint8_t *buf = encode(&kinds[k], &bytes);
+    for (size_t bit = 0; bit < 8 * bytes; bit++) {
+      if (bit / 8 < 6) continue;  // the magic and version have checks of their own
+      buf[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+      Record out;
+      char err[256] = "";
+      flips++;
+      missed += record_decode(buf, bytes, &out, err, sizeof err) || !strstr(err, "checksum mismatch");
+      buf[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+    }
+    Record out;
+    char err[256];
+    CHECK_MSG(record_decode(buf, bytes, &out, err, sizeof err), "%s after the flips: %s",
+              record_kind_name(kinds[k].kind), err);
+    free(buf);
+  }
+  CHECK_MSG(missed == 0, "%d of %d single-bit flips not found", missed, flips);
+  size_t bytes;
+  uint8_t *buf = encode(&kinds[0], &bytes);
+  buf[bytes - 1] ^= 1;
+  BadValue damaged = {buf, bytes};
+  CHECK_DIES_WITH(parse_child, &damaged, "train record 5: checksum mismatch over its");
   free(buf);
 }
 
@@ -347,6 +397,7 @@ int main(void) {
   TEST_RUN(image_boxes_round_trip);
   TEST_RUN(tokens_round_trip);
   TEST_RUN(bad_values_named);
+  TEST_RUN(any_flipped_bit_is_found);
   TEST_RUN(lmdb_round_trip_random_access);
   TEST_RUN(lmdb_many_reader_threads);
   TEST_RUN(lmdb_bad_directories);

@@ -1,12 +1,16 @@
 """What the converter tests (test_coco_convert.py, test_wmt_convert.py,
 test_torch_to_ckpt.py, test_bert_to_safetensors.py) share: the PASS/FAIL
 line, a shell command, an LMDB's records read back with lmdb-utils'
-mdb_dump, the check of a task's prepare_data.sh at a small scale (run twice:
+mdb_dump and their header and checksum checked (with the xxhash package, not
+the suite's code), the check of a task's prepare_data.sh at a small scale (run twice:
 the second run must keep the first's data set), and a hostile pickle."""
 import os
 import pickle
+import struct
 import subprocess
 import zipfile
+
+import xxhash
 
 
 def report(name, problem):
@@ -23,6 +27,18 @@ def records(lmdb_dir):
     dumped = out.split("HEADER=END\n", 1)[1].split("\n")
     data = [bytes.fromhex(line.strip()) for line in dumped if line.startswith(" ")]
     return data[1::2]
+
+
+def payload(value, kind):
+    """A record's fields after its 16-byte header (common/data/record.h,
+    layout version 2), once its magic, version, kind and XXH3-64 checksum
+    (seeded with the header's first 8 bytes) are checked; and its image
+    format byte."""
+    magic, version, got_kind, fmt, checksum = struct.unpack_from("<4sHBBQ", value, 0)
+    assert magic == b"MLRC" and version == 2 and got_kind == kind, (magic, version, got_kind)
+    seed = int.from_bytes(value[:8], "little")
+    assert checksum == xxhash.xxh3_64_intdigest(value[16:], seed=seed), "record checksum"
+    return value[16:], fmt
 
 
 def check_prepare(name, script, data, build, env, root, split, want_records):

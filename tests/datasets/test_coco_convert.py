@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from convert_check import check_prepare, records, report, run
+from convert_check import check_prepare, payload, records, report, run
 
 ROOT = Path(__file__).resolve().parents[2]
 FMNIST = Path("/usr/share/datasets/fashion-mnist")
@@ -35,10 +35,9 @@ def generate(build, out, seed=1):
 
 def decode(value):
     """An IMAGE_BOXES record: (image_id, boxes, labels, image bytes)."""
-    magic, version, kind, _fmt = struct.unpack_from("<4sHBB", value, 0)
-    assert magic == b"MLRC" and version == 1 and kind == 2, (magic, version, kind)
-    image_id, count = struct.unpack_from("<qI", value, 8)
-    at = 20
+    value, _fmt = payload(value, 2)
+    image_id, count = struct.unpack_from("<qI", value, 0)
+    at = 12
     boxes = [struct.unpack_from("<4f", value, at + 16 * i) for i in range(count)]
     at += 16 * count
     labels = list(struct.unpack_from(f"<{count}i", value, at))

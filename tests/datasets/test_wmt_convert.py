@@ -24,7 +24,7 @@ import tempfile
 import unicodedata
 from pathlib import Path
 
-from convert_check import check_prepare, records, report, run
+from convert_check import check_prepare, payload, records, report, run
 
 ROOT = Path(__file__).resolve().parents[2]
 DICT = Path("/usr/share/trans/de-en")
@@ -37,10 +37,11 @@ def lines(path):
 
 def decode_record(value):
     """A TOKENS record: its sequences of ids."""
-    magic, version, kind, fmt, count = struct.unpack_from("<4sHBBI", value, 0)
-    assert magic == b"MLRC" and version == 1 and kind == 3 and fmt == 0, (magic, version, kind, fmt)
-    lens = struct.unpack_from(f"<{count}I", value, 12)
-    at, seqs = 12 + 4 * count, []
+    value, fmt = payload(value, 3)
+    assert fmt == 0, fmt
+    (count,) = struct.unpack_from("<I", value, 0)
+    lens = struct.unpack_from(f"<{count}I", value, 4)
+    at, seqs = 4 + 4 * count, []
     for n in lens:
         seqs.append(list(struct.unpack_from(f"<{n}i", value, at)))
         at += 4 * n

@@ -2,7 +2,8 @@
 // (lmdb_store.c, record.c, classify_data.c). The input is written as record 0
 // of a fresh data set, which is opened read-only as a trainer opens it; the
 // value comes back through lmdb_txn_get (unaligned, as LMDB stores it) into
-// record_parse, and then goes where a trainer sends its kind: an image+label
+// record_parse (half the inputs with a valid checksum: fuzz_record_value),
+// and then goes where a trainer sends its kind: an image+label
 // record's image through classify_augment_image (eval, 32 pixels), boxes and
 // token sequences through their accessors. The classification loader's own
 // worker is not used: a worker's fatal error ends the process by design
@@ -58,9 +59,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     snprintf(dir, sizeof dir, "%s", fuzz_temp_path("lmdb"));
   }
   fuzz_temp_clear();
+  void *block;
+  const uint8_t *value = fuzz_record_value(data, size, &block);
   LmdbWriter *w = lmdb_writer_open(dir);
-  lmdb_writer_put(w, data, size);
+  lmdb_writer_put(w, value, size);
   lmdb_writer_close(w);
+  free(block);
   Case c = {.dir = dir};
   fuzz_call(read_record, &c, FUZZ_KEEP_LEFTOVERS);
   if (c.txn) lmdb_txn_end(c.txn);

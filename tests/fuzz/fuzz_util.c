@@ -269,6 +269,14 @@ void fuzz_write_file(const char *path, const uint8_t *bytes, size_t n_bytes) {
 }
 
 // ---------------------------------------------------------------- records
+uint8_t *fuzz_record_value(const uint8_t *data, size_t size, void **block) {
+  uint8_t *copy = malloc(size + 1);
+  if (size) memcpy(copy + 1, data, size);
+  if (size >= 16 && (data[8] & 1)) record_seal(copy + 1, size);
+  *block = copy;
+  return copy + 1;
+}
+
 void fuzz_read_record_fields(const Record *r) {
   float box[4];
   for (int32_t i = 0; i < r->box_count; i++) {

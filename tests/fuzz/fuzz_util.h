@@ -52,3 +52,9 @@ void fuzz_temp_clear(void);
 // Reads every box (and its label) and every token sequence of a decoded
 // record through record.h's accessors, as the trainers of those kinds do.
 void fuzz_read_record_fields(const Record *r);
+// A record's checksum (record.h) over a mutated input: half the inputs (bit
+// 0 of the checksum's first byte set) are resealed, so that the fuzzer gets
+// past the checksum to the fields; the other half test the checksum itself.
+// A copy of data (malloc'd, at an odd address inside *block: LMDB values are
+// unaligned), to free with free(*block).
+uint8_t *fuzz_record_value(const uint8_t *data, size_t size, void **block);
