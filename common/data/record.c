@@ -206,12 +206,21 @@ bool record_decode(const void *value, size_t value_bytes, Record *r, char *err,
       break;
     }
     case RECORD_IMAGE_BOXES: ok = decode_boxes(&c, r); break;
-    case RECORD_TOKENS: return decode_tokens(&c, r, err, err_bytes);
+    case RECORD_TOKENS:
+      if (!decode_tokens(&c, r, err, err_bytes)) return false;
+      ok = true;
+      break;
     default: return fail(err, err_bytes, "unknown record kind %d", (int)r->kind);
   }
   if (!ok) return fail(err, err_bytes, "%s record is truncated", record_kind_name(r->kind));
-  if (r->image_format != IMAGE_FORMAT_JPEG && r->image_format != IMAGE_FORMAT_PNG)
+  if (r->kind != RECORD_TOKENS && r->image_format != IMAGE_FORMAT_JPEG &&
+      r->image_format != IMAGE_FORMAT_PNG)
     return fail(err, err_bytes, "unknown image format %d", (int)r->image_format);
+  // Bytes no field accounts for: the checksum covers them, so a record that
+  // decodes must be exactly what record_encode writes.
+  if (c.pos != c.end)
+    return fail(err, err_bytes, "%s record has %zu stray bytes after its fields", record_kind_name(r->kind),
+                c.end - c.pos);
   return true;
 }
 

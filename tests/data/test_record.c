@@ -112,6 +112,13 @@ static void bad_values_named(void) {
   record_seal(other, bytes - 1);  // a short record with a good checksum: the layout's check
   BadValue short_sealed = {other, bytes - 1};
   CHECK_DIES_WITH(parse_child, &short_sealed, "train record 5: image+label record is truncated");
+  uint8_t *longer = malloc(bytes + 2);
+  memcpy(longer, buf, bytes);
+  longer[bytes] = longer[bytes + 1] = 7;
+  record_seal(longer, bytes + 2);  // sealed, but two bytes no field accounts for
+  BadValue stray = {longer, bytes + 2};
+  CHECK_DIES_WITH(parse_child, &stray, "train record 5: image+label record has 2 stray bytes after its fields");
+  free(longer);
   memcpy(other, buf, bytes);
   other[4] = 3;  // layout version 3
   BadValue version = {other, bytes};
