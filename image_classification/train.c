@@ -291,9 +291,10 @@ static double synthetic_run(void *trainer) {
   int32_t *y_host = xmalloc((size_t)n * sizeof(int32_t));
   rng_fill_normal_cpu(x_host, pixels, 1, 0, 0, 0.0f, 1.0f);
   for (int64_t i = 0; i < n; i++) y_host[i] = (int32_t)(rng_u32(1, 1, (uint64_t)i) % classes);
-  void *x_dev = device_alloc(dev->kind, x_bytes), *y_dev = device_alloc(dev->kind, (size_t)n * 4);
-  device_copy(dev->kind, x_dev, DEVICE_CPU, x_host, x_bytes);
-  device_copy(dev->kind, y_dev, DEVICE_CPU, y_host, (size_t)n * 4);
+  void *x_dev = device_upload(dev->kind, x_host, x_bytes);
+  void *y_dev = device_upload(dev->kind, y_host, (size_t)n * 4);
+  free(x_host);
+  free(y_host);
   // The input in the compute dtype, in the trainer's image buffer.
   Tensor x32 = TENSOR(x_dev, DT_F32, dev->kind, pixels);
   Tensor x_flat = TENSOR(t->images.data, t->net.cfg.dtype, dev->kind, pixels);
@@ -318,8 +319,6 @@ static double synthetic_run(void *trainer) {
            (long long)t->local_batch, (double)(steps * t->local_batch) / eval_seconds);
   device_free(dev->kind, x_dev);
   device_free(dev->kind, y_dev);
-  free(x_host);
-  free(y_host);
   return (double)(steps * t->global_batch) / seconds;
 }
 

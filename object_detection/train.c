@@ -363,12 +363,12 @@ static double synthetic_run(void *trainer) {
     }
     ssd_match(&t->boxes, &gt[0][0], gl, 3, labels + i * boxes, offsets + i * boxes * 4);
   }
-  void *x_dev = device_alloc(dev->kind, (size_t)pixels);
-  int32_t *labels_dev = device_alloc(dev->kind, (size_t)(n * boxes) * sizeof(int32_t));
-  float *offsets_dev = device_alloc(dev->kind, (size_t)(n * boxes * 4) * sizeof(float));
-  device_copy(dev->kind, x_dev, DEVICE_CPU, x_host, (size_t)pixels);
-  device_copy(dev->kind, labels_dev, DEVICE_CPU, labels, (size_t)(n * boxes) * sizeof(int32_t));
-  device_copy(dev->kind, offsets_dev, DEVICE_CPU, offsets, (size_t)(n * boxes * 4) * sizeof(float));
+  void *x_dev = device_upload(dev->kind, x_host, (size_t)pixels);
+  int32_t *labels_dev = device_upload(dev->kind, labels, (size_t)(n * boxes) * sizeof(int32_t));
+  float *offsets_dev = device_upload(dev->kind, offsets, (size_t)(n * boxes * 4) * sizeof(float));
+  free(x_host);
+  free(labels);
+  free(offsets);
   Tensor x = batch_images(t, x_dev, n);
   int64_t steps = config_int(&t->run.cfg, "synthetic_steps");
   SyntheticStep step = {t, &x, labels_dev, offsets_dev};  // schedule steps 0.., the first 10 untimed
@@ -379,9 +379,6 @@ static double synthetic_run(void *trainer) {
   device_free(dev->kind, x_dev);
   device_free(dev->kind, labels_dev);
   device_free(dev->kind, offsets_dev);
-  free(x_host);
-  free(labels);
-  free(offsets);
   return (double)(steps * t->global_batch) / seconds;
 }
 

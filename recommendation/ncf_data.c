@@ -7,10 +7,7 @@
 
 // A copy of host array src (bytes) on the data's device, freed by close.
 static void *ncf_upload(NcfData *d, int slot, const void *src, size_t bytes) {
-  void *dst = device_alloc(d->device, bytes ? bytes : 1);
-  device_copy(d->device, dst, DEVICE_CPU, src, bytes);
-  d->owned[slot] = dst;
-  return dst;
+  return d->owned[slot] = device_upload(d->device, src, bytes);
 }
 
 MlFileHeader ncf_data_check(const char *dir) {

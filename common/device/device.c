@@ -152,6 +152,12 @@ void device_free_pinned(void *ptr) {
   free(ptr);
 }
 
+void *device_upload(DeviceKind kind, const void *host, size_t bytes) {
+  void *dst = device_alloc(kind, bytes);
+  device_copy(kind, dst, DEVICE_CPU, host, bytes);
+  return dst;
+}
+
 void device_copy(DeviceKind dst_kind, void *dst, DeviceKind src_kind, const void *src,
                  size_t bytes) {
   if (bytes == 0) return;

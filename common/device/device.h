@@ -67,6 +67,9 @@ void device_free_pinned(void *ptr);
 void device_copy(DeviceKind dst_kind, void *dst, DeviceKind src_kind, const void *src,
                  size_t bytes);
 void device_zero(DeviceKind kind, void *ptr, size_t bytes);
+// A new copy of `bytes` of host memory on a device kind (device_alloc, then
+// device_copy); free it with device_free.
+void *device_upload(DeviceKind kind, const void *host, size_t bytes);
 
 // Wall time of device work: events on CUDA, the host clock on CPU.
 typedef struct DeviceTimer {

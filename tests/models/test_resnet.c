@@ -378,10 +378,8 @@ static void gpu_step_waits_in(DType dt, long waits) {
   uint8_t *bytes_host = malloc((size_t)pixels);
   for (int64_t i = 0; i < pixels; i++) bytes_host[i] = (uint8_t)(i * 37 % 251);
   const int32_t labels_host[3] = {0, 3, 4};  // kLowpBatch of them
-  uint8_t *bytes = device_alloc(DEVICE_CUDA, (size_t)pixels);
-  int32_t *labels = device_alloc(DEVICE_CUDA, sizeof labels_host);
-  device_copy(DEVICE_CUDA, bytes, DEVICE_CPU, bytes_host, (size_t)pixels);
-  device_copy(DEVICE_CUDA, labels, DEVICE_CPU, labels_host, sizeof labels_host);
+  uint8_t *bytes = device_upload(DEVICE_CUDA, bytes_host, (size_t)pixels);
+  int32_t *labels = device_upload(DEVICE_CUDA, labels_host, sizeof labels_host);
   void *images = device_alloc(DEVICE_CUDA, (size_t)pixels * dtype_size(dt));
   float *loss = device_alloc(DEVICE_CUDA, sizeof(float));
   float *dlogits = device_alloc(DEVICE_CUDA, kLowpBatch * 5 * sizeof(float));

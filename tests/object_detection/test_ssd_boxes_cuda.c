@@ -59,11 +59,7 @@ static void free_inputs(LossInputs *in) {
 #if HAVE_CUDA
 static const Device CPU = {.kind = DEVICE_CPU};
 
-static void *to_gpu(const void *host, size_t bytes) {
-  void *d = device_alloc(DEVICE_CUDA, bytes);
-  device_copy(DEVICE_CUDA, d, DEVICE_CPU, host, bytes);
-  return d;
-}
+static void *to_gpu(const void *host, size_t bytes) { return device_upload(DEVICE_CUDA, host, bytes); }
 
 // Runs both and compares: the loss and gradients within tol_rounded(fp32);
 // which boxes the gradient weights (its zero rows) and by how much (1 or 2

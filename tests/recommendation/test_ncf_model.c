@@ -342,11 +342,7 @@ static void cpu_batches_match_the_sample_function(void) {
 }
 
 // A host array's copy on the device.
-static void *upload(const void *src, size_t bytes) {
-  void *dst = device_alloc(DEVICE_CUDA, bytes);
-  device_copy(DEVICE_CUDA, dst, DEVICE_CPU, src, bytes);
-  return dst;
-}
+static void *upload(const void *src, size_t bytes) { return device_upload(DEVICE_CUDA, src, bytes); }
 
 // The CUDA batch builders and metric against the CPU ones: the same batches
 // bit for bit; the same hits and users, NDCG to rounding.
