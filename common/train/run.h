@@ -186,12 +186,13 @@ const char *run_data_dir(const Run *run);
 void run_resolve_epochs(Run *run, const char *key);
 // The checks of the lifecycle's keys, before run_start: the eval cadence
 // against max_epochs, --resume with a --checkpoint, the checkpoint's and the
-// spec's output paths writable (rank 0); and the snapshot of the config a checkpoint keeps
-// (after the trainer's own changes to the config).
+// spec's output paths writable (rank 0); and the snapshot of the config a
+// checkpoint keeps (after the trainer's own changes to the config).
 void run_check(Run *run);
 // The training state checkpoints hold, with the run's loss scaler (buffers
 // may be NULL: a model without untrained state); with --resume and an
-// existing --checkpoint, read into it, the run continuing after the checkpoint's epoch (first_epoch). A
+// existing --checkpoint, read into it, the run continuing after the
+// checkpoint's epoch (first_epoch). A
 // checkpoint of a run with other settings is refused by name.
 void run_resume(Run *run, ParamSet *params, ParamSet *buffers, Optimizer *opt);
 // init_stop, then run_start: the clock of time-to-train starts here. From
