@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 #include "core/file.h"
 #include "fuzz_inputs.h"
@@ -83,13 +82,6 @@ static void read_file(const uint8_t *bytes, size_t n_bytes) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  read_file(data, size);
-  if (size < 4) return 0;
-  uint8_t *fixed = malloc(size);
-  memcpy(fixed, data, size);
-  uint32_t crc = (uint32_t)crc32(crc32(0, NULL, 0), fixed, (uInt)(size - 4));
-  memcpy(fixed + size - 4, &crc, 4);
-  read_file(fixed, size);
-  free(fixed);
+  fuzz_as_is_and_crc_fixed(data, size, read_file);
   return 0;
 }
