@@ -7,7 +7,6 @@
 // Every stat must be -1 (undefined) or in [0, 1], and the detections,
 // written as a results file (coco_dets_write_json), must read back
 // (coco_dets_load_json) as the same numbers.
-#include <stdio.h>
 #include <string.h>
 
 #include "fuzz_util.h"
@@ -42,17 +41,12 @@ static void score_self(void *ctx) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  static char path[1024], results_path[1024];
-  if (!path[0]) {
-    snprintf(path, sizeof path, "%s", fuzz_temp_path("instances.json"));
-    snprintf(results_path, sizeof results_path, "%s", fuzz_temp_path("results.json"));
-  }
-  fuzz_write_file(path, data, size);
-  Case c = {.path = path};
+  Case c = {.path = fuzz_temp_path("instances.json")};
+  fuzz_write_file(c.path, data, size);
   if (fuzz_call(read_gt, &c, FUZZ_RELEASE_LEFTOVERS) != 0) return 0;
   if (fuzz_call(score_self, &c, FUZZ_RELEASE_LEFTOVERS) != 0)
     fuzz_fail("an accepted ground truth cannot be scored: %s", fuzz_last_error());
-  fuzz_check_results_round_trip(&c.dets, &c.gt, results_path);
+  fuzz_check_results_round_trip(&c.dets, &c.gt, fuzz_temp_path("results.json"));
   coco_dets_free(&c.dets);
   coco_gt_free(&c.gt);
   return 0;

@@ -6,7 +6,6 @@
 // unpacked in the other order, coco_eval_accumulate) gives the same stats to
 // the bit; the detections written back (coco_dets_write_json) read back as
 // the same numbers.
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,21 +63,16 @@ static void score(void *ctx) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static CocoGt gt;
-  static char path[1024], again_path[1024];
-  if (!path[0]) {
-    fuzz_coco_gt(&gt);
-    snprintf(path, sizeof path, "%s", fuzz_temp_path("results.json"));
-    snprintf(again_path, sizeof again_path, "%s", fuzz_temp_path("again.json"));
-  }
-  fuzz_write_file(path, data, size);
-  Case c = {.gt = &gt, .path = path};
+  if (!gt.n_images) fuzz_coco_gt(&gt);
+  Case c = {.gt = &gt, .path = fuzz_temp_path("results.json")};
+  fuzz_write_file(c.path, data, size);
   if (fuzz_call(read_results, &c, FUZZ_RELEASE_LEFTOVERS) != 0) return 0;
   if (fuzz_call(score, &c, FUZZ_RELEASE_LEFTOVERS) != 0)
     fuzz_fail("accepted results that cannot be scored: %s", fuzz_last_error());
   fuzz_check_coco_stats(c.whole.stats);
   if (memcmp(c.whole.stats, c.shared.stats, sizeof c.whole.stats) != 0)
     fuzz_fail("the stats shared out between two ranks differ from one process's");
-  fuzz_check_results_round_trip(&c.dets, &gt, again_path);
+  fuzz_check_results_round_trip(&c.dets, &gt, fuzz_temp_path("again.json"));
   coco_eval_result_free(&c.whole);
   coco_eval_result_free(&c.shared);
   coco_dets_free(&c.dets);

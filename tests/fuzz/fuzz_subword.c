@@ -5,7 +5,6 @@
 // Checks: every id lies in the vocabulary; decoding the ids gives the text
 // back (what the BLEU of a translation relies on); the vocabulary saved
 // (subword_save) loads again with the same entries.
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,12 +59,8 @@ static void load_and_encode(void *ctx) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  static char path[1024], saved[1024];
-  if (!path[0]) {
-    snprintf(path, sizeof path, "%s", fuzz_temp_path("vocab.subwords"));
-    snprintf(saved, sizeof saved, "%s", fuzz_temp_path("saved.subwords"));
-  }
-  fuzz_write_file(path, data, size);
-  fuzz_call(load_and_encode, &(Case){path, saved, data, size}, FUZZ_RELEASE_LEFTOVERS);
+  Case c = {fuzz_temp_path("vocab.subwords"), fuzz_temp_path("saved.subwords"), data, size};
+  fuzz_write_file(c.path, data, size);
+  fuzz_call(load_and_encode, &c, FUZZ_RELEASE_LEFTOVERS);
   return 0;
 }

@@ -262,10 +262,21 @@ static const char *temp_dir(void) {
   return g_temp_dir;
 }
 
+// The paths handed out, one per name, so that each stays valid.
+enum { kMaxTempNames = 32 };
+static char g_temp_names[kMaxTempNames][64], g_temp_paths[kMaxTempNames][1024];
+
 const char *fuzz_temp_path(const char *name) {
-  static char path[1024];
-  snprintf(path, sizeof path, "%s/%s", temp_dir(), name);
-  return path;
+  int i = 0;
+  for (; i < kMaxTempNames && g_temp_names[i][0]; i++)
+    if (!strcmp(g_temp_names[i], name)) return g_temp_paths[i];
+  if (i == kMaxTempNames || strlen(name) >= sizeof g_temp_names[i]) {
+    fprintf(stderr, "fuzz_temp_path: more than %d names, or '%s' too long\n", kMaxTempNames, name);
+    abort();
+  }
+  snprintf(g_temp_names[i], sizeof g_temp_names[i], "%s", name);
+  snprintf(g_temp_paths[i], sizeof g_temp_paths[i], "%s/%s", temp_dir(), name);
+  return g_temp_paths[i];
 }
 
 void fuzz_write_file(const char *path, const uint8_t *bytes, size_t n_bytes) {

@@ -42,8 +42,8 @@ const char *fuzz_last_error(void);
 _Noreturn void fuzz_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 // name inside this process's scratch folder (under $FUZZ_TMPDIR, else
-// /dev/shm, else /tmp; removed at exit). The result stays valid until the
-// next call.
+// /dev/shm, else /tmp; removed at exit). The result stays valid for the
+// process's life (at most 32 names).
 const char *fuzz_temp_path(const char *name);
 // Writes bytes to path, replacing it.
 void fuzz_write_file(const char *path, const uint8_t *bytes, size_t n_bytes);

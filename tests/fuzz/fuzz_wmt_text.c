@@ -85,11 +85,7 @@ static void split_free(Split *s) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  static char src[1024], tgt[1024];
-  if (!src[0]) {
-    snprintf(src, sizeof src, "%s", fuzz_temp_path("train.en"));
-    snprintf(tgt, sizeof tgt, "%s", fuzz_temp_path("train.de"));
-  }
+  const char *src = fuzz_temp_path("train.en"), *tgt = fuzz_temp_path("train.de");
   const uint8_t *second;
   size_t second_bytes, first_bytes = fuzz_split(data, size, &second, &second_bytes);
   fuzz_write_file(src, data, first_bytes);
