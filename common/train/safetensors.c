@@ -48,6 +48,10 @@ static bool numel_at_most(const StTensor *t, uint64_t max) {
 }
 
 int64_t safetensors_numel(const StTensor *t) {
+  // A zero dimension first: the product of the others may overflow (the
+  // header's check, numel_at_most, bounds it only when no dimension is 0).
+  for (int d = 0; d < t->ndim; d++)
+    if (t->shape[d] == 0) return 0;
   int64_t n = 1;
   for (int d = 0; d < t->ndim; d++) n *= t->shape[d];
   return n;

@@ -300,6 +300,11 @@ static void bad_checkpoints_die_naming_the_problem(void) {
   write_safetensors(bad_path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
                     "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4);
   CHECK_DIES_WITH(load_bad, NULL, "tensor a is in the header twice");
+  // No elements, but dimensions before the 0 whose product overflows: a
+  // tensor like any other (found by the same target after the fix above).
+  write_safetensors(bad_path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,0],"
+                    "\"data_offsets\":[0,0]}}", 0);
+  CHECK_DIES_WITH(load_bad, NULL, "the checkpoint has no tensor embeddings.word_embeddings.weight");
   write_safetensors(bad_path, "not json", 0);
   CHECK_DIES_WITH(load_bad, NULL, "the header is not a JSON object");
   file_write(bad_path, "abc", 3);
