@@ -88,6 +88,10 @@ static void vocab_add(WpVocab *v, const char *path, int64_t line, size_t start, 
   int64_t bad = -1, chars = wp_utf8_chars(token, n, &bad);
   if (n == 0) die_input(where, "empty line (each line of a vocabulary is one token)");
   if (chars < 0) die_input(where, "invalid UTF-8 at byte %lld of the line", (long long)bad + 1);
+  // Tokens are kept NUL-terminated, and text never holds a NUL (step 1
+  // drops it): a NUL in a line is a file that is not a vocabulary.
+  const char *nul = memchr(token, 0, n);
+  if (nul) die_input(where, "a NUL byte at byte %lld of the line (not a text file?)", (long long)(nul - token) + 1);
   int64_t slot = vocab_slot(v, token, n);
   if (v->slots[slot] >= 0)
     die_input(where, "token '%.*s' repeats line %d", (int)n, token, v->slots[slot] + 1);

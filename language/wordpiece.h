@@ -52,8 +52,8 @@ typedef struct WpToken {
 
 // Reads vocab.txt: one token per line, UTF-8, id = line index (from 0);
 // trailing spaces, tabs and a carriage return of a line are not part of its
-// token. A missing or empty file, an empty line, invalid UTF-8, a token
-// twice or a missing [UNK], [CLS], [SEP] or [PAD] stops with a one-line
+// token. A missing or empty file, an empty line, invalid UTF-8, a NUL byte,
+// a token twice or a missing [UNK], [CLS], [SEP] or [PAD] stops with a one-line
 // error naming the file (and the line).
 WpVocab *wp_vocab_load(const char *path);
 void wp_vocab_free(WpVocab *v);

@@ -503,7 +503,9 @@ void coco_eval_accumulate(const CocoGt *gt, const CocoEvalMatches *m, CocoEvalRe
   const CocoEvalDet **first = xmalloc((size_t)(m->n_pairs + 1) * sizeof *first);
   int64_t at = 0;
   for (int64_t p = 0; p < m->n_pairs; p++) {
-    first[p] = m->dets + at;
+    // With no detections at all m->dets may be NULL, and NULL + 0 is
+    // undefined behaviour in C.
+    first[p] = m->dets ? m->dets + at : NULL;
     at += m->pairs[p].n_dets;
   }
   if (at != m->n_dets) DIE("coco_eval_accumulate: the pairs hold %lld detections, not %lld", (long long)at, (long long)m->n_dets);

@@ -3,6 +3,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,10 +27,41 @@ static size_t dtype_bytes(const char *name) {
   return 0;
 }
 
+// A JSON number that is a whole number in [0, 2^53] (where doubles are
+// still exact), as a shape's dimensions and data offsets must be; else -1.
+static int64_t whole_number(const cJSON *x) {
+  if (!cJSON_IsNumber(x)) return -1;
+  double v = x->valuedouble;
+  return v >= 0 && v <= 9007199254740992.0 && v == floor(v) ? (int64_t)v : -1;
+}
+
+// Whether the elements of t's shape are at most max, without overflow.
+static bool numel_at_most(const StTensor *t, uint64_t max) {
+  for (int d = 0; d < t->ndim; d++)
+    if (t->shape[d] == 0) return true;
+  uint64_t n = 1;
+  for (int d = 0; d < t->ndim; d++) {
+    if (n > max / (uint64_t)t->shape[d]) return false;
+    n *= (uint64_t)t->shape[d];
+  }
+  return true;
+}
+
 int64_t safetensors_numel(const StTensor *t) {
+  // A zero dimension first: the product of the others may overflow (the
+  // header's check, numel_at_most, bounds it only when no dimension is 0).
+  for (int d = 0; d < t->ndim; d++)
+    if (t->shape[d] == 0) return 0;
   int64_t n = 1;
   for (int d = 0; d < t->ndim; d++) n *= t->shape[d];
   return n;
+}
+
+static void shape_text(char *out, size_t cap, int ndim, const int64_t *shape) {
+  size_t used = (size_t)snprintf(out, cap, "(");
+  for (int d = 0; d < ndim && used < cap; d++)
+    used += (size_t)snprintf(out + used, cap - used, d ? ", %lld" : "%lld", (long long)shape[d]);
+  if (used < cap) snprintf(out + used, cap - used, ")");
 }
 
 // One header entry into t; a malformed one dies naming it.
@@ -52,24 +84,43 @@ static void parse_entry(const SafeTensors *st, const cJSON *e, StTensor *t) {
   t->ndim = cJSON_GetArraySize(shape);
   if (t->ndim > ST_MAX_DIMS) die_input(st->path, "tensor %s: %d dimensions", name, t->ndim);
   for (int d = 0; d < t->ndim; d++) {
-    const cJSON *x = cJSON_GetArrayItem(shape, d);
-    if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble > 1e15)
-      die_input(st->path, "tensor %s: dimension %d is not a size", name, d);
-    t->shape[d] = (int64_t)x->valuedouble;
+    t->shape[d] = whole_number(cJSON_GetArrayItem(shape, d));
+    if (t->shape[d] < 0) die_input(st->path, "tensor %s: dimension %d is not a size", name, d);
   }
-  const cJSON *b = cJSON_GetArrayItem(offs, 0), *en = cJSON_GetArrayItem(offs, 1);
-  if (!cJSON_IsNumber(b) || !cJSON_IsNumber(en) || b->valuedouble < 0 ||
-      en->valuedouble < b->valuedouble)
+  int64_t begin = whole_number(cJSON_GetArrayItem(offs, 0)), end = whole_number(cJSON_GetArrayItem(offs, 1));
+  if (begin < 0 || end < begin)
     die_input(st->path, "tensor %s: data_offsets are not a byte range", name);
-  t->begin = (uint64_t)b->valuedouble, t->end = (uint64_t)en->valuedouble;
+  t->begin = (uint64_t)begin, t->end = (uint64_t)end;
   if (t->end > st->data_bytes)
     die_input(st->path, "tensor %s: its data (bytes %llu to %llu) runs past the file's %llu",
               name, (unsigned long long)t->begin, (unsigned long long)t->end,
               (unsigned long long)st->data_bytes);
+  // Before the element count is computed: a product of dimensions that no
+  // file can hold would overflow it.
+  if (!numel_at_most(t, (uint64_t)INT64_MAX / elem)) {
+    char dims[160];
+    shape_text(dims, sizeof dims, t->ndim, t->shape);
+    die_input(st->path, "tensor %s: shape %s has more elements than any file holds", name, dims);
+  }
   if (t->end - t->begin != (uint64_t)safetensors_numel(t) * elem)
     die_input(st->path, "tensor %s: %llu bytes for %lld %s elements", name,
               (unsigned long long)(t->end - t->begin), (long long)safetensors_numel(t),
               t->dtype_name);
+}
+
+static int name_cmp(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+// A name twice in the header (JSON allows it) would leave which tensor is
+// meant to the reader: refused.
+static void check_names_unique(const SafeTensors *st) {
+  const char **names = xmalloc((size_t)(st->count + 1) * sizeof *names);
+  for (int i = 0; i < st->count; i++) names[i] = st->tensors[i].name;
+  qsort(names, (size_t)st->count, sizeof *names, name_cmp);
+  for (int i = 1; i < st->count; i++)
+    if (!strcmp(names[i], names[i - 1])) die_input(st->path, "tensor %s is in the header twice", names[i]);
+  free(names);
 }
 
 void safetensors_open(SafeTensors *st, const char *path) {
@@ -102,6 +153,7 @@ void safetensors_open(SafeTensors *st, const char *path) {
   for (const cJSON *e = root->child; e; e = e->next)
     if (strcmp(e->string, "__metadata__")) parse_entry(st, e, &st->tensors[st->count++]);
   cJSON_Delete(root);
+  check_names_unique(st);
 }
 
 void safetensors_close(SafeTensors *st) {
@@ -115,13 +167,6 @@ const StTensor *safetensors_find(const SafeTensors *st, const char *name) {
   for (int i = 0; i < st->count; i++)
     if (!strcmp(st->tensors[i].name, name)) return &st->tensors[i];
   return NULL;
-}
-
-static void shape_text(char *out, size_t cap, int ndim, const int64_t *shape) {
-  size_t used = (size_t)snprintf(out, cap, "(");
-  for (int d = 0; d < ndim && used < cap; d++)
-    used += (size_t)snprintf(out + used, cap - used, d ? ", %lld" : "%lld", (long long)shape[d]);
-  if (used < cap) snprintf(out + used, cap - used, ")");
 }
 
 void safetensors_read_f32(const SafeTensors *st, const char *name, int ndim,

@@ -132,6 +132,16 @@ def drop(name):
     return lambda tensors: tensors.pop(name)
 
 
+def raw_model(header, data_bytes=4):
+    """A setup: bert(), then {tmp}/model/model.safetensors replaced by a file
+    of this header (JSON text as is) and data_bytes zero bytes of data."""
+    def setup(t):
+        bert()(t)
+        text = header.encode()
+        t.write("model/model.safetensors", len(text).to_bytes(8, "little") + text + bytes(data_bytes))
+    return setup
+
+
 CASES = [
     # ---------------------------------------------------------------- squad_to_lmdb
     Case("squad_to_lmdb_good_set", CONVERT, None, 0, "the good set converts",
@@ -332,6 +342,26 @@ CASES = [
          "(8, 16), the model needs (16, 8)", 2, "a tensor stored transposed (a TensorFlow kernel)",
          setup=bert(change=lambda ts: ts.update({"bert.encoder.layer.0.intermediate.dense.weight": np.zeros(
              (8, 16), np.float32)}))),
+    Case("bert_checkpoint_shape_overflows", BERT,
+         "error: {tmp}/model/model.safetensors: tensor a: shape (4294967296, 4294967296) has more elements than "
+         "any file holds", 2,
+         "a shape whose element count overflows 64 bits (once wrapped to 0, so that 0 bytes passed as its data; "
+         "found by tests/fuzz's safetensors target)",
+         setup=raw_model('{"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}}')),
+    Case("bert_checkpoint_offset_past_2_64", BERT,
+         "error: {tmp}/model/model.safetensors: tensor a: data_offsets are not a byte range", 2,
+         "a data offset of 1e30 (once converted to uint64 outside its range: undefined behaviour; found by "
+         "tests/fuzz's safetensors target)",
+         setup=raw_model('{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,1e30]}}')),
+    Case("bert_checkpoint_fractional_dimension", BERT,
+         "error: {tmp}/model/model.safetensors: tensor a: dimension 0 is not a size", 2,
+         "a dimension of 1.5 (once read as 1)",
+         setup=raw_model('{"a":{"dtype":"F32","shape":[1.5],"data_offsets":[0,4]}}')),
+    Case("bert_checkpoint_tensor_twice", BERT,
+         "error: {tmp}/model/model.safetensors: tensor a is in the header twice", 2,
+         "a tensor name twice in the header (JSON allows it; which one was meant is unknown)",
+         setup=raw_model('{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},'
+                         '"a":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}}')),
     Case("bert_checkpoint_config_mismatch", BERT,
          "error: {tmp}/model/model.safetensors: tensor bert.embeddings.word_embeddings.weight has shape (24, 8), "
          "the model needs (30, 8)", 2, "a config.json of another model than the weights",

@@ -39,6 +39,10 @@ CASES = [
     Case("wordpiece_tool_vocab_not_utf8", TOOL,
          "error: {tmp}/vocab.txt:5: invalid UTF-8 at byte 4 of the line", 2,
          "a Latin-1 vocabulary", setup=files(SPECIAL.encode() + b"caf\xe9\n")),
+    Case("wordpiece_tool_vocab_nul_byte", TOOL,
+         "error: {tmp}/vocab.txt:5: a NUL byte at byte 4 of the line (not a text file?)", 2,
+         "a NUL inside a token (once kept, so that the token's text read back cut short at the NUL; found by "
+         "tests/fuzz's wordpiece target)", setup=files(SPECIAL.encode() + b"caf\0e\n")),
     Case("wordpiece_tool_vocab_empty_line", TOOL,
          "error: {tmp}/vocab.txt:5: empty line (each line of a vocabulary is one token)", 2,
          "a blank line inside the vocabulary would shift every id after it",

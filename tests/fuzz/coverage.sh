@@ -23,6 +23,16 @@ declare -A parts=(
   [ncf_bin]="recommendation/movielens.h:ml_data_map,ml_check_header,ml_check_rows,ml_check_user,ml_check_ids,ml_check_seed
              recommendation/ncf_data.c recommendation/ncf_batch.h:ncf_train_sample"
   [imagenet_val_csv]="datasets/imagenet_to_lmdb.c:read_val_csv,add_flat_val"
+  [coco_json]="object_detection/coco_json.c:coco_gt_load_json,coco_gt_read_images,coco_gt_read_categories,coco_gt_read_annotations,coco_json_number,coco_json_int,coco_json_bbox,coco_json_list,coco_json_item
+               object_detection/coco_eval.c:coco_gt_index common/core/json.c"
+  [coco_results]="object_detection/coco_json.c:coco_dets_load_json,coco_json_bbox
+                  object_detection/coco_eval.c:coco_eval_images,coco_eval_accumulate,coco_eval_matches_unpack"
+  [squad_json]="language/squad_features.c"
+  [safetensors]="common/train/safetensors.c language/bert_model.c:bert_model_load,load_one,safetensors_source"
+  [wordpiece]="language/wordpiece.c"
+  [subword]="translation/subword.c:subword_load,load_entry,check_reserved,subword_finish,subword_encode,subword_decode,escape_token,longest_match,unescape_next,unescape_number"
+  [wmt_text]="datasets/wmt_to_lmdb.c:text_read,check_line,split_read,blank,encode_line"
+  [ckpt_named]="common/train/ckpt.c:ckpt_read_named,get_meta,get_table,get_data,get_checksum"
 )
 
 printf '%-17s %-48s %7s\n' target 'file or function' lines

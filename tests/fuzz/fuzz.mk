@@ -13,7 +13,8 @@
 FUZZ_BUILD := build-fuzz
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= record config image lmdb_record ckpt movielens_csv ncf_bin imagenet_val_csv
+FUZZ_TARGETS ?= record config image lmdb_record ckpt movielens_csv ncf_bin imagenet_val_csv \
+  coco_json coco_results squad_json safetensors wordpiece subword wmt_text ckpt_named
 
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 # No OpenMP: the ops' parallel loops run on one thread (common/core/parallel.h).

@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 #include "core/file.h"
 #include "fuzz_inputs.h"
@@ -24,8 +23,8 @@ typedef struct Model {
 
 typedef struct Case {
   Model *model;
-  char path[1024];  // the input, as a file
-  char again[2][1024];  // the round trip
+  const char *path;      // the input, as a file
+  const char *again[2];  // the round trip
 } Case;
 
 // Reads `from` into the model and writes what it read to `to`.
@@ -72,9 +71,9 @@ static void read_file(const uint8_t *bytes, size_t n_bytes) {
   static Case c;
   if (!c.model) {
     c.model = model();
-    snprintf(c.path, sizeof c.path, "%s", fuzz_temp_path("fuzz.ckpt"));
-    snprintf(c.again[0], sizeof c.again[0], "%s", fuzz_temp_path("again0.ckpt"));
-    snprintf(c.again[1], sizeof c.again[1], "%s", fuzz_temp_path("again1.ckpt"));
+    c.path = fuzz_temp_path("fuzz.ckpt");
+    c.again[0] = fuzz_temp_path("again0.ckpt");
+    c.again[1] = fuzz_temp_path("again1.ckpt");
   }
   fuzz_write_file(c.path, bytes, n_bytes);
   if (fuzz_call(read_input, &c, FUZZ_RELEASE_LEFTOVERS) == 0 &&
@@ -83,13 +82,6 @@ static void read_file(const uint8_t *bytes, size_t n_bytes) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  read_file(data, size);
-  if (size < 4) return 0;
-  uint8_t *fixed = malloc(size);
-  memcpy(fixed, data, size);
-  uint32_t crc = (uint32_t)crc32(crc32(0, NULL, 0), fixed, (uInt)(size - 4));
-  memcpy(fixed + size - 4, &crc, 4);
-  read_file(fixed, size);
-  free(fixed);
+  fuzz_as_is_and_crc_fixed(data, size, read_file);
   return 0;
 }

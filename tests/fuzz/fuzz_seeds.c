@@ -1,9 +1,11 @@
 // fuzz_seeds: writes the binary seed corpora, small valid inputs made with
 // the suite's own writers, so they follow the formats when those change:
 //   fuzz_seeds OUT  ->  OUT/<target>/<seed> for record, lmdb_record, image,
-//                       ckpt, ncf_bin and movielens_csv.
-// The text seeds (config files, LOC_val_solution.csv) are committed under
-// tests/fuzz/corpus/.
+//                       ckpt, ckpt_named, ncf_bin, movielens_csv,
+//                       coco_results, safetensors, subword and wordpiece.
+// The other text seeds (config files, LOC_val_solution.csv, COCO and SQuAD
+// JSON, vocabularies, parallel text) are committed under tests/fuzz/corpus/.
+#include <cjson/cJSON.h>
 #include <png.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,17 +16,25 @@
 #include "data/image.h"
 #include "data/record.h"
 #include "fuzz_inputs.h"
+#include "fuzz_util.h"
+#include "object_detection/coco_json.h"
 #include "recommendation/movielens.h"
 #include "train/ckpt.h"
+#include "translation/subword.h"
 
 static const char *g_out;
 
-static void put(const char *target, const char *name, const void *bytes, size_t n) {
-  char path[1024];
+// OUT/target/name, its folder made; valid until the next call.
+static const char *seed_path(const char *target, const char *name) {
+  static char path[1024];
   snprintf(path, sizeof path, "%s/%s", g_out, target);
   file_make_dirs(path);
   snprintf(path, sizeof path, "%s/%s/%s", g_out, target, name);
-  file_write(path, bytes, n);
+  return path;
+}
+
+static void put(const char *target, const char *name, const void *bytes, size_t n) {
+  file_write(seed_path(target, name), bytes, n);
 }
 
 // A w x h picture with every channel varying, so the encoders keep detail.
@@ -162,6 +172,24 @@ static void record_seeds(void) {
                                  .seqs = {question, context}});
 }
 
+// A checkpoint of the fuzz model's table plus a classifier it does not have,
+// in another order: what ckpt_named's warm start picks tensors from.
+static void ckpt_named_seed(void) {
+  ParamSpec specs[FUZZ_CKPT_N_PARAMS + 1];
+  specs[0] = (ParamSpec){"head.weight", 2, {3, 4}, 0};
+  for (int i = 0; i < FUZZ_CKPT_N_PARAMS; i++) specs[1 + i] = kFuzzCkptParams[FUZZ_CKPT_N_PARAMS - 1 - i];
+  Device dev;
+  device_open(&dev, DEVICE_CPU, 0);
+  ParamSet ps, buffers;
+  paramset_init(&ps, specs, FUZZ_CKPT_N_PARAMS + 1, 1, DEVICE_CPU);
+  paramset_init(&buffers, kFuzzCkptBuffers, FUZZ_CKPT_N_BUFFERS, 0, DEVICE_CPU);
+  for (int64_t i = 0; i < ps.total_numel; i++) ps.params[i] = ps.state[0][i] = 0.5f - 0.01f * (float)i;
+  CkptMeta meta = {.epoch = 1, .step = 10, .rng = rng_make(1, 2), .loss_scale = 1.0f};
+  ckpt_write(seed_path("ckpt_named", "with_head.ckpt"), &dev, &ps, &buffers, &meta);
+  paramset_free(&ps);
+  paramset_free(&buffers);
+}
+
 static void ckpt_seeds(void) {
   Device dev;
   device_open(&dev, DEVICE_CPU, 0);
@@ -184,11 +212,7 @@ static void ckpt_seeds(void) {
     exit(1);
   }
   config_free(&config);
-  char path[1024];
-  snprintf(path, sizeof path, "%s/ckpt", g_out);
-  file_make_dirs(path);
-  snprintf(path, sizeof path, "%s/ckpt/adam_bn.ckpt", g_out);
-  ckpt_write(path, &dev, &ps, &buffers, &meta);
+  ckpt_write(seed_path("ckpt", "adam_bn.ckpt"), &dev, &ps, &buffers, &meta);
   paramset_free(&ps);
   paramset_free(&buffers);
 }
@@ -230,6 +254,114 @@ static void movielens_seeds(void) {
   free(mlperf);
 }
 
+// Results over fuzz_coco_gt: a hit, a near miss, a false positive, one on
+// the crowd, written as coco_eval's results files are.
+static void coco_seeds(void) {
+  CocoDetections d;
+  coco_dets_init(&d);
+  const CocoDetection dets[] = {{1, 1, {11, 10, 50, 40}, 0.9},  {1, 3, {90, 80, 200, 150}, 0.75},
+                                {5, 3, {50, 50, 10, 10}, 0.5},  {5, 90, {6, 6, 30, 30}, 0.3},
+                                {139, 1, {3, 4, 1, 7}, 1e-3},   {1, 1, {0, 0, 640, 480}, 0.9}};
+  for (size_t i = 0; i < sizeof dets / sizeof dets[0]; i++) coco_dets_add(&d, &dets[i]);
+  coco_dets_write_json(&d, seed_path("coco_results", "six.json"));
+  coco_dets_free(&d);
+}
+
+// The tensors of fuzz_safetensors' BERT in Hugging Face's names, as
+// bert_model_load asks for them (the first spelling it tries of each).
+typedef struct StTable {
+  int n;
+  char names[BERT_MAX_PARAMS][160];
+  int ndim[BERT_MAX_PARAMS];
+  int64_t shape[BERT_MAX_PARAMS][2];
+} StTable;
+
+static bool note_tensor(void *ctx, const char *name, int ndim, const int64_t *shape, float *out) {
+  StTable *t = ctx;
+  snprintf(t->names[t->n], sizeof t->names[t->n], "%s", name);
+  t->ndim[t->n] = ndim;
+  for (int d = 0; d < ndim; d++) t->shape[t->n][d] = shape[d];
+  t->n++;
+  (void)out;
+  return true;
+}
+
+// A safetensors file of the table: names with prefix, every tensor of dtype
+// (F32, F16 or BF16; values 0.25 apart, exact in each), __metadata__, and
+// an int64 tensor the model does not use. The header is padded with spaces
+// to a multiple of 8 bytes, as the format's writers do.
+static void put_safetensors(const StTable *t, const char *name, const char *prefix, const char *dtype) {
+  size_t elem = strcmp(dtype, "F32") ? 2 : 4, data_bytes = 0;
+  cJSON *header = cJSON_CreateObject(), *meta = cJSON_AddObjectToObject(header, "__metadata__");
+  cJSON_AddStringToObject(meta, "format", "pt");
+  size_t numel[BERT_MAX_PARAMS + 1];
+  for (int i = 0; i <= t->n; i++) {
+    bool extra = i == t->n;  // embeddings.position_ids, I64 (1, 8)
+    char full[200];
+    snprintf(full, sizeof full, "%s%s", prefix, extra ? "embeddings.position_ids" : t->names[i]);
+    cJSON *e = cJSON_AddObjectToObject(header, full);
+    cJSON_AddStringToObject(e, "dtype", extra ? "I64" : dtype);
+    int64_t one_by_eight[2] = {1, 8};
+    const int64_t *shape = extra ? one_by_eight : t->shape[i];
+    int ndim = extra ? 2 : t->ndim[i];
+    cJSON *dims = cJSON_AddArrayToObject(e, "shape");
+    numel[i] = 1;
+    for (int d = 0; d < ndim; d++) {
+      cJSON_AddItemToArray(dims, cJSON_CreateNumber((double)shape[d]));
+      numel[i] *= (size_t)shape[d];
+    }
+    size_t bytes = numel[i] * (extra ? 8 : elem);
+    cJSON *offsets = cJSON_AddArrayToObject(e, "data_offsets");
+    cJSON_AddItemToArray(offsets, cJSON_CreateNumber((double)data_bytes));
+    cJSON_AddItemToArray(offsets, cJSON_CreateNumber((double)(data_bytes + bytes)));
+    data_bytes += bytes;
+  }
+  char *json = cJSON_PrintUnformatted(header);
+  size_t json_bytes = strlen(json), padded = (json_bytes + 7) / 8 * 8;
+  uint8_t *file = calloc(8 + padded + data_bytes, 1);
+  for (int i = 0; i < 8; i++) file[i] = (uint8_t)((uint64_t)padded >> (8 * i));
+  memset(file + 8, ' ', padded);
+  memcpy(file + 8, json, json_bytes);
+  uint8_t *at = file + 8 + padded;
+  for (int i = 0; i < t->n; i++)  // the I64 tensor stays 0
+    for (size_t k = 0; k < numel[i]; k++, at += elem) {
+      float x = 0.25f * (float)(k % 8) - 1.0f;
+      uint16_t half = !strcmp(dtype, "BF16") ? f32_to_bf16(x) : f32_to_f16(x);
+      memcpy(at, elem == 4 ? (const void *)&x : (const void *)&half, elem);
+    }
+  put("safetensors", name, file, 8 + padded + data_bytes);
+  free(file);
+  free(json);
+  cJSON_Delete(header);
+}
+
+static void safetensors_seeds(void) {
+  BertModel m;
+  BertShape shape = fuzz_bert_shape();
+  bert_model_init(&m, &shape, 0, 1, DEVICE_CPU);
+  static StTable t;
+  bert_model_load(&m, (BertSource){note_tensor, &t}, "fuzz_seeds");
+  bert_model_free(&m);
+  put_safetensors(&t, "f32.safetensors", "", "F32");
+  put_safetensors(&t, "bert_f16.safetensors", "bert.", "F16");
+  put_safetensors(&t, "bert_bf16.safetensors", "bert.", "BF16");
+}
+
+// A vocabulary built from a few sentences (as wmt_to_lmdb --vocab_size
+// builds one) and the WordPiece vocabulary of fuzz_squad_json.
+static void vocab_seeds(void) {
+  static const char *const kLines[] = {
+      "The cat sat on the mat.", "Die Katze saß auf der Matte.", "Resumption of the session",
+      "Wiederaufnahme der Sitzungsperiode", "It's 1990; naïve \\ under_score"};
+  SubwordCounts *c = subword_counts_new();
+  for (size_t i = 0; i < sizeof kLines / sizeof kLines[0]; i++) subword_counts_add(c, kLines[i], strlen(kLines[i]));
+  Subword *sw = subword_build(c, 80);
+  subword_save(sw, seed_path("subword", "built.subwords"));
+  subword_free(sw);
+  subword_counts_free(c);
+  fuzz_write_lines(seed_path("wordpiece", "fuzz_squad_vocab.txt"), kFuzzWpTokens, FUZZ_WP_N_TOKENS);
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: fuzz_seeds OUT\n");
@@ -239,6 +371,10 @@ int main(int argc, char **argv) {
   record_seeds();
   image_seeds();
   ckpt_seeds();
+  ckpt_named_seed();
   movielens_seeds();
+  coco_seeds();
+  safetensors_seeds();
+  vocab_seeds();
   return 0;
 }

@@ -13,8 +13,11 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "core/check.h"
+#include "core/json.h"
+#include "object_detection/coco_json.h"
 
 // ---------------------------------------------------------------- the ledger
 // The harnesses are linked with -Wl,--wrap=NAME for each function below
@@ -187,6 +190,7 @@ static void on_fatal(void *ctx, int status, const char *message) {
     abort();
   }
   snprintf(t_last_error, sizeof t_last_error, "%s", message);
+  if (getenv("FUZZ_SHOW_ERRORS")) fprintf(stderr, "fuzz: refused (status %d): %s\n", status, message);
   longjmp(*(jmp_buf *)ctx, status);
 }
 
@@ -195,6 +199,10 @@ int fuzz_call(void (*body)(void *ctx), void *ctx, FuzzLeftovers leftovers) {
   if (!summary_registered) {
     summary_registered = true;
     atexit(print_outcomes);
+    // cJSON allocates inside the shared library, where malloc is not
+    // wrapped: its hooks send a parsed tree through the ledger, so that a
+    // parser stopping before cJSON_Delete does not leak the tree.
+    cJSON_InitHooks(&(cJSON_Hooks){__wrap_malloc, __wrap_free});
   }
   jmp_buf env;
   bool release = leftovers == FUZZ_RELEASE_LEFTOVERS;
@@ -254,10 +262,21 @@ static const char *temp_dir(void) {
   return g_temp_dir;
 }
 
+// The paths handed out, one per name, so that each stays valid.
+enum { kMaxTempNames = 32 };
+static char g_temp_names[kMaxTempNames][64], g_temp_paths[kMaxTempNames][1024];
+
 const char *fuzz_temp_path(const char *name) {
-  static char path[1024];
-  snprintf(path, sizeof path, "%s/%s", temp_dir(), name);
-  return path;
+  int i = 0;
+  for (; i < kMaxTempNames && g_temp_names[i][0]; i++)
+    if (!strcmp(g_temp_names[i], name)) return g_temp_paths[i];
+  if (i == kMaxTempNames || strlen(name) >= sizeof g_temp_names[i]) {
+    fprintf(stderr, "fuzz_temp_path: more than %d names, or '%s' too long\n", kMaxTempNames, name);
+    abort();
+  }
+  snprintf(g_temp_names[i], sizeof g_temp_names[i], "%s", name);
+  snprintf(g_temp_paths[i], sizeof g_temp_paths[i], "%s/%s", temp_dir(), name);
+  return g_temp_paths[i];
 }
 
 void fuzz_write_file(const char *path, const uint8_t *bytes, size_t n_bytes) {
@@ -266,6 +285,71 @@ void fuzz_write_file(const char *path, const uint8_t *bytes, size_t n_bytes) {
     perror(path);
     abort();
   }
+}
+
+void fuzz_as_is_and_crc_fixed(const uint8_t *data, size_t size,
+                              void (*read)(const uint8_t *bytes, size_t n_bytes)) {
+  read(data, size);
+  if (size < 4) return;
+  uint8_t *fixed = malloc(size);
+  memcpy(fixed, data, size);
+  uint32_t crc = (uint32_t)crc32(crc32(0, NULL, 0), fixed, (uInt)(size - 4));
+  memcpy(fixed + size - 4, &crc, 4);
+  read(fixed, size);
+  free(fixed);
+}
+
+size_t fuzz_split(const uint8_t *data, size_t size, const uint8_t **second, size_t *second_bytes) {
+  const uint8_t *nul = memchr(data, 0, size);
+  size_t first = nul ? (size_t)(nul - data) : size;
+  *second = nul ? nul + 1 : data + size;
+  *second_bytes = nul ? size - first - 1 : 0;
+  return first;
+}
+
+void fuzz_write_lines(const char *path, const char *const *lines, int n) {
+  FILE *f = fopen(path, "w");
+  bool ok = f != NULL;
+  for (int i = 0; ok && i < n; i++) ok = fprintf(f, "%s\n", lines[i]) >= 0;
+  if (!ok || fclose(f) != 0) {
+    perror(path);
+    abort();
+  }
+}
+
+// ---------------------------------------------------------------- COCO
+void fuzz_check_coco_stats(const double stats[COCO_N_STATS]) {
+  for (int i = 0; i < COCO_N_STATS; i++)
+    if (!(stats[i] == -1 || (stats[i] >= 0 && stats[i] <= 1)))
+      fuzz_fail("stat %d is %.17g, not -1 or in [0, 1]", i, stats[i]);
+}
+
+typedef struct ResultsTrip {
+  const CocoDetections *dets;
+  const CocoGt *gt;
+  const char *path;
+  CocoDetections back;
+} ResultsTrip;
+
+static void write_and_read(void *ctx) {
+  ResultsTrip *t = ctx;
+  coco_dets_write_json(t->dets, t->path);
+  coco_dets_load_json(&t->back, t->gt, t->path);
+}
+
+void fuzz_check_results_round_trip(const CocoDetections *dets, const CocoGt *gt, const char *path) {
+  ResultsTrip t = {dets, gt, path, {0}};
+  if (fuzz_call(write_and_read, &t, FUZZ_RELEASE_LEFTOVERS) != 0)
+    fuzz_fail("detections written as a results file are refused: %s", fuzz_last_error());
+  if (t.back.n != dets->n)
+    fuzz_fail("%lld detections written, %lld read back", (long long)dets->n, (long long)t.back.n);
+  for (int64_t i = 0; i < dets->n; i++) {
+    const CocoDetection *a = &dets->dets[i], *b = &t.back.dets[i];
+    if (a->image_id != b->image_id || a->category_id != b->category_id || a->score != b->score ||
+        memcmp(a->bbox, b->bbox, sizeof a->bbox) != 0)
+      fuzz_fail("detection %lld reads back as another", (long long)i);
+  }
+  coco_dets_free(&t.back);
 }
 
 // ---------------------------------------------------------------- records

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "data/record.h"
+#include "object_detection/coco_eval.h"
 
 // What fuzz_call does with what a parser still holds when it stops on an
 // error. A process that exits frees everything; a fuzzer that goes on to the
@@ -41,13 +42,32 @@ const char *fuzz_last_error(void);
 _Noreturn void fuzz_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 // name inside this process's scratch folder (under $FUZZ_TMPDIR, else
-// /dev/shm, else /tmp; removed at exit). The result stays valid until the
-// next call.
+// /dev/shm, else /tmp; removed at exit). The result stays valid for the
+// process's life (at most 32 names).
 const char *fuzz_temp_path(const char *name);
 // Writes bytes to path, replacing it.
 void fuzz_write_file(const char *path, const uint8_t *bytes, size_t n_bytes);
+// Writes lines[0..n), each followed by a newline, to path, replacing it.
+void fuzz_write_lines(const char *path, const char *const *lines, int n);
 // Removes every file in the scratch folder (not the folder).
 void fuzz_temp_clear(void);
+
+// Calls read(data, size), then (for size >= 4) read of a copy whose last
+// four bytes are the CRC-32 of the rest, as a checkpoint's trailer is, so
+// that mutated files also get past the checksum to the checks after it.
+void fuzz_as_is_and_crc_fixed(const uint8_t *data, size_t size,
+                              void (*read)(const uint8_t *bytes, size_t n_bytes));
+
+// An input of two files: the bytes before the first NUL are the first (its
+// size returned), those after it the second (*second, *second_bytes; empty
+// when there is no NUL).
+size_t fuzz_split(const uint8_t *data, size_t size, const uint8_t **second, size_t *second_bytes);
+
+// COCO's stats are each -1 (nothing defines it) or in [0, 1]; else fuzz_fail.
+void fuzz_check_coco_stats(const double stats[COCO_N_STATS]);
+// dets written as a results file at path (coco_dets_write_json) must read
+// back (coco_dets_load_json against gt) as the same numbers; else fuzz_fail.
+void fuzz_check_results_round_trip(const CocoDetections *dets, const CocoGt *gt, const char *path);
 
 // Reads every box (and its label) and every token sequence of a decoded
 // record through record.h's accessors, as the trainers of those kinds do.

@@ -289,6 +289,22 @@ static void bad_checkpoints_die_naming_the_problem(void) {
                     "\"data_offsets\":[0,2560]}}",
                     100);
   CHECK_DIES_WITH(load_bad, NULL, "runs past the file");
+  // Found by tests/fuzz's safetensors target: a shape whose element count
+  // overflows (it wrapped to 0), an offset past 2^64 (converted outside
+  // uint64's range), a name twice.
+  write_safetensors(bad_path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],"
+                    "\"data_offsets\":[0,0]}}", 0);
+  CHECK_DIES_WITH(load_bad, NULL, "tensor a: shape (4294967296, 4294967296) has more elements than any file holds");
+  write_safetensors(bad_path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,1e30]}}", 4);
+  CHECK_DIES_WITH(load_bad, NULL, "tensor a: data_offsets are not a byte range");
+  write_safetensors(bad_path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+                    "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4);
+  CHECK_DIES_WITH(load_bad, NULL, "tensor a is in the header twice");
+  // No elements, but dimensions before the 0 whose product overflows: a
+  // tensor like any other (found by the same target after the fix above).
+  write_safetensors(bad_path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,0],"
+                    "\"data_offsets\":[0,0]}}", 0);
+  CHECK_DIES_WITH(load_bad, NULL, "the checkpoint has no tensor embeddings.word_embeddings.weight");
   write_safetensors(bad_path, "not json", 0);
   CHECK_DIES_WITH(load_bad, NULL, "the header is not a JSON object");
   file_write(bad_path, "abc", 3);
