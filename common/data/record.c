@@ -184,7 +184,8 @@ bool record_decode(const void *value, size_t value_bytes, Record *r, char *err,
   if (version == 1)
     return fail(err, err_bytes,
                 "record layout version 1, without checksums: convert the data set again with "
-                "this build's converter (prepare_data.sh, or datasets/*_to_lmdb)");
+                "this build's converter (remove the folder and rerun prepare_data.sh, or "
+                "datasets/*_to_lmdb)");
   if (version != RECORD_VERSION)
     return fail(err, err_bytes,
                 "record layout version %u, this build reads version %d (rebuild the "
