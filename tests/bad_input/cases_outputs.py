@@ -29,7 +29,7 @@ CASES = [
          "error: --log_file: cannot create directory /proc/nope: No such file or directory", 2,
          "a log in a folder that cannot be made (once named the folder, not the flag)"),
     Case("log_file_is_a_directory", RESNET + " --log_file={tmp}",
-         "error: --log_file: {tmp} is not a file (a directory?)", 2, "a log path that is a folder"),
+         "error: --log_file: cannot write {tmp}: Is a directory", 2, "a log path that is a folder"),
     Case("warmup_past_decay", RESNET + " --log_file={tmp}/run.log --warmup_epochs=3 --decay_epochs=2",
          re.compile(r"error: --warmup_epochs, --decay_epochs: poly decay over -\d+ steps \(need >= 1\)"),
          2, "a warmup longer than the schedule (once named 'schedule', no flag)", check=nothing_run),
