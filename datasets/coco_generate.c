@@ -415,10 +415,7 @@ static SplitStats write_split(Gen *g, const char *out, const char *split, int sp
   file_make_parent_dirs(path);
   char *text = cJSON_PrintUnformatted(root);
   CHECK_TRUE(text, "out of memory printing the JSON");
-  AtomicFile f;
-  atomic_file_begin(&f, path);
-  CHECK_FILE(fputs(text, f.f) >= 0, f.tmp);
-  atomic_file_commit(&f);
+  file_write_atomic(path, text, strlen(text));
   free(text);
   cJSON_Delete(root);
   return s;

@@ -397,7 +397,8 @@ static void write_categories(const Split *s, const char *out) {
   snprintf(path, sizeof path, "%s/categories.json", out);
   AtomicFile f;
   atomic_file_begin(&f, path);
-  CHECK_FILE(fputs(text, f.f) >= 0 && fputc('\n', f.f) != EOF, f.tmp);
+  atomic_file_puts(&f, text);
+  atomic_file_puts(&f, "\n");
   atomic_file_commit(&f);
   free(text);
   cJSON_Delete(root);

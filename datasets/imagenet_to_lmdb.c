@@ -312,17 +312,15 @@ static void convert_split(ImageCheck *c, const char *split, const Items *items, 
          total_bytes / 1e6, dir);
 }
 
-// classes.txt is written last, to a temporary name then renamed, so that a
-// run that fails leaves none behind.
+// classes.txt is written last, through atomic_file, so that a run that
+// fails leaves none behind.
 static void write_classes(const char *out, const Names *classes) {
-  char path[4096], tmp[4200];
+  char path[4096];
   snprintf(path, sizeof path, "%s/classes.txt", out);
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  FILE *f = fopen(tmp, "w");
-  CHECK_FILE(f, tmp);
-  for (int64_t i = 0; i < classes->count; i++) fprintf(f, "%lld %s\n", (long long)i, classes->items[i]);
-  CHECK_FILE(fclose(f) == 0, tmp);
-  CHECK_FILE(rename(tmp, path) == 0, path);
+  AtomicFile f;
+  atomic_file_begin(&f, path);
+  for (int64_t i = 0; i < classes->count; i++) atomic_file_printf(&f, "%lld %s\n", (long long)i, classes->items[i]);
+  atomic_file_commit(&f);
 }
 
 // --splits: a comma-separated list of train and val, each at most once.

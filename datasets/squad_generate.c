@@ -404,7 +404,8 @@ static void write_json(const char *out, const char *name, cJSON *root) {
   if (!text) DIE("cJSON_PrintUnformatted failed (out of memory?)");
   AtomicFile f;
   atomic_file_begin(&f, path);
-  CHECK_FILE(fputs(text, f.f) >= 0 && fputc('\n', f.f) != EOF, f.tmp);
+  atomic_file_puts(&f, text);
+  atomic_file_puts(&f, "\n");
   atomic_file_commit(&f);
   free(text);
 }

@@ -85,10 +85,7 @@ static void copy_file(const char *from, const char *out, const char *name) {
   snprintf(path, sizeof path, "%s/%s", out, name);
   size_t n;
   uint8_t *bytes = file_read(from, &n);
-  AtomicFile f;
-  atomic_file_begin(&f, path);
-  if (fwrite(bytes, 1, n, f.f) != n) die_input(path, "write failed");
-  atomic_file_commit(&f);
+  file_write_atomic(path, bytes, n);
   free(bytes);
 }
 

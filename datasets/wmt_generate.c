@@ -305,8 +305,7 @@ static void write_lines(const char *out, const char *name, Pair *const *pairs, i
   snprintf(path, sizeof path, "%s/%s", out, name);
   AtomicFile f;
   atomic_file_begin(&f, path);
-  for (int64_t i = 0; i < count; i++)
-    CHECK_FILE(fputs(english ? pairs[i]->en : pairs[i]->de, f.f) >= 0 && fputc('\n', f.f) != EOF, f.tmp);
+  for (int64_t i = 0; i < count; i++) atomic_file_printf(&f, "%s\n", english ? pairs[i]->en : pairs[i]->de);
   atomic_file_commit(&f);
 }
 

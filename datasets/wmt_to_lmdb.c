@@ -204,8 +204,8 @@ static void write_reference(const TextFile *tgt, const char *out) {
   AtomicFile f;
   atomic_file_begin(&f, path);
   for (int64_t i = 0; i < tgt->n_lines; i++) {
-    size_t n = (size_t)tgt->lines[i].len;
-    CHECK_FILE(fwrite(tgt->text + tgt->lines[i].start, 1, n, f.f) == n && fputc('\n', f.f) != EOF, f.tmp);
+    atomic_file_write(&f, tgt->text + tgt->lines[i].start, (size_t)tgt->lines[i].len);
+    atomic_file_puts(&f, "\n");
   }
   atomic_file_commit(&f);
 }
@@ -260,10 +260,7 @@ int main(int argc, char **argv) {
   if (*vocab) {
     size_t n;
     uint8_t *bytes = file_read(vocab, &n);
-    AtomicFile f;
-    atomic_file_begin(&f, vocab_out);
-    CHECK_FILE(fwrite(bytes, 1, n, f.f) == n, f.tmp);
-    atomic_file_commit(&f);
+    file_write_atomic(vocab_out, bytes, n);
     free(bytes);
   } else {
     subword_save(sw, vocab_out);

@@ -151,22 +151,22 @@ static void coco_json_format(char *out, size_t n_out, double x) {
 }
 
 // One result as one line of JSON: only numbers, so nothing to escape.
-static void coco_det_write(FILE *f, const CocoDetection *d) {
+static void coco_det_write(AtomicFile *f, const CocoDetection *d) {
   char v[5][32];
   for (int i = 0; i < 4; i++) coco_json_format(v[i], sizeof v[i], d->bbox[i]);
   coco_json_format(v[4], sizeof v[4], d->score);
-  fprintf(f, "{\"image_id\":%lld,\"category_id\":%lld,\"bbox\":[%s,%s,%s,%s],\"score\":%s}",
+  atomic_file_printf(f, "{\"image_id\":%lld,\"category_id\":%lld,\"bbox\":[%s,%s,%s,%s],\"score\":%s}",
           (long long)d->image_id, (long long)d->category_id, v[0], v[1], v[2], v[3], v[4]);
 }
 
 void coco_dets_write_json(const CocoDetections *dets, const char *path) {
   AtomicFile f;
   atomic_file_begin(&f, path);
-  fputs("[", f.f);
+  atomic_file_puts(&f, "[");
   for (int64_t i = 0; i < dets->n; i++) {
-    fputs(i > 0 ? ",\n" : "\n", f.f);
-    coco_det_write(f.f, &dets->dets[i]);
+    atomic_file_puts(&f, i > 0 ? ",\n" : "\n");
+    coco_det_write(&f, &dets->dets[i]);
   }
-  fputs("\n]\n", f.f);
+  atomic_file_puts(&f, "\n]\n");
   atomic_file_commit(&f);
 }

@@ -364,12 +364,6 @@ static MlFileHeader ml_header_of(const MlData *d) {
   return h;
 }
 
-static void ml_write_at(FILE *f, const char *path, uint64_t offset, const void *data,
-                               size_t bytes) {
-  if (fseeko(f, (off_t)offset, SEEK_SET) != 0 || fwrite(data, 1, bytes, f) != bytes)
-    die_input(path, "cannot write: %s", strerror(errno));
-}
-
 void ml_data_remove(const char *dir) {
   char path[1024];
   ml_data_path(dir, path, sizeof path);
@@ -382,18 +376,16 @@ void ml_data_write(const MlData *d, const char *dir) {
   ml_data_path(dir, path, sizeof path);
   AtomicFile out;
   atomic_file_begin(&out, path);
-  FILE *f = out.f;
-  const char *tmp = out.tmp;
   MlFileHeader h = ml_header_of(d);
-  ml_write_at(f, tmp, 0, &h, sizeof h);
-  ml_write_at(f, tmp, h.off_train_offsets, d->train_offsets,
+  atomic_file_write_at(&out, 0, &h, sizeof h);
+  atomic_file_write_at(&out, h.off_train_offsets, d->train_offsets,
               (size_t)(d->n_users + 1) * sizeof(int64_t));
-  ml_write_at(f, tmp, h.off_train_items, d->train_items, (size_t)d->n_train * sizeof(int32_t));
-  ml_write_at(f, tmp, h.off_test_items, d->test_items, (size_t)d->n_users * sizeof(int32_t));
-  ml_write_at(f, tmp, h.off_test_negs, d->test_negs,
+  atomic_file_write_at(&out, h.off_train_items, d->train_items, (size_t)d->n_train * sizeof(int32_t));
+  atomic_file_write_at(&out, h.off_test_items, d->test_items, (size_t)d->n_users * sizeof(int32_t));
+  atomic_file_write_at(&out, h.off_test_negs, d->test_negs,
               (size_t)(d->n_users * d->n_neg) * sizeof(int32_t));
-  ml_write_at(f, tmp, h.off_user_ids, d->user_ids, (size_t)d->n_users * sizeof(int32_t));
-  ml_write_at(f, tmp, h.off_item_ids, d->item_ids, (size_t)d->n_items * sizeof(int32_t));
+  atomic_file_write_at(&out, h.off_user_ids, d->user_ids, (size_t)d->n_users * sizeof(int32_t));
+  atomic_file_write_at(&out, h.off_item_ids, d->item_ids, (size_t)d->n_items * sizeof(int32_t));
   atomic_file_commit(&out);
 }
 

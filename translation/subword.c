@@ -508,7 +508,7 @@ Subword *subword_load(const char *path) {
 void subword_save(const Subword *sw, const char *path) {
   AtomicFile f;
   atomic_file_begin(&f, path);
-  for (int32_t id = 0; id < subword_size(sw); id++) fprintf(f.f, "'%s'\n", subword_entry(sw, id));
+  for (int32_t id = 0; id < subword_size(sw); id++) atomic_file_printf(&f, "'%s'\n", subword_entry(sw, id));
   atomic_file_commit(&f);
 }
 

@@ -286,7 +286,7 @@ static void write_translations(NmtTrainer *r, char **hyps) {
   if (!*path || r->run.rank != 0) return;
   AtomicFile f;
   atomic_file_begin(&f, path);
-  for (int64_t i = 0; i < r->eval.n_pairs; i++) fprintf(f.f, "%s\n", hyps[i] ? hyps[i] : "");
+  for (int64_t i = 0; i < r->eval.n_pairs; i++) atomic_file_printf(&f, "%s\n", hyps[i] ? hyps[i] : "");
   atomic_file_commit(&f);
 }
 

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <stdlib.h>
+#include <stdarg.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -60,7 +61,7 @@ void file_check_writable(const char *flag, const char *path) {
 void file_write_atomic(const char *path, const void *bytes, size_t n) {
   AtomicFile a;
   atomic_file_begin(&a, path);
-  CHECK_FILE(fwrite(bytes, 1, n, a.f) == n, a.tmp);
+  atomic_file_write(&a, bytes, n);
   atomic_file_commit(&a);
 }
 
@@ -85,6 +86,35 @@ void atomic_file_begin(AtomicFile *a, const char *path) {
   if (!a->f) die_input(a->tmp, "cannot create: %s", strerror(errno));
 }
 
+// A failed write or flush: the temporary file goes (a full disk gets its
+// space back), PATH stays as it was, and the error says why.
+static NORETURN void atomic_file_fail(AtomicFile *a) {
+  int err = errno;
+  if (a->f) fclose(a->f);
+  a->f = NULL;
+  unlink(a->tmp);
+  die_input(a->path, "cannot write: %s (left as it was)", strerror(err));
+}
+
+void atomic_file_write(AtomicFile *a, const void *bytes, size_t n) {
+  if (fwrite(bytes, 1, n, a->f) != n) atomic_file_fail(a);
+}
+
+void atomic_file_puts(AtomicFile *a, const char *text) { atomic_file_write(a, text, strlen(text)); }
+
+void atomic_file_printf(AtomicFile *a, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vfprintf(a->f, fmt, ap);
+  va_end(ap);
+  if (n < 0) atomic_file_fail(a);
+}
+
+void atomic_file_write_at(AtomicFile *a, uint64_t offset, const void *bytes, size_t n) {
+  if (fseeko(a->f, (off_t)offset, SEEK_SET) != 0) atomic_file_fail(a);
+  atomic_file_write(a, bytes, n);
+}
+
 // The rename is durable only once the directory entry is on disk too.
 static void fsync_parent_dir(const char *path) {
   char *copy = strdup(path);
@@ -97,9 +127,10 @@ static void fsync_parent_dir(const char *path) {
 }
 
 void atomic_file_commit(AtomicFile *a) {
-  if (fflush(a->f) != 0 || fsync(fileno(a->f)) != 0 || fclose(a->f) != 0)
-    die_input(a->tmp, "cannot write: %s", strerror(errno));
+  if (ferror(a->f) || fflush(a->f) != 0 || fsync(fileno(a->f)) != 0) atomic_file_fail(a);
+  FILE *f = a->f;
   a->f = NULL;
+  if (fclose(f) != 0) atomic_file_fail(a);
   if (rename(a->tmp, a->path) != 0)
     die_input(a->path, "cannot rename %s to it: %s", a->tmp, strerror(errno));
   fsync_parent_dir(a->path);

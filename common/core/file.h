@@ -35,14 +35,22 @@ void file_write_atomic(const char *path, const void *bytes, size_t n);
 // atomic_file_begin opens PATH.tmp for writing (a stale one of a killed
 // writer is replaced); atomic_file_commit flushes it to disk, closes it,
 // renames it over PATH and syncs the directory. A writer that dies in
-// between leaves PATH as it was: the old file, or none. A failure is a
-// one-line error naming the file.
+// between leaves PATH as it was: the old file, or none. Write through
+// atomic_file_write / _puts / _printf: a write that fails (a full disk)
+// removes PATH.tmp, leaves PATH as it was and ends the program with a
+// one-line error naming PATH and the reason. Text written to f directly is
+// checked at the commit.
 typedef struct AtomicFile {
   FILE *f;
   char path[4096];
   char tmp[4100];  // PATH.tmp
 } AtomicFile;
 void atomic_file_begin(AtomicFile *a, const char *path);
+void atomic_file_write(AtomicFile *a, const void *bytes, size_t n);
+void atomic_file_puts(AtomicFile *a, const char *text);
+void atomic_file_printf(AtomicFile *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+// The bytes at offset (a header written last, a table in place).
+void atomic_file_write_at(AtomicFile *a, uint64_t offset, const void *bytes, size_t n);
 void atomic_file_commit(AtomicFile *a);
 
 #ifdef __cplusplus

@@ -18,15 +18,17 @@
 
 static const char kMagic[8] = "MLSCKPT";  // with its terminating zero: 8 bytes
 
-// A file with a running CRC-32 of everything that went through it.
+// A file with a running CRC-32 of everything that went through it: read
+// from f, or (out set) written through out.
 typedef struct CkptFile {
   FILE *f;
   const char *path;
   uLong crc;
+  AtomicFile *out;
 } CkptFile;
 
 static void put(CkptFile *w, const void *data, size_t bytes) {
-  CHECK_FILE(fwrite(data, 1, bytes, w->f) == bytes, w->path);
+  atomic_file_write(w->out, data, bytes);
   w->crc = crc32(w->crc, data, (uInt)bytes);
 }
 
@@ -237,7 +239,7 @@ void ckpt_write(const char *path, const Device *dev, const ParamSet *ps, const P
   device_sync(dev);
   AtomicFile out;
   atomic_file_begin(&out, path);
-  CkptFile w = {out.f, out.tmp, crc32(0, NULL, 0)};
+  CkptFile w = {out.f, out.tmp, crc32(0, NULL, 0), &out};
   put_meta(&w, ps, buffers, meta);
   put_table(&w, ps);
   put_data(&w, ps);
@@ -246,12 +248,12 @@ void ckpt_write(const char *path, const Device *dev, const ParamSet *ps, const P
     put_data(&w, buffers);
   }
   uint32_t crc = (uint32_t)w.crc;
-  CHECK_FILE(fwrite(&crc, sizeof crc, 1, w.f) == 1, out.tmp);
+  atomic_file_write(&out, &crc, sizeof crc);
   atomic_file_commit(&out);
 }
 
 static CkptFile open_checkpoint(const char *path, const Device *dev) {
-  CkptFile r = {fopen(path, "rb"), path, crc32(0, NULL, 0)};
+  CkptFile r = {fopen(path, "rb"), path, crc32(0, NULL, 0), NULL};
   if (!r.f) die_input(path, "cannot open checkpoint: %s", strerror(errno));
   device_sync(dev);
   return r;

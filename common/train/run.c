@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -209,7 +210,11 @@ static void abort_on_error(void *ctx) {
 // A run ended by a signal still ends its log with run_stop aborted: when one
 // rank dies, mpirun sends SIGTERM to the others; a user presses Ctrl-C. The
 // line is formatted at run_start but for its time, so that the handler only
-// calls async-signal-safe functions (clock_gettime, write, raise).
+// calls async-signal-safe functions (clock_gettime, fcntl, write, raise).
+// The log file comes first, and stdout is written without waiting: mpirun
+// stops reading its ranks' output once it is told to end the job, so a
+// rank's stdout can be a full pipe by then (a blocking write there, before
+// the file, once left the log without its run_stop until mpirun's SIGKILL).
 static struct {
   char head[64], tail[512];  // the line before and after the time
   int fds[2], n_fds;
@@ -235,6 +240,7 @@ static void stop_on_signal(int sig) {
   while ((ms /= 10) > 0);
   for (int i = 0; i < g_signal_stop.n_fds; i++) {
     int fd = g_signal_stop.fds[i];
+    if (fd == STDOUT_FILENO) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     write_all(fd, g_signal_stop.head, strlen(g_signal_stop.head));
     write_all(fd, digits + sizeof digits - n, (size_t)n);
     write_all(fd, g_signal_stop.tail, strlen(g_signal_stop.tail));
@@ -255,8 +261,8 @@ static void catch_stop_signals(Run *run) {
   snprintf(g_signal_stop.head, sizeof g_signal_stop.head, ":::MLLOG %.*s", (int)head, line);
   snprintf(g_signal_stop.tail, sizeof g_signal_stop.tail, "%s\n", time + strlen("\"time_ms\": 0"));
   g_signal_stop.n_fds = 0;
-  if (run->log.to_stdout) g_signal_stop.fds[g_signal_stop.n_fds++] = STDOUT_FILENO;
   if (run->log.file) g_signal_stop.fds[g_signal_stop.n_fds++] = fileno(run->log.file);
+  if (run->log.to_stdout) g_signal_stop.fds[g_signal_stop.n_fds++] = STDOUT_FILENO;
   // A signal ignored when the run began (nohup, a background job of a
   // script) stays ignored.
   for (size_t i = 0; i < sizeof kStopSignals / sizeof kStopSignals[0]; i++)

@@ -26,8 +26,9 @@ be a compiled regular expression the whole line must match. An internal
 error (a broken invariant) never passes. check(t, proc) may return a
 string saying what is wrong with a run (proc: subprocess.CompletedProcess
 with text stdout and stderr), or None.
-needs names programs that must be on PATH (mpirun): without one the case
-reports SKIP.
+needs names programs that must be on PATH (mpirun), or holds functions
+that return why the machine cannot run the case (or None): either way the
+case then reports SKIP.
 A case also fails when the command dies by a signal, reports an internal
 error where a bad input was expected, or runs past timeout_s.
 printed, warned and left_nothing below make the usual checks.

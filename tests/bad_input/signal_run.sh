@@ -1,32 +1,57 @@
 #!/usr/bin/env bash
-# Starts a trainer, waits for its second epoch_start in LOG, sends a signal,
-# and reports how the run ended: "exit status N" on stdout (0 from this
-# script itself; the bad-input table checks the log and that line).
-#   rank1 LOG -- mpirun ... : SIGKILL to rank 1 (what a crashed rank looks like)
-#   int   LOG -- trainer ...: SIGINT to the trainer (Ctrl-C)
-# Usage: signal_run.sh rank1|int LOG -- COMMAND...
+# Starts a command, waits for the moment MODE names, sends a signal, and
+# reports how the command ended: "exit status N" on stdout (0 from this
+# script itself; the bad-input table checks that line and what was left).
+#   rank1 LOG -- mpirun ...   : at the second epoch_start in LOG, SIGKILL to
+#                               rank 1 (what a crashed rank looks like)
+#   term LOG -- mpirun ...    : at the second epoch_start, SIGTERM to mpirun
+#                               (what a batch system's time limit sends)
+#   int LOG -- trainer ...    : at the second epoch_start, SIGINT (Ctrl-C)
+#   kill LOG -- trainer ...   : at the second epoch_start, SIGKILL to the
+#                               trainer (a crashed machine, an OOM kill)
+#   convert DIR -- script ... : once a converter has begun writing a data set
+#                               (DIR holds a *.partial folder), SIGKILL to the
+#                               script and everything it started
+# A moment that never comes (the command ended first) is said on stdout:
+# "ended before the signal".
+# Usage: signal_run.sh MODE LOG|DIR -- COMMAND...
 set -uo pipefail
-set -m  # the trainer in a process group of its own, as from a terminal
-mode=$1 log=$2
+set -m  # the command in a process group of its own, as from a terminal
+mode=$1 watch=$2
 shift 3
 # A signal ignored on entry stays ignored for every child (a test run started
 # in the background of a non-interactive shell ignores SIGINT, and the trainer
-# rightly keeps it so): the trainer starts with the default dispositions, as
+# rightly keeps it so): the command starts with the default dispositions, as
 # from a terminal.
 env --default-signal=INT,TERM,HUP "$@" >/dev/null 2>&1 &
 job=$!
-for _ in $(seq 600); do
-  [[ -f $log ]] && (( $(grep -c '"key": "epoch_start"' "$log") >= 2 )) && break
-  sleep 0.1
+arrived() {
+  if [[ $mode == convert ]]; then
+    [[ -n $(find "$watch" -name '*.partial' -print -quit 2>/dev/null) ]]
+  else
+    [[ -f $watch ]] && (($(grep -c '"key": "epoch_start"' "$watch") >= 2))
+  fi
+}
+for _ in $(seq 6000); do
+  arrived && break
+  kill -0 "$job" 2>/dev/null || break
+  sleep 0.01
 done
-case $mode in
-  rank1)
-    for pid in $(pgrep -f -- "--log_file=$log"); do
-      if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then
-        kill -KILL "$pid"
-      fi
-    done ;;
-  int) kill -INT "$job" ;;
-esac
+if ! arrived; then
+  echo "ended before the signal"
+else
+  case $mode in
+    rank1)
+      for pid in $(pgrep -f -- "--log_file=$watch"); do
+        if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then
+          kill -KILL "$pid"
+        fi
+      done ;;
+    term) kill -TERM "$job" ;;
+    int) kill -INT "$job" ;;
+    kill) kill -KILL "$job" ;;
+    convert) kill -KILL -- "-$job" ;;
+  esac
+fi
 wait "$job"
 echo "exit status $?"

@@ -61,6 +61,14 @@ class Fixtures:
             if name == "resnet_data":
                 sh(f"TRAIN_COUNT=512 VAL_COUNT=128 SIDE=32 bash datasets/prepare_fmnist_classification.sh "
                    f"small {out} {self.build}")
+            elif name == "ssd_data":
+                sh(f"TRAIN_COUNT=64 VAL_COUNT=16 bash object_detection/prepare_data.sh small {out} {self.build}")
+            elif name == "wmt_data":
+                sh(f"TRAIN_PAIRS=400 EVAL_PAIRS=40 bash translation/prepare_data.sh small {out} {self.build}")
+            elif name == "kill_at":
+                out = out.with_suffix(".so")
+                out.parent.mkdir(parents=True, exist_ok=True)
+                sh(f"cc -shared -fPIC -O1 -Wall -o {out} tests/bad_input/kill_at.c")
             elif name == "ncf_data":
                 sh(f"{self.build}/bin/movielens_generate --size=small --out={out}/raw && "
                    f"{self.build}/bin/movielens_convert --input={out}/raw/ratings.csv --out={out}/data")
@@ -116,9 +124,13 @@ def first_error(stderr):
 
 def run_case(c, build, fixtures, base):
     """(outcome, what it gave): outcome PASS, FAIL or SKIP."""
-    missing = [p for p in c.needs if not shutil.which(p)]
+    missing = [p for p in c.needs if isinstance(p, str) and not shutil.which(p)]
     if missing:
         return "SKIP", f"needs {', '.join(missing)}"
+    for probe in (p for p in c.needs if callable(p)):
+        why = probe()
+        if why:
+            return "SKIP", why
     tmp = Path(tempfile.mkdtemp(prefix=c.name + "-", dir=base))
     t = CaseDir(tmp, build, fixtures)
     subs = Subs(t.subs(), fixtures)
