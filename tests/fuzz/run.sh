@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tests/fuzz/run.sh BUILD SECONDS "TARGETS": runs each libFuzzer target of
-# BUILD/bin for SECONDS, one after another, and prints one row per target:
+# BUILD/bin for SECONDS, FUZZ_JOBS at a time (default: the cores, at most 2;
+# a libFuzzer run keeps one core busy), and prints one row per target:
 # executions, seconds, coverage (libFuzzer's cov and ft), corpus size, the
 # share of parser calls that returned rather than stopping on bad input, and
 # the result. Exits 1 when a target found something (crash, sanitizer
@@ -30,12 +31,14 @@ finding() {
   echo "${what:-exit status $2}"
 }
 
-for t in $targets; do
+# fuzz_one TARGET: one target's run; its row goes to BUILD/logs/TARGET.row;
+# fails when the target is missing or found something.
+fuzz_one() {
+  local t=$1
   bin=$build/bin/fuzz_$t
   if [[ ! -x $bin ]]; then
     echo "fuzz: no target '$t' (built: $(ls "$build/bin" | sed -n 's/^fuzz_//p' | grep -vx seeds | tr '\n' ' '))" >&2
-    failed=1
-    continue
+    return 1
   fi
   corpus=$build/corpus/$t findings=$build/findings/$t log=$build/logs/$t.log
   mkdir -p "$corpus" "$findings" "$build/logs"
@@ -61,12 +64,30 @@ for t in $targets; do
   if (( rc == 0 )); then
     result=ok
   else
-    failed=1
     unit=$(sed -nE 's/.*Test unit written to (.*)$/\1/p' "$log" | tail -n 1)
     result="FOUND $(finding "$log" "$rc")${unit:+: $unit}"
   fi
-  rows+=("$(printf '%-17s %12s %8s %6s %7s %7s %9s  %s' "$t" "${runs:--}" "$took" "$cov" "$ft" \
-    "$corp" "$share" "$result")")
+  printf '%-17s %12s %8s %6s %7s %7s %9s  %s\n' "$t" "${runs:--}" "$took" "$cov" "$ft" \
+    "$corp" "$share" "$result" >"$build/logs/$t.row"
+  [[ $result == ok ]]
+}
+
+jobs=${FUZZ_JOBS:-$(( $(nproc) < 2 ? $(nproc) : 2 ))}
+for t in $targets; do
+  while (($(jobs -rp | wc -l) >= jobs)); do wait -n; done
+  rm -f "$build/logs/$t.row"
+  fuzz_one "$t" &
+done
+wait
+# A target without a row (missing) or with a finding fails the run.
+for t in $targets; do
+  row=$build/logs/$t.row
+  if [[ -f $row ]]; then
+    rows+=("$(cat "$row")")
+    [[ $(cat "$row") == *"  ok" ]] || failed=1
+  else
+    failed=1
+  fi
 done
 
 printf '\n%-17s %12s %8s %6s %7s %7s %9s  %s\n' target runs seconds cov ft corpus returned result
