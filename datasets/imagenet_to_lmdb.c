@@ -319,7 +319,8 @@ static void write_classes(const char *out, const Names *classes) {
   snprintf(path, sizeof path, "%s/classes.txt", out);
   AtomicFile f;
   atomic_file_begin(&f, path);
-  for (int64_t i = 0; i < classes->count; i++) atomic_file_printf(&f, "%lld %s\n", (long long)i, classes->items[i]);
+  for (int64_t i = 0; i < classes->count; i++)
+    atomic_file_printf(&f, "%lld %s\n", (long long)i, classes->items[i]);
   atomic_file_commit(&f);
 }
 

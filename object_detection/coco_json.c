@@ -156,7 +156,7 @@ static void coco_det_write(AtomicFile *f, const CocoDetection *d) {
   for (int i = 0; i < 4; i++) coco_json_format(v[i], sizeof v[i], d->bbox[i]);
   coco_json_format(v[4], sizeof v[4], d->score);
   atomic_file_printf(f, "{\"image_id\":%lld,\"category_id\":%lld,\"bbox\":[%s,%s,%s,%s],\"score\":%s}",
-          (long long)d->image_id, (long long)d->category_id, v[0], v[1], v[2], v[3], v[4]);
+                     (long long)d->image_id, (long long)d->category_id, v[0], v[1], v[2], v[3], v[4]);
 }
 
 void coco_dets_write_json(const CocoDetections *dets, const char *path) {

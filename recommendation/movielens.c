@@ -379,11 +379,11 @@ void ml_data_write(const MlData *d, const char *dir) {
   MlFileHeader h = ml_header_of(d);
   atomic_file_write_at(&out, 0, &h, sizeof h);
   atomic_file_write_at(&out, h.off_train_offsets, d->train_offsets,
-              (size_t)(d->n_users + 1) * sizeof(int64_t));
+                       (size_t)(d->n_users + 1) * sizeof(int64_t));
   atomic_file_write_at(&out, h.off_train_items, d->train_items, (size_t)d->n_train * sizeof(int32_t));
   atomic_file_write_at(&out, h.off_test_items, d->test_items, (size_t)d->n_users * sizeof(int32_t));
   atomic_file_write_at(&out, h.off_test_negs, d->test_negs,
-              (size_t)(d->n_users * d->n_neg) * sizeof(int32_t));
+                       (size_t)(d->n_users * d->n_neg) * sizeof(int32_t));
   atomic_file_write_at(&out, h.off_user_ids, d->user_ids, (size_t)d->n_users * sizeof(int32_t));
   atomic_file_write_at(&out, h.off_item_ids, d->item_ids, (size_t)d->n_items * sizeof(int32_t));
   atomic_file_commit(&out);

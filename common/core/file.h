@@ -38,8 +38,8 @@ void file_write_atomic(const char *path, const void *bytes, size_t n);
 // between leaves PATH as it was: the old file, or none. Write through
 // atomic_file_write / _puts / _printf: a write that fails (a full disk)
 // removes PATH.tmp, leaves PATH as it was and ends the program with a
-// one-line error naming PATH and the reason. Text written to f directly is
-// checked at the commit.
+// one-line error naming PATH and the reason (the commit also checks the
+// stream's error flag, for anything written to f directly).
 typedef struct AtomicFile {
   FILE *f;
   char path[4096];

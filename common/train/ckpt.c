@@ -19,7 +19,7 @@
 static const char kMagic[8] = "MLSCKPT";  // with its terminating zero: 8 bytes
 
 // A file with a running CRC-32 of everything that went through it: read
-// from f, or (out set) written through out.
+// from f (path names it in errors), or written through out.
 typedef struct CkptFile {
   FILE *f;
   const char *path;
@@ -239,7 +239,7 @@ void ckpt_write(const char *path, const Device *dev, const ParamSet *ps, const P
   device_sync(dev);
   AtomicFile out;
   atomic_file_begin(&out, path);
-  CkptFile w = {out.f, out.tmp, crc32(0, NULL, 0), &out};
+  CkptFile w = {.crc = crc32(0, NULL, 0), .out = &out};
   put_meta(&w, ps, buffers, meta);
   put_table(&w, ps);
   put_data(&w, ps);

@@ -17,7 +17,8 @@ cmd is a shell command, formatted with {build} (the build directory),
 fixture by name ({resnet_data}, {ncf_data}: shared data sets made once per
 run; copy one into {tmp} before changing it) and whatever setup returns.
 setup(t) prepares {tmp}: t.path (a pathlib.Path), t.write(name, text or
-bytes) -> Path, t.run(shell command) (must succeed), t.fixture(name) -> Path,
+bytes) -> Path, t.run(shell command, check=True) (fixtures substituted; with
+check it must succeed), t.fixture(name) -> Path,
 t.build and t.root; it may return a dict of more substitutions.
 error is compared with the first line of stderr that starts with "error" or
 "internal error", after the same substitutions; where a part cannot be known

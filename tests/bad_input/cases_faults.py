@@ -93,22 +93,6 @@ BERT_T = Trainer(
     model=lambda t: write_model(t, "model"))
 
 
-class Subs(dict):
-    """{tmp}, {build}, {root} and the fixtures by name."""
-
-    def __init__(self, t):
-        super().__init__(t.subs())
-        self.t = t
-
-    def __missing__(self, key):
-        return self.t.fixture(key)
-
-
-def run(t, cmd):
-    """cmd run from the repository (CompletedProcess, whatever its status)."""
-    return subprocess.run(cmd.format_map(Subs(t)), shell=True, cwd=t.root, capture_output=True, text=True)
-
-
 @lru_cache(maxsize=None)
 def cannot_mount():
     """Why full_disk.sh cannot run here, or None."""
@@ -142,7 +126,8 @@ def killed_conversion(tr):
         if tr.model:
             tr.model(t)
         so = t.fixture("kill_at")
-        p = run(t, f"LD_PRELOAD={so} KILL_AT_PUT={tr.kill_at} " + tr.prepare.replace("{out}", "{tmp}/d"))
+        p = t.run(f"LD_PRELOAD={so} KILL_AT_PUT={tr.kill_at} " + tr.prepare.replace("{out}", "{tmp}/d"),
+                  check=False)
         if p.returncode == 0 or not (t.path / "d" / "lmdb" / f"{tr.split}.partial").is_dir():
             raise RuntimeError(f"the killed conversion ended {p.returncode} and left "
                                f"{sorted(x.name for x in (t.path / 'd' / 'lmdb').iterdir())}")
@@ -152,7 +137,7 @@ def killed_conversion(tr):
 def reconverted(tr):
     def check(t, proc):
         for out in ("{tmp}/d", "{tmp}/clean"):
-            p = run(t, tr.prepare.replace("{out}", out))
+            p = t.run(tr.prepare.replace("{out}", out), check=False)
             if p.returncode != 0:
                 return f"prepare_data.sh into {out} after the kill: status {p.returncode}: {p.stderr[-300:]}"
         return same_data(t.path / "d", t.path / "clean")
@@ -174,10 +159,11 @@ def resumes_bit_identical(tr):
     def check(t, proc):
         if "exit status 137" not in proc.stdout:
             return f"the trainer was not killed mid-run: {proc.stdout.strip()!r}"
-        resumed = run(t, tr.run() + " --max_epochs=2 --checkpoint={tmp}/c.ckpt --resume --log_file={tmp}/r.log")
+        resumed = t.run(tr.run() + " --max_epochs=2 --checkpoint={tmp}/c.ckpt --resume --log_file={tmp}/r.log",
+                        check=False)
         if "continuing after epoch 1" not in resumed.stdout:
             return f"the resume did not continue after epoch 1: {resumed.stdout[-300:]!r} {resumed.stderr[-300:]!r}"
-        run(t, tr.run() + " --max_epochs=2 --checkpoint={tmp}/whole.ckpt --log_file={tmp}/w.log")
+        t.run(tr.run() + " --max_epochs=2 --checkpoint={tmp}/whole.ckpt --log_file={tmp}/w.log", check=False)
         whole, split = t.path / "whole.ckpt", t.path / "c.ckpt"
         if not whole.exists() or whole.read_bytes() != split.read_bytes():
             return "the resumed run's checkpoint differs from the uninterrupted run's"
@@ -226,7 +212,8 @@ def one_epoch_checkpoint(tr):
         if tr.setup:
             tr.setup(t)
         (t.path / "disk.before").mkdir()
-        p = run(t, tr.run() + " --max_epochs=1 --checkpoint={tmp}/disk.before/c.ckpt --log_file={tmp}/first.log")
+        p = t.run(tr.run() + " --max_epochs=1 --checkpoint={tmp}/disk.before/c.ckpt --log_file={tmp}/first.log",
+                  check=False)
         if p.returncode != 0:
             raise RuntimeError(f"the first epoch: status {p.returncode}: {p.stderr[-300:]}")
     return setup
@@ -246,7 +233,8 @@ def disk_full_checkpoint(tr):
 
 def disk_full_output(tr):
     flag = tr.output
-    return Case(f"{tr.name}_disk_full_{flag[2:]}", FULL_DISK + tr.run() + LOG + f" --max_epochs=1 {flag}={{tmp}}/disk/out",
+    return Case(f"{tr.name}_disk_full_{flag[2:]}",
+                FULL_DISK + tr.run() + LOG + f" --max_epochs=1 {flag}={{tmp}}/disk/out",
                 "error: {tmp}/disk/out: cannot write: No space left on device (left as it was)", 2,
                 f"the disk fills up under {flag}'s file: one line naming it, run_stop aborted, nothing left",
                 setup=tr.setup, check=disk_after_holds([], ["out", "out.tmp"]), needs=(cannot_mount,),

@@ -41,9 +41,9 @@ def load_cases():
     return cases
 
 
-def sh(cmd, cwd=ROOT, timeout=600):
+def sh(cmd, cwd=ROOT, timeout=600, check=True):
     p = subprocess.run(cmd, shell=True, cwd=cwd, capture_output=True, text=True, timeout=timeout)
-    if p.returncode != 0:
+    if check and p.returncode != 0:
         raise RuntimeError(f"setup command failed ({p.returncode}): {cmd}\n{p.stderr[-2000:]}")
     return p
 
@@ -92,8 +92,8 @@ class CaseDir:
             p.write_text(content)
         return p
 
-    def run(self, cmd):
-        return sh(cmd.format(**self.subs()), cwd=self.path)
+    def run(self, cmd, check=True):
+        return sh(cmd.format_map(Subs(self.subs(), self._fixtures)), cwd=self.path, check=check)
 
     def fixture(self, name):
         return self._fixtures.get(name)
