@@ -2,10 +2,12 @@
 // calls go to device_cuda.cu in builds that have it.
 #include "device/device.h"
 
+#include <errno.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <cblas.h>
@@ -87,6 +89,74 @@ int device_cpu_share(int local_ranks) {
 void device_blas_threads_set(int threads) {
   if (!getenv("OPENBLAS_NUM_THREADS")) openblas_set_num_threads(threads > 0 ? threads : 1);
 }
+
+// OpenBLAS's x86 kernel sets by the widest vectors they use.
+static const struct {
+  const char *name;
+  int level;
+} kBlasKernels[] = {
+    {"katmai", 0},     {"coppermine", 0}, {"northwood", 0},  {"prescott", 0},    {"banias", 0},
+    {"core2", 0},      {"penryn", 0},     {"dunnington", 0}, {"nehalem", 0},     {"atom", 0},
+    {"opteron", 0},    {"opteron_sse3", 0}, {"barcelona", 0}, {"bobcat", 0},     {"nano", 0},
+    {"sandybridge", 1}, {"bulldozer", 1}, {"piledriver", 1}, {"steamroller", 1}, {"excavator", 1},
+    {"haswell", 2},    {"zen", 2},        {"skylakex", 3},   {"cooperlake", 3},  {"sapphirerapids", 3},
+};
+static const char *const kBlasBest[] = {NULL, "Sandybridge", "Haswell", "SkylakeX"};
+
+const char *device_blas_better_kernels(const char *chosen, int level) {
+  if (level < 1 || level > 3 || !chosen) return NULL;
+  for (size_t i = 0; i < sizeof kBlasKernels / sizeof kBlasKernels[0]; i++)
+    if (strcasecmp(chosen, kBlasKernels[i].name) == 0)
+      return kBlasKernels[i].level < level ? kBlasBest[level] : NULL;
+  return NULL;
+}
+
+static int cpu_vector_level(void) {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+    return 3;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return 2;
+  return __builtin_cpu_supports("avx") ? 1 : 0;
+}
+
+// Set in the environment of the second execution: the kernels OpenBLAS chose.
+#define BLAS_CHOSE_ENV "MLPERF_BLAS_CHOSE"
+static char blas_note[256];
+
+void device_blas_kernels(char **argv) {
+  const char *chose = getenv(BLAS_CHOSE_ENV);
+  if (chose) {
+    snprintf(blas_note, sizeof blas_note,
+             "blas: OpenBLAS chose its %s kernels, older than this CPU's; %s kernels in use "
+             "(OPENBLAS_CORETYPE chooses)", chose, openblas_get_corename());
+    unsetenv(BLAS_CHOSE_ENV);
+    return;
+  }
+  if (getenv("OPENBLAS_CORETYPE")) return;
+  const char *chosen = openblas_get_corename();
+  const char *better = device_blas_better_kernels(chosen, cpu_vector_level());
+  if (!better) return;
+  char name[64];
+  snprintf(name, sizeof name, "%s", chosen);
+  setenv(BLAS_CHOSE_ENV, name, 1);
+  setenv("OPENBLAS_CORETYPE", better, 1);
+  fflush(NULL);
+  char self[4096];  // the file itself, so that the process keeps its name
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0) {
+    self[n] = '\0';
+    execv(self, argv);
+  }
+  // Not run again: carry on with the kernels OpenBLAS chose.
+  fprintf(stderr, "warning: OpenBLAS chose its %s kernels, older than this CPU's; running again with "
+          "OPENBLAS_CORETYPE=%s failed (%s); set it by hand for about 4x the speed\n", name, better,
+          strerror(errno));
+  unsetenv(BLAS_CHOSE_ENV);
+  unsetenv("OPENBLAS_CORETYPE");
+}
+
+const char *device_blas_note(void) { return blas_note[0] ? blas_note : NULL; }
 
 void device_close(Device *dev) {
 #if HAVE_CUDA

@@ -53,6 +53,26 @@ void device_close(Device *dev);
 // OPENBLAS_NUM_THREADS in the environment wins).
 int device_cpu_share(int local_ranks);
 void device_blas_threads_set(int threads);
+// OpenBLAS picks its kernel set (OPENBLAS_CORETYPE) from the CPU's model
+// when it loads; a model it does not know (Debian 12's OpenBLAS 0.3.21 on
+// some Xeons, or on virtual machines that hide the model) gets the SSE3
+// "Prescott" kernels, about a quarter of the speed of the AVX-512 ones on
+// the same core. device_blas_kernels(argv), first thing in main (run_init
+// calls it before MPI starts): when the kernels OpenBLAS chose are of an
+// older family than the CPU runs (its AVX, AVX2 + FMA, AVX-512 flags) and
+// OPENBLAS_CORETYPE is not set, sets it to that family's kernels and
+// executes the program again, the same process with the same arguments.
+// OPENBLAS_CORETYPE set by the user is never changed.
+void device_blas_kernels(char **argv);
+// After device_blas_kernels: NULL, or the line that says it chose the
+// kernels ("OpenBLAS chose its Prescott kernels ...").
+const char *device_blas_note(void);
+// The decision, apart from the CPU: the kernel set to use instead of
+// `chosen` (OpenBLAS's core name, any case) on a CPU whose widest vectors are
+// `level` (0 SSE only, 1 AVX, 2 AVX2 + FMA, 3 AVX-512 F/BW/DQ/VL), or NULL to
+// keep it: kept when it is as new as the CPU, or a name this table does not
+// know (a newer OpenBLAS's).
+const char *device_blas_better_kernels(const char *chosen, int level);
 void device_sync(const Device *dev);
 // "1xNVIDIA H100 80GB HBM3"-style platform name, or the CPU model.
 void device_describe(const Device *dev, char *buf, size_t buf_bytes);

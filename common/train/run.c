@@ -71,6 +71,7 @@ void run_init(Run *run, const RunSpec *spec, int *argc, char ***argv) {
   memset(run, 0, sizeof *run);
   run->spec = *spec;
   Config *cfg = &run->cfg;
+  device_blas_kernels(*argv);  // may run the program again, before MPI starts
   dist_init(&run->dist, argc, argv);
   run->rank = run->dist.rank;
   config_init(cfg);
@@ -79,6 +80,7 @@ void run_init(Run *run, const RunSpec *spec, int *argc, char ***argv) {
   config_add_keys(cfg, amp_config_keys, amp_config_key_count);
   config_add_keys(cfg, spec->keys, spec->n_keys);
   config_from_args(cfg, *argc, *argv, (*argv)[0]);
+  if (run->rank == 0 && device_blas_note()) printf("%s\n", device_blas_note());
   run->max_epochs = config_int(cfg, "max_epochs");
   run->target = config_float(cfg, "target_accuracy");
   run->eval_every = config_int(cfg, "eval_every");

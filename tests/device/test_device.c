@@ -99,6 +99,27 @@ static void gpu_copy_ordered_with_stream(void) {
 #endif
 }
 
+// Which OpenBLAS kernel set replaces the one it chose, by the CPU's widest
+// vectors (0 SSE, 1 AVX, 2 AVX2 + FMA, 3 AVX-512).
+static void blas_kernel_choice(void) {
+  CHECK_STR(device_blas_better_kernels("Prescott", 3), "SkylakeX");
+  CHECK_STR(device_blas_better_kernels("prescott", 2), "Haswell");
+  CHECK_STR(device_blas_better_kernels("Core2", 1), "Sandybridge");
+  CHECK_STR(device_blas_better_kernels("Nehalem", 3), "SkylakeX");
+  CHECK_STR(device_blas_better_kernels("Sandybridge", 2), "Haswell");
+  CHECK_STR(device_blas_better_kernels("Haswell", 3), "SkylakeX");
+  CHECK_STR(device_blas_better_kernels("Zen", 3), "SkylakeX");
+  // Kept: as new as the CPU, newer than it (never moved down), a CPU of SSE
+  // only, a name the table does not know.
+  CHECK(device_blas_better_kernels("Zen", 2) == NULL);
+  CHECK(device_blas_better_kernels("SkylakeX", 3) == NULL);
+  CHECK(device_blas_better_kernels("Cooperlake", 3) == NULL);
+  CHECK(device_blas_better_kernels("SkylakeX", 2) == NULL);
+  CHECK(device_blas_better_kernels("Prescott", 0) == NULL);
+  CHECK(device_blas_better_kernels("NeoverseN1", 3) == NULL);
+  CHECK(device_blas_better_kernels(NULL, 3) == NULL);
+}
+
 static void progress_line(void) {
   Progress p;
   progress_start(&p, "train", 1000);
@@ -125,6 +146,7 @@ int main(void) {
   TEST_RUN(cpu_memory);
   TEST_RUN(gpu_open_copy_time);
   TEST_RUN(gpu_copy_ordered_with_stream);
+  TEST_RUN(blas_kernel_choice);
   TEST_RUN(progress_line);
   TEST_RUN(clocks);
   return test_finish();
