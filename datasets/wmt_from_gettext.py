@@ -108,7 +108,9 @@ def read_catalog(path, package):
     except FileNotFoundError:
         raise InputError(f"error: {path}: no such catalog (is its package, {package}, installed? "
                          "make deps installs it)")
-    except (OSError, UnicodeDecodeError, ValueError, IndexError, LookupError, SyntaxError, struct.error) as e:
+    except OSError as e:  # gettext's "Bad magic number" too
+        raise InputError(f"error: {path}: not a readable gettext catalog ({e.strerror or e})")
+    except (UnicodeDecodeError, ValueError, IndexError, LookupError, SyntaxError, struct.error) as e:
         raise InputError(f"error: {path}: not a readable gettext catalog ({type(e).__name__}: {e})")
     pairs = []
     for msgid, msgstr in catalog.items():

@@ -5,10 +5,17 @@ set -euo pipefail
 
 # slurm-wlm and munge: tests/train/test_slurm.sh starts a one-node Slurm of its
 # own, with its own config and key (no system-wide Slurm setup needed).
+# The German gettext catalogs the small translation set is made of
+# (datasets/wmt_from_gettext.py's TRAIN and EVAL): the packages that install
+# them, most of them locale data only; coreutils, tar, findutils, diffutils,
+# sed, grep, dpkg, apt, bash and login are on every Debian system.
+gettext_debs=(git krb5-locales libc-l10n gnupg-l10n xkb-data libglib2.0-data libgtk2.0-common
+      gsettings-desktop-schemas binutils-common libgnutls30 libdpkg-perl libapt-pkg6.0 gettext procps
+      libgdk-pixbuf2.0-common libelf1 make coreutils tar findutils diffutils sed grep dpkg apt bash login)
 debs=(build-essential pkg-config libopenmpi-dev openmpi-bin liblmdb-dev lmdb-utils
       libturbojpeg0-dev libpng-dev libopenblas-dev libdnnl-dev libcjson-dev zlib1g-dev libxxhash-dev
       dataset-fashion-mnist opencv-doc clang libclang-rt-14-dev libutf8proc-dev trans-de-en
-      wordnet-base slurm-wlm munge)
+      wordnet-base slurm-wlm munge "${gettext_debs[@]}")
 # Python module name -> PyPI package name.
 pymods=(numpy:numpy yaml:PyYAML mlperf_logging:mlperf-logging PIL:Pillow pycocotools:pycocotools sacrebleu:sacrebleu
         tokenizers:tokenizers matplotlib:matplotlib xxhash:xxhash)

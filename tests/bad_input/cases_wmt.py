@@ -1,5 +1,6 @@
 """Bad input of the translation converter (wmt_to_lmdb) on a tiny parallel
-set made under {tmp}/raw, and of the generator (wmt_generate).
+set made under {tmp}/raw, and of the generators (wmt_generate;
+wmt_from_gettext.py on catalogs under {tmp}/de).
 
 The good set: train.en/train.de of three pairs, newstest2014.en/.de of two.
 A row's setup replaces files: a name mapped to bytes is written, to None
@@ -16,9 +17,17 @@ FILES = (f"--train_src={RAW}/train.en --train_tgt={RAW}/train.de "
          f"--eval_src={RAW}/newstest2014.en --eval_tgt={RAW}/newstest2014.de")
 CONVERT = f"{{build}}/bin/wmt_to_lmdb {FILES} --vocab_size=100 --out={{tmp}}/lmdb"
 GENERATE = "{build}/bin/wmt_generate --out={tmp}/gen"
+GETTEXT = "python3 {root}/datasets/wmt_from_gettext.py --locale_dir={tmp}/de --out={tmp}/gen"
 BAD_UTF8 = b"The cat sleeps.\nA dog \xc3\x28barks.\nWe go home.\n"  # 0xC3 then not a continuation byte
 NUL = "Der Hund schläft.\nWir\0bellen.\n".encode()
 LONG = TRAIN_DE + b"a" * 70000 + b"\n"
+
+
+def catalog(name, content):
+    """A setup: {tmp}/de holding one file."""
+    def setup(t):
+        t.write("de/" + name, content)
+    return setup
 
 
 def wmt(**files):
@@ -100,4 +109,14 @@ CASES = [
          setup=wmt(**{"../gen/train.en": b"x\n"})),
     Case("wmt_generate_no_dictionary", f"{GENERATE} --dict={{tmp}}/none",
          "error: {tmp}/none: cannot open: No such file or directory", 2, "--dict names no file"),
+    Case("wmt_gettext_no_locale_dir", GETTEXT, "error: {tmp}/de: no such folder (the German gettext catalogs)",
+         2, "the small set's generator without the catalogs' folder", check=left_nothing("gen/train.en")),
+    Case("wmt_gettext_missing_catalog", GETTEXT,
+         "error: {tmp}/de/coreutils.mo: no such catalog (is its package, coreutils, installed? make deps installs it)",
+         2, "a catalog the set is made of is not installed", setup=catalog("x", b""),
+         check=left_nothing("gen/train.en")),
+    Case("wmt_gettext_corrupt_catalog", GETTEXT,
+         "error: {tmp}/de/coreutils.mo: not a readable gettext catalog (Bad magic number)", 2,
+         "a catalog that is not a .mo file (a .po's text where the magic number should be)",
+         setup=catalog("coreutils.mo", b'msgid ""\nmsgstr ""\n'), check=left_nothing("gen/train.en")),
 ]

@@ -6,7 +6,8 @@ cleaning rule keeps or drops the messages made for it, and the output
 lines are exactly the kept pairs; accelerators go, a Latin-1 catalog is
 read by its charset, an eval message's pairs leave training, sources.txt
 names every catalog's package and counts; the same seed gives the same
-files, another seed another order, --train_pairs keeps a prefix. Bad
+files, another seed another order, --train_pairs keeps a prefix;
+scripts/deps.sh installs every catalog's package. Bad
 input: a missing folder, a missing catalog, a corrupt and a truncated one,
 an --out holding a set: one line naming the file, status 2, nothing
 written. Then the installed catalogs (where they are): the set
@@ -16,6 +17,7 @@ prepare_data.sh small makes.
 """
 import importlib.util
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -197,6 +199,14 @@ def main():
         check_bad("gettext_truncated_catalog", truncated, tmp / "o4",
                   f"error: {truncated}/make.mo: not a readable gettext catalog")
         check_bad("gettext_out_holds_a_set", locale, out, f"error: {out}/train.en: exists already")
+
+        # make deps installs every package a catalog comes from.
+        deps = (ROOT / "scripts" / "deps.sh").read_text(encoding="utf-8")
+        listed = re.search(r"gettext_debs=\(([^)]*)\)", deps)
+        listed = set(listed.group(1).split()) if listed else set()
+        needed = set(gen.TRAIN.values()) | set(gen.EVAL.values())
+        report("gettext_packages_in_deps", None if needed <= listed
+               else f"scripts/deps.sh's gettext_debs lacks {sorted(needed - listed)}")
 
         # The installed catalogs: what prepare_data.sh small makes.
         real = tmp / "real"
