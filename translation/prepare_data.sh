@@ -2,18 +2,19 @@
 # Prepares the data set `make run BENCH=transformer` trains on, as
 # DATA_DIR/lmdb/{train,eval} (LMDBs), DATA_DIR/lmdb/eval.ref and
 # DATA_DIR/lmdb/vocab.subwords (datasets/wmt_to_lmdb; translation/wmt_data.h):
-#   small   generated in WMT's raw layout from Debian's trans-de-en
-#           (datasets/wmt_generate: the sentence pairs of at most 8 words,
-#           8,433 train / 500 eval, without the dictionary's phrase pairs,
-#           which two CPU cores cannot also get through in the few minutes
-#           the small run has) into DATA_DIR/raw, then converted with a
-#           vocabulary of about 2,048 subwords built from its training text:
-#           the shared embedding and the softmax grow with the vocabulary, and
-#           at 4k they cost a 2+2-layer, 128-wide model as much as all its
-#           layers; the corpus is 1.6M characters a side, so a larger
-#           vocabulary mostly adds subwords seen a few times
-#   medium  the same generator with every sentence pair of up to 16 words
-#           (and the phrases), 1,000 eval pairs, a vocabulary of about 8,192
+#   small   real English->German translations, the messages of the German
+#           gettext catalogs of Debian packages (datasets/wmt_from_gettext.py:
+#           3-20 words a side, cleaned of formats and markup; 8,268 train
+#           pairs from 23 catalogs, 597 eval pairs from 6 others, so the
+#           eval set is unseen text) into DATA_DIR/raw, with
+#           DATA_DIR/raw/sources.txt naming each catalog's package and
+#           version; then converted with a vocabulary of about 2,048 subwords
+#           built from its training text: the shared embedding and the
+#           softmax grow with the vocabulary, and at 4k they cost a
+#           2+2-layer, 128-wide model as much as all its layers
+#   medium  generated in WMT's raw layout from Debian's trans-de-en
+#           (datasets/wmt_generate): every sentence pair of up to 16 words
+#           and the phrases, 1,000 eval pairs, a vocabulary of about 8,192
 #   full    WMT17 en-de as the MLPerf reference prepares it, which the user
 #           brings: DATA_DIR/raw or $WMT_DIR holding
 #             train.en, train.de         the training text, one sentence a line
@@ -25,9 +26,10 @@
 #             newstest2014.en, .de       the eval set (3,003 lines)
 #             vocab.ende.32768           the reference's vocabulary (its
 #                                        process_data.py writes it)
-# TRAIN_PAIRS, EVAL_PAIRS, MAX_WORDS, PHRASES and VOCAB_SIZE in the environment override
-# a generated scale's sizes. A finished data set of the same sizes is kept
-# (DATA_DIR/lmdb/.complete holds them); one of other sizes is rebuilt.
+# TRAIN_PAIRS, EVAL_PAIRS and VOCAB_SIZE in the environment override a
+# generated scale's sizes (0 pairs: all), MAX_WORDS and PHRASES medium's. A
+# finished data set of the same source and sizes is kept
+# (DATA_DIR/lmdb/.complete holds them); one of others is rebuilt.
 # Usage: prepare_data.sh SCALE DATA_DIR BUILD_DIR
 set -euo pipefail
 scale=$1 data=$2 build=${3:-build}
@@ -37,8 +39,8 @@ convert() {  # convert RAW_DIR TRAIN_PREFIX VOCAB_FLAG
     --eval_tgt="$1/newstest2014.de" --out="$data/lmdb" "$3"
 }
 case $scale in
-  small) train=0 eval=500 words=8 phrases=false vocab=2048 ;;
-  medium) train=0 eval=1000 words=16 phrases=true vocab=8192 ;;
+  small) source=gettext train=0 eval=0 vocab=2048 ;;
+  medium) source=trans-de-en train=0 eval=1000 words=16 phrases=true vocab=8192 ;;
   full*)
     src=${WMT_DIR:-$data/raw}
     if [[ -f $data/lmdb/.complete ]]; then
@@ -75,9 +77,12 @@ case $scale in
     exit 0 ;;
   *) echo "prepare_data: unknown scale '$scale' (small, medium or full)" >&2; exit 2 ;;
 esac
-train=${TRAIN_PAIRS:-$train} eval=${EVAL_PAIRS:-$eval} words=${MAX_WORDS:-$words}
-phrases=${PHRASES:-$phrases} vocab=${VOCAB_SIZE:-$vocab}
-stamp="train=$train eval=$eval max_words=$words phrases=$phrases vocab=$vocab"
+train=${TRAIN_PAIRS:-$train} eval=${EVAL_PAIRS:-$eval} vocab=${VOCAB_SIZE:-$vocab}
+stamp="source=$source train=$train eval=$eval vocab=$vocab"
+if [[ $source == trans-de-en ]]; then
+  words=${MAX_WORDS:-$words} phrases=${PHRASES:-$phrases}
+  stamp+=" max_words=$words phrases=$phrases"
+fi
 marker=$data/lmdb/.complete
 if [[ -f $marker && $(cat "$marker") == "$stamp" ]]; then
   echo "prepare_data: $data is ready ($stamp)"
@@ -85,7 +90,11 @@ if [[ -f $marker && $(cat "$marker") == "$stamp" ]]; then
 fi
 rm -rf "$data/raw" "$data/lmdb"
 mkdir -p "$data"
-"$build/bin/wmt_generate" --out="$data/raw" --train_pairs="$train" --eval_pairs="$eval" --max_words="$words" \
-  --phrases="$phrases"
+if [[ $source == gettext ]]; then
+  python3 datasets/wmt_from_gettext.py --out="$data/raw" --train_pairs="$train" --eval_pairs="$eval"
+else
+  "$build/bin/wmt_generate" --out="$data/raw" --train_pairs="$train" --eval_pairs="$eval" \
+    --max_words="$words" --phrases="$phrases"
+fi
 convert "$data/raw" "$data/raw/train" --vocab_size="$vocab"
 echo "$stamp" >"$marker"

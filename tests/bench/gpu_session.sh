@@ -176,7 +176,7 @@ if [[ $part == first || $part == first:* ]]; then
           >>"$logs/prep_ncf.txt" 2>&1 &&
         trainer 50 ncf_fp32 "$build/bin/ncf" --config=recommendation/configs/small.conf --data_dir="$data/ncf"
       # The small translation set comes prepared (prepare_carry.sh): the GPU
-      # machine lacks Debian's trans-de-en dictionary it is made from.
+      # machine may lack the Debian packages whose catalogs it is made from.
       for p in ${GPU_SESSION_TRANSFORMER_PRECISIONS-fp32 bf16}; do
         [[ -d $libs/transformer-small ]] || { echo "transformer: no $libs/transformer-small"; break; }
         trainer 60 transformer_$p "$build/bin/transformer" --config=translation/configs/small.conf \

@@ -18,8 +18,8 @@
 #   opencv-photos/      opencv-doc's sample JPEGs and PNGs (10 MB): the
 #                       detection data sets' backgrounds
 #   transformer-small/  the small translation data set, prepared (1 MB): it
-#                       is made from Debian's trans-de-en (25 MB), which the
-#                       GPU machine lacks
+#                       is made from the German gettext catalogs of Debian
+#                       packages that the GPU machine may lack
 # With CARRY_BERT=1, for BERT's GPU checks, instead of fashion-mnist/ and
 # opencv-photos/ (the three do not fit one call together):
 #   bert-small/         the small SQuAD set's JSON, generated from Debian's

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Transformer end to end on CPU, the path `make run BENCH=transformer` takes:
-# the generated WMT-layout set through the real converter
+# the small set in WMT's layout (real translations from Debian's German
+# gettext catalogs, datasets/wmt_from_gettext.py) through the real converter
 # (translation/prepare_data.sh), training to translation/configs/small.conf's
 # BLEU target, the official compliance checker on the log (closed_transformer
 # rules of ruleset 0.7.0 with only the target changed), the written
@@ -17,7 +18,7 @@ target=$(config_target $conf)
 export PROGRESS_INTERVAL_S=1000
 trainer=$build/bin/transformer
 
-for bin in transformer wmt_generate wmt_to_lmdb bleu_score; do
+for bin in transformer wmt_to_lmdb bleu_score; do
   if [[ ! -x $build/bin/$bin ]]; then
     echo "FAIL transformer_e2e: $build/bin/$bin is not built"
     exit 1
@@ -34,6 +35,13 @@ else
   echo "FAIL transformer_prepare_small: $(tail -n 1 "$tmp/prep.out")"
   exit 1
 fi
+
+# The target means something: copying the English source as the
+# translation (names, numbers and loanwords are shared: BLEU 1.71 on
+# 2026-11-29's catalogs) scores below two thirds of it.
+copy=$("$build/bin/bleu_score" "$tmp/data/raw/newstest2014.en" "$tmp/data/lmdb/eval.ref" 2>&1 |
+  sed -n 's/^bleu=\([0-9.e+-]*\).*/\1/p')
+check transformer_target_above_copying_source python3 -c "import sys; sys.exit(not 1.5 * $copy / 100 < $target)"
 
 # 2. Train to the target; the log complies; the translations of the last
 # eval, scored by bleu_score (and by sacrebleu where it is installed), give
