@@ -1,6 +1,6 @@
 # tests/emu/test_emu_trainers.sh, part transformer: sourced in a subshell of its own with
 # $tmp its own folder and the helpers of that script defined.
-# 200 generated sentence pairs (20 for eval) through the real converter; a
+# 200 pairs of the small set (20 for eval) through the real converter; a
 # one-layer, 32-wide Transformer (every key that shapes the run a flag), 2
 # epochs of batches of 256 tokens with dropout, an eval (beam search with the
 # key/value cache on the device) after each. Compared: each epoch's mean
