@@ -40,8 +40,8 @@ The eval set keeps one pair per English message (the first); training
 then loses every pair whose English (case-folded) is an eval message, so
 no eval source is trained on (sources.txt's last line counts them).
 Both splits are shuffled from --seed; --train_pairs / --eval_pairs > 0
-keep their first so many. The set depends only on the seed and the installed catalogs (sources.txt records
-their packages' versions).
+keep their first so many. The set depends only on the seed and the
+installed catalogs (sources.txt records their packages' versions).
 
 Bad input (a catalog missing or not a gettext catalog, a folder that is not
 there, an --out that holds a set already) ends with one line, "error: FILE:
