@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Planted faults: does a benchmark's small target notice a broken trainer?
+# Each fault is a realistic bug, listed in tests/faults/<bench>.faults as
+#   name|file|text|replacement|what it is
+# (the text occurs exactly once in the file; \n stands for a line break)
+# and applied to a scratch copy of the tree, never to the tree itself: the
+# tracked and untracked files, and the build's objects with their times, so
+# that make rebuilds only what the fault touches. The copy's trainer trains
+# the small config (<task>/configs/small.conf) to its max_epochs. A fault
+# passes when the run misses the target; one that reaches it is a fault the
+# small target cannot see. Prints one line a fault and seed:
+#   fault NAME seed S: METRIC per epoch A B ..., target T: missed|REACHED (what)
+# and exits 1 when a fault reached the target or could not be applied.
+# Long (each fault trains the whole small run): run by hand, not by make test.
+# Usage: tests/faults/plant.sh BENCH [BUILD_DIR] [FAULT...]
+#   SEEDS="1 2" (default 1); DATA_DIR=DIR reuses a prepared small set;
+#   FLAGS adds trainer flags; OUT_DIR=DIR keeps the runs' outputs and logs.
+set -uo pipefail
+bench=${1:?usage: plant.sh BENCH [BUILD_DIR] [FAULT...]}
+build=${2:-build}
+shift 2 2>/dev/null || shift $#
+cd "$(dirname "$0")/../.."
+source tests/lib.sh
+scratch_dir
+case $bench in
+  resnet) task=image_classification ;;
+  ssd) task=object_detection ;;
+  transformer) task=translation ;;
+  ncf) task=recommendation ;;
+  bert) task=language ;;
+  *) echo "plant: '$bench' is not a benchmark (resnet, ssd, transformer, ncf, bert)" >&2; exit 2 ;;
+esac
+list=tests/faults/$bench.faults conf=$task/configs/small.conf
+[[ -f $list ]] || { echo "plant: $list: no such file" >&2; exit 2; }
+[[ -x $build/bin/$bench ]] || { echo "plant: $build/bin/$bench is not built (make all)" >&2; exit 2; }
+out_dir=${OUT_DIR:-$tmp/out}
+mkdir -p "$out_dir"
+wanted=("$@")
+for w in "${wanted[@]}"; do
+  grep -q "^$w|" "$list" || { echo "plant: $list has no fault '$w'" >&2; exit 2; }
+done
+
+data=${DATA_DIR:-$tmp/data}
+if [[ -z ${DATA_DIR:-} ]] && ! bash $task/prepare_data.sh small "$data" "$build" >"$tmp/prep.out" 2>&1; then
+  echo "plant: $task/prepare_data.sh small failed: $(tail -n 1 "$tmp/prep.out")" >&2
+  exit 2
+fi
+
+copy_tree() {
+  local dst=$1
+  mkdir -p "$dst/$build"
+  git ls-files -z --cached --others --exclude-standard | xargs -0 cp -a --parents -t "$dst" 2>/dev/null
+  cp -a "$build/obj" "$build"/*.a "$build/flags.txt" "$dst/$build/" 2>/dev/null
+}
+metric_per_epoch() {  # OUT: each epoch line's metric, "F1 0.5476 0.5791"
+  sed -n "s/^$bench: epoch [0-9]*: \([^ ]*\) \([0-9.]*\) (target.*/\1 \2/p" "$1" |
+    awk '{m = $1; v = v " " $2} END {print m v}'
+}
+
+status=0
+while IFS='|' read -r name file text replacement what; do
+  [[ -z $name || $name == \#* ]] && continue
+  if ((${#wanted[@]})) && [[ " ${wanted[*]} " != *" $name "* ]]; then continue; fi
+  tree=$tmp/tree-$name
+  copy_tree "$tree"
+  if ! python3 - "$tree/$file" "$text" "$replacement" <<'PY'
+import sys
+path, text, new = sys.argv[1], sys.argv[2].replace("\\n", "\n"), sys.argv[3].replace("\\n", "\n")
+src = open(path, encoding="utf-8").read()
+if src.count(text) != 1:
+    sys.exit(f"{path}: the fault's text occurs {src.count(text)} times, want once: {text}")
+open(path, "w", encoding="utf-8").write(src.replace(text, new))
+PY
+  then
+    echo "fault $name: cannot be applied (the code changed): update $list"
+    status=1
+    continue
+  fi
+  if ! make -C "$tree" -j2 BUILD="$build" "$build/bin/$bench" >"$tmp/make-$name.out" 2>&1; then
+    echo "fault $name: the build failed: $(grep -m1 error "$tmp/make-$name.out")"
+    status=1
+    continue
+  fi
+  for seed in ${SEEDS:-1}; do
+    run=$out_dir/$name-seed$seed
+    # shellcheck disable=SC2086
+    "$tree/$build/bin/$bench" --config=$conf --data_dir="$data" --device=cpu --seed="$seed" \
+      --log_file="$run.log" ${FLAGS:-} >"$run.out" 2>&1
+    rc=$?
+    metric=$(metric_per_epoch "$run.out")
+    target=$(grep -m1 "^$bench: epoch" "$run.out" | sed 's/.*(target \([0-9.]*\)).*/\1/')
+    if grep -q "^$bench: target reached" "$run.out"; then
+      verdict=REACHED status=1
+    elif grep -q "^$bench: target NOT reached" "$run.out"; then
+      verdict=missed
+    else
+      echo "fault $name seed $seed: the run failed (exit $rc): $(grep -m1 -iE '^error|fatal' "$run.out")"
+      status=1
+      continue
+    fi
+    echo "fault $name seed $seed: $metric per epoch, target $target: $verdict ($what)"
+  done
+  rm -rf "$tree"
+done <"$list"
+exit $status
