@@ -22,7 +22,9 @@
 #           datasets/bert_to_safetensors.py); windows of 384 tokens, stride
 #           128, questions cut to 64 tokens, as the reference recipes
 # TRAIN_QUESTIONS, DEV_QUESTIONS, ENTRIES (glosses a paragraph), MAX_SEQ_LENGTH
-# and DOC_STRIDE in the environment override a scale's sizes. A finished data
+# and DOC_STRIDE in the environment override a scale's sizes; QUESTIONS=senses
+# generates squad_generate's second, harder set of questions (a candidate,
+# language/README.md) in place of the default glosses. A finished data
 # set of the same sizes is kept (DATA_DIR/lmdb/.complete holds them); one of
 # other sizes is rebuilt.
 # Usage: prepare_data.sh SCALE DATA_DIR BUILD_DIR
@@ -80,8 +82,9 @@ if [[ $scale == full* ]]; then
   stamp="squad=$(realpath "$squad") vocab=$model/vocab.txt max_seq_length=$seq doc_stride=$stride"
 else
   train=${TRAIN_QUESTIONS:-$train} dev=${DEV_QUESTIONS:-$dev} entries=${ENTRIES:-$entries}
+  questions=${QUESTIONS:-glosses}
   squad=$data/raw
-  stamp="train=$train dev=$dev entries=$entries vocab=$model/vocab.txt max_seq_length=$seq doc_stride=$stride"
+  stamp="questions=$questions train=$train dev=$dev entries=$entries vocab=$model/vocab.txt max_seq_length=$seq doc_stride=$stride"
 fi
 marker=$data/lmdb/.complete
 if [[ -f $marker && $(cat "$marker") == "$stamp" ]]; then
@@ -92,7 +95,7 @@ rm -rf "$data/lmdb"
 if [[ $scale != full* ]]; then
   rm -rf "$data/raw"
   "$build/bin/squad_generate" --out="$data/raw" --train_questions="$train" --dev_questions="$dev" \
-    --entries="$entries" --seed=1
+    --entries="$entries" --questions="$questions" --seed=1
 fi
 "$build/bin/squad_to_lmdb" --train="$squad/train-v1.1.json" --dev="$squad/dev-v1.1.json" \
   --vocab="$model/vocab.txt" --out="$data/lmdb" --max_seq_length="$seq" --doc_stride="$stride" \

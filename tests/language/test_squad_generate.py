@@ -5,14 +5,18 @@ len(text)] in Python's character indexing, and the contexts hold non-ASCII
 characters so that a byte offset would miss), ids are unique over both
 files, train questions have one answer and dev questions 1-3, the sizes are
 as asked, no question of dev is asked in train, the same seed gives the
-same bytes and another seed other files. The trivial baseline (answer the
-first sentence of every context) stays far below a reader's score. Bad
-flags give one error line and exit status 2.
+same bytes and another seed other files. The default set of questions
+(--questions=glosses) asks its four kinds only; the second
+(--questions=senses) asks every kind, and its paragraphs of one word's senses
+are as described (one headword, no example in the context, each asked by an
+example it does not show). The trivial baseline (answer the first sentence of every context) stays far
+below a reader's score. Bad flags give one error line and exit status 2.
 
     python3 tests/language/test_squad_generate.py BUILD_DIR
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -113,6 +117,91 @@ def check_deterministic(build, dir_, out):
     return None
 
 
+# A pattern per kind of question (squad_generate.c's templates), and the
+# title of the article of several senses.
+KINDS = {
+    "definition by word or synonym": r"^(What does .+ mean|What is meant by .+|How would you define .+)\?$",
+    "word by definition": r"^(Which word means|What is the word for|What term stands for) .+\?$",
+    "word by a part of the definition": r"^(Which word's meaning has the words \"|The meaning of which word "
+                                        r"includes \"|Which word is explained with \")",
+    "word by synonym": r"^(Which word is also called .+|.+ is another name for which word|"
+                       r"What is the main word for .+)\?$",
+    "synonym by word": r"^(What is another word for|What else is|What other name does) .+\?$",
+    "example by name": r"^(How is .+ used in a sentence\?|Give an example of .+ in use\.|"
+                       r"In which sentence is .+ used\?)$",
+    "definition by example": r'^(What does .+ mean in ".+"|In ".+", what is meant by .+|'
+                             r'Which meaning of .+ fits ".+")\?$',
+}
+SENSES_TITLE = "WordNet words of several senses"
+
+
+GLOSSES_KINDS = {"definition by word or synonym", "word by definition", "synonym by word", "example by name"}
+
+
+def kinds_of(train):
+    """{kind: how many questions of it}, '?' for a question of none."""
+    seen = {kind: 0 for kind in [*KINDS, "?"]}
+    for _, qa in qas_of(train):
+        kind = [k for k, pattern in KINDS.items() if re.search(pattern, qa["question"])]
+        seen[kind[-1] if kind else "?"] += 1
+    return seen
+
+
+# The glosses set's questions, each kind in its first phrasing only.
+GLOSSES_FIRST = (r"^(What does .+ mean\?|Which word means .+\?|What is another word for .+\?|"
+                 r"How is .+ used in a sentence\?)$")
+
+
+def check_glosses_kinds(out):
+    train = load(out, "train")
+    other = [qa["question"] for _, qa in qas_of(train) if not re.search(GLOSSES_FIRST, qa["question"])]
+    if other:
+        return f"{len(other)} questions not in the glosses set's first phrasings: {other[:3]}"
+    seen = kinds_of(train)
+    other = {k: n for k, n in seen.items() if n and k not in GLOSSES_KINDS}
+    missing = [k for k in GLOSSES_KINDS if not seen[k]]
+    return f"kinds beyond the glosses set's four: {other}" if other else (
+        f"no question of the kinds {missing}" if missing else None)
+
+
+def check_kinds(build, dir_):
+    out = os.path.join(dir_, "senses")
+    p = generate(build, out, "--seed=1", f"--train_questions={TRAIN}", f"--dev_questions={DEV}",
+                 "--questions=senses")
+    if p.returncode != 0:
+        return p.stderr.strip()
+    train = load(out, "train")
+    why = check_format(train, TRAIN, (1, 1)) or check_format(load(out, "dev"), DEV, (1, 3))
+    if why:
+        return why
+    seen = kinds_of(train)
+    missing = [kind for kind, n in seen.items() if n == 0 and kind != "?"]
+    if missing:
+        return f"no question of the kinds {missing}"
+    senses = [p for a in train["data"] if a["title"] == SENSES_TITLE for p in a["paragraphs"]]
+    if not senses:
+        return "no paragraph of one word's senses"
+    asked = 0
+    for p in senses:
+        words = re.findall(r"\u201c([^\u201d]+)\u201d (?:means|stands for|one means)", p["context"])
+        if len(words) < 2 or len(set(words)) != 1:
+            return f"a paragraph of senses not of one word: {p['context'][:120]!r}"
+        if "For example:" in p["context"] or "As in " in p["context"] or "One may say:" in p["context"]:
+            return f"a paragraph of senses shows an example: {p['context'][:120]!r}"
+        for qa in p["qas"]:
+            m = re.search(r'"(.+)"', qa["question"])
+            if not m:
+                continue
+            asked += 1
+            if m.group(1) in p["context"] or words[0] not in qa["question"]:
+                return f"{qa['id']}: {qa['question']!r} shows its example in the context or names another word"
+    if asked < 0.9 * len(senses):  # one a paragraph, but where the context holds the example
+        return f"{asked} questions by example in {len(senses)} paragraphs of senses"
+    print(f"{len(senses)} paragraphs of senses, {asked} questions by example; "
+          + ", ".join(f"{k}: {n}" for k, n in seen.items()))
+    return None
+
+
 def first_sentence(context):
     end = context.find(". ")
     return context if end < 0 else context[:end + 1]
@@ -148,6 +237,7 @@ BAD_FLAGS = [
     ([], "error: --out: missing: the output folder"),
     (["--out={dir}/a", "--train_questions=0"], "error: --train_questions: 0 is outside [1, 10000000]"),
     (["--out={dir}/a", "--entries=9"], "error: --entries: 9 is outside [2, 8]"),
+    (["--out={dir}/a", "--questions=all"], "error: --questions: 'all' is not a set of questions"),
     (["--out={dir}/a", "--seed=x"], "error: --seed:"),
     (["--out={dir}/a", "--colour=red"], "error: --colour:"),
     (["--out={dir}/a", "--wordnet={dir}/none"], "error: {dir}/none/data.noun: cannot open"),
@@ -185,6 +275,8 @@ def main():
             return 1
         failed += not run_case("squad_generate_valid_squad_v1_1", check_valid, out)
         failed += not run_case("squad_generate_deterministic_per_seed", check_deterministic, build, dir_, out)
+        failed += not run_case("squad_generate_glosses_four_kinds", check_glosses_kinds, out)
+        failed += not run_case("squad_generate_senses_every_kind_and_senses", check_kinds, build, dir_)
         failed += not run_case("squad_generate_first_sentence_baseline_low", check_baseline, build, dir_, out)
         failed += not run_case("squad_generate_medium_size", check_medium, build, dir_)
         failed += not run_case("squad_generate_bad_flags", check_bad_flags, build, dir_)
