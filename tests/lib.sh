@@ -63,6 +63,18 @@ expect_error() {
   fi
 }
 
+# bench_dir BENCH: the task folder of a benchmark (the Makefile's
+# BENCH_DIR_<bench>); nothing for another name.
+bench_dir() {
+  case $1 in
+    resnet) echo image_classification ;;
+    ssd) echo object_detection ;;
+    transformer) echo translation ;;
+    ncf) echo recommendation ;;
+    bert) echo language ;;
+  esac
+}
+
 # config_target CONF: the target_accuracy a config file states (its last).
 config_target() {
   sed -n 's/^[[:space:]]*target_accuracy[[:space:]]*=[[:space:]]*\([0-9.]*\).*/\1/p' "$1" | tail -n 1

@@ -25,6 +25,7 @@
 set -uo pipefail
 build=${1:-build} emu_build=${2:-build-emu}
 cd "$(dirname "$0")/.."
+source tests/lib.sh  # bench_dir
 cores=${MATRIX_CORES:-Haswell Zen SkylakeX Sandybridge}
 threads=${MATRIX_THREADS:-1 2}
 seeds=${MATRIX_SEEDS:-0}
@@ -67,7 +68,6 @@ flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
 # BLAS thread as it does by default (set, it would put that many BLAS threads
 # inside each of the team's threads: other sums, and cores oversubscribed).
 seed_benches=${MATRIX_SEED_BENCHES:-resnet ssd}
-bench_dir() { case $1 in resnet) echo image_classification ;; ssd) echo object_detection ;; bert) echo language ;; esac; }
 bench_seed() {
   local bench=$1 seed=$2 threads=$3 out=$logs/seed.out start
   start=$(date +%s)

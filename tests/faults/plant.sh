@@ -22,14 +22,8 @@ shift 2 2>/dev/null || shift $#
 cd "$(dirname "$0")/../.."
 source tests/lib.sh
 scratch_dir
-case $bench in
-  resnet) task=image_classification ;;
-  ssd) task=object_detection ;;
-  transformer) task=translation ;;
-  ncf) task=recommendation ;;
-  bert) task=language ;;
-  *) echo "plant: '$bench' is not a benchmark (resnet, ssd, transformer, ncf, bert)" >&2; exit 2 ;;
-esac
+task=$(bench_dir "$bench")
+[[ -n $task ]] || { echo "plant: '$bench' is not a benchmark (resnet, ssd, transformer, ncf, bert)" >&2; exit 2; }
 list=tests/faults/$bench.faults conf=$task/configs/small.conf
 [[ -f $list ]] || { echo "plant: $list: no such file" >&2; exit 2; }
 [[ -x $build/bin/$bench ]] || { echo "plant: $build/bin/$bench is not built (make all)" >&2; exit 2; }
