@@ -52,6 +52,9 @@ static void declare_run_keys(Run *run) {
       {"target_accuracy", CFG_FLOAT, s->target, run->target_help, "(0, 1]"},
       {"eval_every", CFG_INT, s->eval_every, "epochs between evals", "[1, inf)"},
       {"eval_offset", CFG_INT, "0", "the first eval comes after epoch eval_every - eval_offset", "[0, inf)"},
+      {"eval_epochs", CFG_STRING, "",
+       "evals after exactly these epochs (ascending, e.g. 40,50,55), in place of eval_every and "
+       "eval_offset; empty: the eval_every cadence", NULL},
       {"checkpoint", CFG_STRING, "", "write the training state here after every eval (rank 0)", NULL},
       {"resume", CFG_BOOL, "false", "continue from --checkpoint when it exists (every rank reads it)", NULL},
   };
@@ -152,13 +155,42 @@ static void check_outputs(const Run *run) {
   }
 }
 
-void run_check(Run *run) {
+int run_epoch_list(const Run *run, const char *key, int64_t *out, int max) {
+  double v[RUN_MAX_EPOCH_LIST];
+  if (max > RUN_MAX_EPOCH_LIST) DIE("run: a list of %d epochs (at most %d)", max, RUN_MAX_EPOCH_LIST);
+  int n = config_numbers(&run->cfg, key, v, 0, max);
+  char flag[96];
+  snprintf(flag, sizeof flag, "--%s", key);
+  for (int i = 0; i < n; i++) {
+    if (v[i] != floor(v[i]) || v[i] < 1 || v[i] > 1e6)
+      die_input(flag, "item %d (%g) is not a whole epoch >= 1", i + 1, v[i]);
+    if (i && v[i] <= v[i - 1])
+      die_input(flag, "epoch %g after %g: the epochs must ascend", v[i], v[i - 1]);
+    out[i] = (int64_t)v[i];
+  }
+  return n;
+}
+
+// The cadence: eval_epochs' list, or eval_every with its offset.
+static void check_cadence(Run *run) {
+  run->n_eval_epochs = run_epoch_list(run, "eval_epochs", run->eval_epochs, RUN_MAX_EPOCH_LIST);
+  if (run->n_eval_epochs) {
+    int64_t last = run->eval_epochs[run->n_eval_epochs - 1];
+    if (last > run->max_epochs)
+      die_input("--eval_epochs", "epoch %lld is after --max_epochs=%lld", (long long)last,
+                (long long)run->max_epochs);
+    return;
+  }
   int64_t every = run->eval_every, offset = run->eval_offset;
   if (offset >= every)
     die_input("--eval_offset", "%lld is not below --eval_every=%lld", (long long)offset, (long long)every);
   if (every - offset > run->max_epochs)
     die_input("--max_epochs", "%lld ends the run before the first eval (after epoch %lld)",
               (long long)run->max_epochs, (long long)(every - offset));
+}
+
+void run_check(Run *run) {
+  check_cadence(run);
   if (config_bool(&run->cfg, "resume") && !*run->checkpoint)
     die_input("--resume", "needs --checkpoint=PATH to resume from");
   if (run->rank == 0) check_outputs(run);
@@ -309,7 +341,10 @@ void run_progress(Run *run, int64_t step, int64_t samples, double loss) {
 }
 
 static bool is_eval_epoch(const Run *run, int64_t epoch) {
-  return (epoch + run->eval_offset) % run->eval_every == 0;
+  if (!run->n_eval_epochs) return (epoch + run->eval_offset) % run->eval_every == 0;
+  for (int i = 0; i < run->n_eval_epochs; i++)
+    if (run->eval_epochs[i] == epoch) return true;
+  return false;
 }
 
 bool run_next_epoch(Run *run) {

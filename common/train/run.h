@@ -50,7 +50,9 @@
 // the first epochs.
 //
 // The eval cadence: an eval after epoch e when (e + eval_offset) is a
-// multiple of eval_every; the epochs between two evals are a block
+// multiple of eval_every, or, when eval_epochs lists epochs (a schedule
+// fixed by the rules, as SSD's 40, 50, 55, ..., 80), after exactly those
+// epochs; the epochs between two evals are a block
 // (block_start / block_stop). The run stops after the first eval whose
 // metric reaches target_accuracy on every rank (run_stop success) or after
 // max_epochs (aborted). Evals come on the cadence only, never off it at
@@ -132,7 +134,8 @@ void loss_mean_free(LossMean *m);
 // device): the progress line's and a benchmark's.
 double loss_read(const Device *dev, const Tensor *loss);
 
-#define RUN_OWN_KEYS 6
+#define RUN_OWN_KEYS 7
+#define RUN_MAX_EPOCH_LIST 64  // the most epochs a list key holds (run_epoch_list)
 #define RUN_MAX_IGNORED 64
 
 typedef struct Run {
@@ -146,6 +149,8 @@ typedef struct Run {
   int rank;
   // The cadence and the stop, from the config (run_init).
   int64_t max_epochs, eval_every, eval_offset;
+  int64_t eval_epochs[RUN_MAX_EPOCH_LIST];  // run_check's, from --eval_epochs
+  int n_eval_epochs;                        // 0: the eval_every cadence
   double target;
   const char *checkpoint;  // "" without --checkpoint
   // The loop: the current epoch, the first of its block, whether the target
@@ -184,10 +189,15 @@ const char *run_data_dir(const Run *run);
 // checkpoint hold the schedule's length itself, and a resume may raise the
 // epoch limit without stretching the schedule.
 void run_resolve_epochs(Run *run, const char *key);
+// A list key of epochs ("40,50"): whole epochs from 1, strictly
+// ascending, at most max of them, into out; returns the count (0 for an
+// empty value). Anything else is a one-line error naming the key.
+int run_epoch_list(const Run *run, const char *key, int64_t *out, int max);
 // The checks of the lifecycle's keys, before run_start: the eval cadence
-// against max_epochs, --resume with a --checkpoint, the checkpoint's and the
-// spec's output paths writable (rank 0); and the snapshot of the config a
-// checkpoint keeps (after the trainer's own changes to the config).
+// (or the eval_epochs list) against max_epochs, --resume with a
+// --checkpoint, the checkpoint's and the spec's output paths writable (rank
+// 0); and the snapshot of the config a checkpoint keeps (after the
+// trainer's own changes to the config).
 void run_check(Run *run);
 // The training state checkpoints hold, with the run's loss scaler (buffers
 // may be NULL: a model without untrained state); with --resume and an

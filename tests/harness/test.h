@@ -71,10 +71,11 @@ _Noreturn void test_skip(const char *fmt, ...) __attribute__((format(printf, 1, 
 // status (128 + signal number when it died of a signal); its stderr goes to
 // msg (cut to fit). For checking that bad input exits with a message.
 int test_run_child(void (*fn)(void *), void *ctx, char *msg, size_t msg_bytes);
-// The child must exit non-zero (not by a signal) and print needle to stderr.
+// The child must exit non-zero (not by a signal) and print needle to stderr
+// (its first 8 KB: a trainer's effective config comes before its error).
 #define CHECK_DIES_WITH(fn, ctx, needle)                                           \
   do {                                                                             \
-    char check_msg_[1024];                                                         \
+    char check_msg_[8192];                                                         \
     int check_st_ = test_run_child((fn), (ctx), check_msg_, sizeof check_msg_);    \
     CHECK_MSG(check_st_ > 0 && check_st_ < 128, "%s: exit status %d (want 1..127)", \
               #fn, check_st_);                                                     \

@@ -2,6 +2,7 @@
 // cadence, its blocks and the stop decision; checkpoints and resume; and the
 // errors for missing or bad common flags.
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/config.h"
@@ -133,6 +134,42 @@ static void target_stops_the_run(void) {
   CHECK_CONTAINS(text, "\"status\": \"success\"");
 }
 
+// The epoch_num of each event `key` of the log, in order, as "2 3".
+static void event_epochs(const char *text, const char *key, char *out, size_t out_bytes) {
+  char needle[96];
+  snprintf(needle, sizeof needle, "\"key\": \"%s\"", key);
+  out[0] = 0;
+  for (const char *at = strstr(text, needle); at; at = strstr(at + 1, needle)) {
+    const char *num = strstr(at, "\"epoch_num\": ");
+    const char *eol = strchr(at, '\n');
+    if (!num || (eol && num > eol)) continue;
+    size_t len = strlen(out);
+    snprintf(out + len, out_bytes - len, "%s%d", len ? " " : "", atoi(num + strlen("\"epoch_num\": ")));
+  }
+}
+
+// eval_epochs 2,3 over 5 epochs (eval_every 2 unused): evals after 2 and 3
+// only, blocks {1, 2}, {3} and {4, 5} (no eval there), run_stop aborted.
+static void eval_epochs_fix_the_evals(void) {
+  static char text[32768];
+  const double metric[8] = {0, 0.1, 0.2, 0.3, 0.4, 0.9, 0.9, 0.9};
+  char *flags[] = {"--data_dir=/data", "--eval_epochs=2,3", NULL};
+  Run run;
+  run_scoring("fixed.log", flags, metric, text, sizeof text, &run);
+  CHECK(!run.reached);
+  char epochs[64];
+  event_epochs(text, "eval_start", epochs, sizeof epochs);
+  CHECK_STR(epochs, "2 3");
+  event_epochs(text, "eval_stop", epochs, sizeof epochs);
+  CHECK_STR(epochs, "2 3");
+  CHECK_EQ_INT(count(text, "\"epoch_start\""), 5);
+  CHECK_EQ_INT(count(text, "\"block_stop\""), 3);
+  const char *order[] = {"\"first_epoch_num\": 1, \"epoch_count\": 2", "\"eval_accuracy\", \"value\": 0.2",
+                         "\"first_epoch_num\": 3, \"epoch_count\": 1", "\"eval_accuracy\", \"value\": 0.3",
+                         "\"first_epoch_num\": 4, \"epoch_count\": 2", "\"status\": \"aborted\""};
+  check_order(text, order, (int)(sizeof order / sizeof order[0]));
+}
+
 // A checkpoint after each eval; a resume continues after its epoch with its
 // parameters, and one with another seed is refused by name.
 static const ParamSpec kParams[] = {{"w", 1, {3}, 0}};
@@ -206,6 +243,14 @@ static void bad_common_flags(void) {
   CHECK_DIES_WITH(begin_with, offset, "error: --eval_offset: 2 is not below --eval_every=2");
   char *no_eval[] = {"--data_dir=x", "--eval_every=4", "--max_epochs=2", NULL};
   CHECK_DIES_WITH(begin_with, no_eval, "error: --max_epochs: 2 ends the run before the first eval (after epoch 4)");
+  char *zero_epoch[] = {"--data_dir=x", "--eval_epochs=0,2", NULL};
+  CHECK_DIES_WITH(begin_with, zero_epoch, "error: --eval_epochs: item 1 (0) is not a whole epoch >= 1");
+  char *unsorted[] = {"--data_dir=x", "--eval_epochs=4,2", NULL};
+  CHECK_DIES_WITH(begin_with, unsorted, "error: --eval_epochs: epoch 2 after 4: the epochs must ascend");
+  char *beyond[] = {"--data_dir=x", "--eval_epochs=2,6", NULL};
+  CHECK_DIES_WITH(begin_with, beyond, "error: --eval_epochs: epoch 6 is after --max_epochs=5");
+  char *not_list[] = {"--data_dir=x", "--eval_epochs=2;4", NULL};
+  CHECK_DIES_WITH(begin_with, not_list, "error: --eval_epochs: '2;4' is not a list of 0 to 64");
   char *resume[] = {"--data_dir=x", "--resume", NULL};
   CHECK_DIES_WITH(begin_with, resume, "error: --resume: needs --checkpoint=PATH");
   char *ckpt_dir[] = {"--data_dir=x", "--checkpoint=/proc/nope/c.ckpt", NULL};
@@ -220,6 +265,7 @@ int main(void) {
   TEST_RUN(lifecycle_writes_required_events);
   TEST_RUN(cadence_blocks_and_epoch_limit);
   TEST_RUN(target_stops_the_run);
+  TEST_RUN(eval_epochs_fix_the_evals);
   TEST_RUN(resume_continues_after_checkpoint);
   TEST_RUN(bad_common_flags);
   return test_finish();
