@@ -256,6 +256,7 @@ OptConfig optim_adam_config(const Config *cfg, OptKind kind) {
   oc.beta1 = (float)config_float(cfg, "adam_beta1");
   oc.beta2 = (float)config_float(cfg, "adam_beta2");
   oc.eps = (float)config_float(cfg, "adam_eps");
+  oc.bias_correction = config_bool(cfg, "adam_bias_correction");
   return oc;
 }
 

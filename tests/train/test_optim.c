@@ -1,7 +1,8 @@
 // Optimizers: three steps of each kind against PyTorch (tests/golden/optim.gld,
-// from gen_optim.py), hand-computed steps (weight-decay exclusions, LARS and
-// LAMB trust ratios), gradient clipping and accumulation helpers, bad
-// hyperparameters, and the fused CUDA kernels against the CPU reference.
+// from gen_optim.py), hand-computed steps (weight-decay exclusions, AdamW
+// without bias correction as Google's BERT optimizer, LARS and LAMB trust
+// ratios), gradient clipping and accumulation helpers, bad hyperparameters,
+// and the fused CUDA kernels against the CPU reference.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -201,6 +202,44 @@ static void hand_adamw_decay_exclusion(void) {
   hand_free(&h);
 }
 
+// AdamW as Google's BERT AdamWeightDecayOptimizer: no bias correction
+// (adam_bias_correction = false, read by optim_adam_config), the decay
+// added to the update: w -= lr (m / (sqrt(v) + eps) + wd w). Two steps of
+// g = {1, -1} on w = {3, 4}, lr 0.01, wd 0.1, betas (0.9, 0.999), eps 1e-6:
+//   m1 = 0.1 g, v1 = 0.001:       u1 = 0.1 / (0.0316228 + 1e-6) = 3.16218 sign(g)
+//   m2 = 0.19 g, v2 = 0.001999:   u2 = 0.19 / (0.0447102 + 1e-6) = 4.24950 sign(g)
+// (with bias correction both would be about 1). The bias: g = 1, no decay.
+static double google_adamw(double w, double g, double lr, double wd, int steps) {
+  double m = 0, v = 0;
+  for (int t = 0; t < steps; t++) {
+    m = 0.9 * m + 0.1 * g;
+    v = 0.999 * v + 0.001 * g * g;
+    w -= lr * (m / (sqrt(v) + 1e-6) + wd * w);
+  }
+  return w;
+}
+
+static void hand_adamw_without_bias_correction(void) {
+  static const ConfigKey keys[] = {OPTIM_ADAM_KEYS("0.999", "1e-6")};
+  Config cfg;
+  config_init(&cfg);
+  config_add_keys(&cfg, keys, (int)(sizeof keys / sizeof keys[0]));
+  CHECK(optim_adam_config(&cfg, OPT_ADAMW).bias_correction);  // the default keeps it
+  char err[256];
+  REQUIRE(config_set(&cfg, "adam_bias_correction", "false", "test", err, sizeof err) == 0);
+  OptConfig c = optim_adam_config(&cfg, OPT_ADAMW);
+  config_free(&cfg);
+  c.weight_decay = 0.1f;
+  Hand h;
+  hand_init(&h, c, (float[]){3, 4}, (float[]){1, -1});
+  for (int k = 0; k < 2; k++) optim_step(&h.opt, &h.dev, &h.ps, 0.01f);
+  CHECK_NEAR(google_adamw(3, 1, 0.01, 0.1, 1), 3 - 0.01 * (3.16218 + 0.3), 1e-6);  // the comment's u1
+  CHECK_NEAR(h.w[0], google_adamw(3, 1, 0.01, 0.1, 2), 2e-6);
+  CHECK_NEAR(h.w[1], google_adamw(4, -1, 0.01, 0.1, 2), 2e-6);
+  CHECK_NEAR(h.b[0], google_adamw(1, 1, 0.01, 0, 2), 2e-6);
+  hand_free(&h);
+}
+
 // LAMB's first step with bias correction: m^ = g, v^ = g^2, so
 // u = g / (|g| + eps) = {1, -1} / (1 + eps); ratio ||w|| / ||u|| = 5 (1 + eps) / sqrt 2;
 // w -= lr ratio u = lr 5 / sqrt 2 {1, -1}: eps cancels.
@@ -292,10 +331,11 @@ static void zero_padding(const ParamSet *ps, float *buf) {
 }
 #endif
 
-static void cuda_case(OptKind kind) {
+static void cuda_case(OptKind kind, bool bias_correction) {
   if (!test_have_gpu()) test_skip("no GPU");
 #if HAVE_CUDA
   OptConfig cfg = optim_defaults(kind);
+  cfg.bias_correction = bias_correction;
   cfg.weight_decay = 0.01f;
   cfg.nesterov = kind == OPT_SGD;
   Device cpu = cpu_device(), gpu;
@@ -338,14 +378,16 @@ static void cuda_case(OptKind kind) {
   device_close(&gpu);
 #else
   (void)kind;
+  (void)bias_correction;
 #endif
 }
 
-static void cuda_sgd(void) { cuda_case(OPT_SGD); }
-static void cuda_lars(void) { cuda_case(OPT_LARS); }
-static void cuda_adam(void) { cuda_case(OPT_ADAM); }
-static void cuda_adamw(void) { cuda_case(OPT_ADAMW); }
-static void cuda_lamb(void) { cuda_case(OPT_LAMB); }
+static void cuda_sgd(void) { cuda_case(OPT_SGD, true); }
+static void cuda_lars(void) { cuda_case(OPT_LARS, true); }
+static void cuda_adam(void) { cuda_case(OPT_ADAM, true); }
+static void cuda_adamw(void) { cuda_case(OPT_ADAMW, true); }
+static void cuda_adamw_without_bias_correction(void) { cuda_case(OPT_ADAMW, false); }
+static void cuda_lamb(void) { cuda_case(OPT_LAMB, true); }
 
 static void cuda_clip_matches_cpu(void) {
   if (!test_have_gpu()) test_skip("no GPU");
@@ -391,6 +433,7 @@ int main(void) {
   TEST_RUN(hand_lars_nesterov);
   TEST_RUN(hand_lars_zero_weight);
   TEST_RUN(hand_adamw_decay_exclusion);
+  TEST_RUN(hand_adamw_without_bias_correction);
   TEST_RUN(hand_lamb_trust_ratio);
   TEST_RUN(clip_by_global_norm);
   TEST_RUN(accumulate_micro_batches);
@@ -400,6 +443,7 @@ int main(void) {
   TEST_RUN(cuda_lars);
   TEST_RUN(cuda_adam);
   TEST_RUN(cuda_adamw);
+  TEST_RUN(cuda_adamw_without_bias_correction);
   TEST_RUN(cuda_lamb);
   TEST_RUN(cuda_clip_matches_cpu);
   return test_finish();
