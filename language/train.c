@@ -72,8 +72,8 @@ static const ConfigKey kKeys[] = {
 };
 
 static const RunSpec kSpec = {
-    .benchmark = "bert", .metric = "F1", .max_epochs = "2", .target = "0.905",
-    .eval_every = "1", .keys = kKeys, .n_keys = (int)(sizeof kKeys / sizeof kKeys[0]),
+    .benchmark = "bert", .logged_as = "bert_squad", .metric = "F1", .max_epochs = "2",
+    .target = "0.905", .eval_every = "1", .keys = kKeys, .n_keys = (int)(sizeof kKeys / sizeof kKeys[0]),
     .resume_may_change = (const char *const[]){"eval_batch", "bench_steps", NULL},
     .outputs = (const char *const[]){"predictions_out", NULL},
 };

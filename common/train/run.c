@@ -122,7 +122,8 @@ void run_init(Run *run, const RunSpec *spec, int *argc, char ***argv) {
     snprintf(platform, sizeof platform, "%s", configured);
   else
     device_describe(&run->dev, platform, sizeof platform);
-  MLLOG_POINT(&run->log, "submission_benchmark", mlv_str(spec->benchmark));
+  MLLOG_POINT(&run->log, "submission_benchmark",
+              mlv_str(spec->logged_as ? spec->logged_as : spec->benchmark));
   MLLOG_POINT(&run->log, "submission_org", mlv_str(config_string(cfg, "submission_org")));
   MLLOG_POINT(&run->log, "submission_division", mlv_str(division));
   MLLOG_POINT(&run->log, "submission_status", mlv_str(config_string(cfg, "submission_status")));

@@ -95,7 +95,11 @@ extern const int run_key_count;
 // own keys (max_epochs, target_accuracy, eval_every, eval_offset,
 // checkpoint, resume) are declared by run_init with these defaults.
 typedef struct RunSpec {
-  const char *benchmark;   // MLPerf's submission_benchmark: "resnet"
+  const char *benchmark;   // the suite's name, MLPerf's submission_benchmark: "resnet"
+  // The log's submission_benchmark where MLPerf's name would mislead (NULL:
+  // benchmark): BERT's SQuAD fine-tune logs "bert_squad", as MLPerf's
+  // "bert" is pretraining, whose rules would be applied to it.
+  const char *logged_as;
   const char *metric;      // the eval's metric in the epoch line: "top-1"
   const char *max_epochs;  // default epoch limit
   const char *target;      // default target_accuracy (MLPerf's target)
