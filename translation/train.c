@@ -46,7 +46,8 @@ static const ConfigKey kKeys[] = {
     {"attention_dropout", CFG_FLOAT, "0.1", "dropout on the attention probabilities", "[0, 1)"},
     {"label_smoothing", CFG_FLOAT, "0.1", "label smoothing of the training loss", "[0, 1)"},
     {"max_positions", CFG_INT, "512",
-     "positions the model encodes and decodes; longer eval sources are cut to it", "[2, 65536]"},
+     "positions the model encodes and decodes: the longest training pair, and eval source plus "
+     "extra_decode_length (eval_sources)", "[2, 65536]"},
     // Data.
     {"max_length", CFG_INT, "256",
      "max_sequence_length: training pairs with a longer side (tokens with EOS) are cut or dropped", "[2, 65536]"},
@@ -60,6 +61,10 @@ static const ConfigKey kKeys[] = {
     {"beam", CFG_INT, "4", "beam width", "[1, 64]"},
     {"alpha", CFG_FLOAT, "0.6", "length penalty exponent", "[0, 10]"},
     {"extra_decode_length", CFG_INT, "50", "decode up to the source length plus this many tokens", "[1, 65536]"},
+    {"eval_sources", CFG_STRING, "cut",
+     "whole: every eval source translated whole, as the v0.7 rules ask (one that does not fit in "
+     "max_positions with extra_decode_length more is an error); cut: sources cut to max_positions "
+     "and decoding stopped there (scaled runs)", "cut|whole"},
     {"eval_batch", CFG_INT, "64", "sentences decoded at once per rank", "[1, 65536]"},
     {"translations_out", CFG_STRING, "",
      "write the last eval's detokenised translations here, one per line (score them with sacrebleu)", NULL},
@@ -93,6 +98,7 @@ typedef struct NmtTrainer {
   WmtBatch batch;       // host buffers of one batch
   int64_t max_tokens, max_length, eval_batch, max_positions;
   WmtLengthMethod method;
+  bool eval_whole;      // eval_sources = whole: no eval source cut
   BeamConfig beam;
 } NmtTrainer;
 
@@ -179,7 +185,11 @@ static void nmt_open_data(void *trainer) {
   const char *dir = r->lmdb;
   char path[4200];
   wmt_split_read(&r->train, dir, "train", r->max_length, r->method);
-  wmt_split_read(&r->eval, dir, "eval", r->max_positions, WMT_TRUNCATE);
+  int64_t longest = wmt_eval_read(&r->eval, dir, r->max_positions, r->beam.extra_len, r->eval_whole);
+  if (r->run.rank == 0 && r->eval_whole)
+    printf("transformer: eval sources whole: the longest %lld tokens, decoded up to %lld more "
+           "(max_positions %lld)\n", (long long)longest, (long long)r->beam.extra_len,
+           (long long)r->max_positions);
   snprintf(path, sizeof path, "%s/vocab.subwords", dir);
   r->vocab = subword_load(path);
   snprintf(path, sizeof path, "%s/eval.ref", dir);
@@ -354,6 +364,7 @@ static void nmt_read_flags(NmtTrainer *r) {
   r->max_positions = config_int(cfg, "max_positions");
   r->eval_batch = config_int(cfg, "eval_batch");
   r->method = parse_method(config_string(cfg, "length_method"));
+  r->eval_whole = !strcmp(config_string(cfg, "eval_sources"), "whole");
   if (r->max_length >= r->max_tokens)
     die_input("--max_tokens", "%lld tokens do not hold a pair of --max_length %lld (want more)",
               (long long)r->max_tokens, (long long)r->max_length);

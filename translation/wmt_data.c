@@ -186,6 +186,24 @@ static int64_t src_len(const WmtSplit *s, int64_t p) { return s->src_off[p + 1] 
 static int64_t tgt_len(const WmtSplit *s, int64_t p) { return s->tgt_off[p + 1] - s->tgt_off[p]; }
 static int64_t pair_len(const WmtSplit *s, int64_t p) { return max64(src_len(s, p), tgt_len(s, p)); }
 
+int64_t wmt_eval_read(WmtSplit *s, const char *dir, int64_t max_positions, int64_t extra_len,
+                      bool whole) {
+  wmt_split_read(s, dir, "eval", whole ? 0 : max_positions, WMT_TRUNCATE);
+  int64_t longest = 0, at = 0;
+  for (int64_t p = 0; p < s->n_pairs; p++)
+    if (src_len(s, p) > longest) longest = src_len(s, p), at = p;
+  if (whole && longest + extra_len > max_positions) {
+    char path[4096], name[4200];
+    wmt_path(path, sizeof path, dir, "eval");
+    lmdb_record_name(path, at, name, sizeof name);
+    die_input("--max_positions", "%lld positions do not hold %s's source whole (%lld tokens) and "
+              "the %lld decoded past it (--extra_decode_length): want at least %lld",
+              (long long)max_positions, name, (long long)longest, (long long)extra_len,
+              (long long)(longest + extra_len));
+  }
+  return longest;
+}
+
 // ---------------------------------------------------------------- batches
 
 int64_t wmt_bucket_bounds(int64_t max_len, int64_t *upper) {

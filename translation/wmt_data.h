@@ -73,6 +73,18 @@ void wmt_split_read(WmtSplit *s, const char *dir, const char *split, int64_t max
                     WmtLengthMethod method);
 void wmt_split_free(WmtSplit *s);
 
+// The eval split of DIR for decoding with a model of max_positions
+// positions, up to extra_len tokens past each source (the reference's
+// extra_decode_length). whole: every source as it is, as the v0.7 rules
+// want the eval set (training_rules.adoc, "Data Representation": no
+// truncation of the evaluation set); the longest source plus extra_len
+// must fit in max_positions, else a one-line error naming --max_positions
+// and the record. Not whole (a scaled run's shortcut): sources (and
+// targets) cut to max_positions, decoding then stopping there. Returns the
+// longest source read, in tokens (EOS included).
+int64_t wmt_eval_read(WmtSplit *s, const char *dir, int64_t max_positions, int64_t extra_len,
+                      bool whole);
+
 // One batch, padded with SUBWORD_PAD: B pairs, source length S, target T.
 typedef struct WmtBatch {
   int64_t b, s, t;

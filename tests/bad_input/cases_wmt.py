@@ -1,6 +1,7 @@
 """Bad input of the translation converter (wmt_to_lmdb) on a tiny parallel
-set made under {tmp}/raw, and of the generators (wmt_generate;
-wmt_from_gettext.py on catalogs under {tmp}/de).
+set made under {tmp}/raw, of the generators (wmt_generate;
+wmt_from_gettext.py on catalogs under {tmp}/de), and of the trainer's
+whole eval sources on the converted set.
 
 The good set: train.en/train.de of three pairs, newstest2014.en/.de of two.
 A row's setup replaces files: a name mapped to bytes is written, to None
@@ -42,6 +43,20 @@ def wmt(**files):
 no_output = left_nothing("lmdb/train", "lmdb/eval", "lmdb/eval.ref", "lmdb/vocab.subwords")
 
 
+def converted(t):
+    """A setup: the good set converted into {tmp}/lmdb, a trainer's data set."""
+    wmt()(t)
+    t.run(CONVERT)
+
+
+# The trainer, tiny, on the converted good set: its eval sources are 5 and 8
+# subwords (EOS included) under the 100-entry vocabulary.
+TRAIN_WHOLE = ("{build}/bin/transformer --config={root}/translation/configs/small.conf --d_model=32 "
+               "--d_ff=64 --heads=2 --enc_layers=1 --dec_layers=1 --max_tokens=64 --max_length=8 "
+               "--extra_decode_length=10 --eval_sources=whole --max_epochs=1 --device=cpu "
+               "--data_dir={tmp} --log_file={tmp}/run.log")
+
+
 def reference_is(want):
     def check(t, proc):
         got = (t.path / "lmdb" / "eval.ref").read_bytes()
@@ -50,6 +65,15 @@ def reference_is(want):
 
 
 CASES = [
+    Case("transformer_eval_whole_too_few_positions", TRAIN_WHOLE + " --max_positions=17",
+         "error: --max_positions: 17 positions do not hold {tmp}/lmdb/eval record 1's source whole "
+         "(8 tokens) and the 10 decoded past it (--extra_decode_length): want at least 18", 2,
+         "eval sources read whole (eval_sources = whole, the v0.7 rules) that the model's positions "
+         "cannot hold with the decoding past them: an error naming the flag, never a cut",
+         setup=converted),
+    Case("transformer_eval_whole_fits", TRAIN_WHOLE + " --max_positions=18", None, 0,
+         "eval sources whole with just enough positions: the run evaluates", setup=converted,
+         check=printed("transformer: eval sources whole: the longest 8 tokens, decoded up to 10 more")),
     Case("wmt_line_counts_differ", CONVERT,
          f"error: {RAW}/train.de: 2 lines, but {RAW}/train.en has 3: the two files of a pair must be parallel", 2,
          "a target file a line short (a truncated download)",

@@ -1,11 +1,13 @@
 // The WMT data set and its batches (translation/wmt_data.h): the checks of
 // a data set's files, each a one-line error naming the file; reading pairs
 // back, truncated or discarded at max_len, and bad records naming the
-// record; the reference's bucket boundaries; the training plan's invariants
+// record; the eval set read whole or cut, and an eval source longer than
+// training's max_length reaching the model whole; the reference's bucket boundaries; the training plan's invariants
 // over many random splits (every pair once per epoch up to the documented
 // tail, batches within max_tokens and one bucket, deterministic from
 // (seed, epoch), equal disjoint rank shares); the eval plan (every pair
 // once, sorted, greedy); the batch fill (padding, the shift right, labels).
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,7 @@
 #include "data/lmdb_store.h"
 #include "data/record.h"
 #include "tests/harness/test.h"
+#include "translation/nmt_model.h"
 #include "translation/subword.h"
 #include "translation/wmt_data.h"
 
@@ -161,6 +164,112 @@ static void split_reads_back_truncated_or_discarded(void) {
     CHECK_EQ_INT(s.dropped, cases[c].dropped);
     CHECK_EQ_INT(s.max_len, cases[c].split_max_len);
     for (int i = 0; i < s.n_pairs; i++) check_pair(&s, i, cases[c].kept[i], cases[c].split_max_len);
+    wmt_split_free(&s);
+  }
+}
+
+// The eval split of dir replaced by n pairs: sources src[i] of len[i] ids
+// (EOS last), targets of 3.
+static void write_eval(const char *dir, int n, const int32_t *const *src, const int32_t *len) {
+  char path[1100];
+  snprintf(path, sizeof path, "rm -r '%s/eval'", dir);
+  REQUIRE(system(path) == 0);
+  snprintf(path, sizeof path, "%s/eval", dir);
+  LmdbWriter *w = lmdb_writer_open(path);
+  for (int i = 0; i < n; i++) {
+    const int32_t tgt[3] = {5, 6, SUBWORD_EOS};
+    put_record(w, &(Record){.kind = RECORD_TOKENS, .seq_count = 2, .seq_len = {len[i], 3},
+                            .seqs = {src[i], tgt}});
+  }
+  lmdb_writer_close(w);
+}
+
+// Ids of pair p's source of len tokens (id_of's), in buf.
+static const int32_t *source_of(int32_t *buf, int64_t p, int32_t len) {
+  for (int32_t k = 0; k < len; k++) buf[k] = id_of(p, 0, k, len);
+  return buf;
+}
+
+enum { EXTRA = 50 };  // tokens decoded past a source (the reference's extra_decode_length)
+
+static void read_eval(void *dir) {
+  WmtSplit s;
+  wmt_eval_read(&s, dir, 89, EXTRA, true);
+  exit(0);
+}
+
+// Eval sources of 3, 20 and 40 tokens, longer than a training max_length of
+// 8: read whole, every id stays, and the longest is 40; cut at 16
+// positions, the longer two keep 15 ids and EOS; whole with one position
+// too few for 40 + 50, an error naming --max_positions and the record.
+static void eval_sources_read_whole_or_cut(void) {
+  const char *dir = make_data("eval_whole", 6, LS, LT, 3, 3);
+  int32_t a[3], b[20], c[40];
+  const int32_t len[3] = {3, 20, 40};
+  write_eval(dir, 3, (const int32_t *const[]){source_of(a, 0, 3), source_of(b, 1, 20), source_of(c, 2, 40)},
+             len);
+  for (int whole = 0; whole < 2; whole++) {
+    WmtSplit s;
+    int64_t positions = whole ? 90 : 16;
+    CHECK_EQ_INT(wmt_eval_read(&s, dir, positions, EXTRA, whole), whole ? 40 : 16);
+    REQUIRE(s.n_pairs == 3);
+    for (int64_t p = 0; p < 3; p++) {
+      int64_t want = len[p] < positions ? len[p] : positions;
+      REQUIRE(s.src_off[p + 1] - s.src_off[p] == want);
+      for (int64_t k = 0; k < want - 1; k++)
+        CHECK_MSG(s.src[s.src_off[p] + k] == id_of(p, 0, k, len[p]), "%s: pair %lld id %lld",
+                  whole ? "whole" : "cut", (long long)p, (long long)k);
+      CHECK_EQ_INT(s.src[s.src_off[p] + want - 1], SUBWORD_EOS);
+    }
+    wmt_split_free(&s);
+  }
+  char want[1300];
+  snprintf(want, sizeof want, "error: --max_positions: 89 positions do not hold %s/eval record 2's "
+           "source whole (40 tokens) and the 50 decoded past it (--extra_decode_length): want at "
+           "least 90", dir);
+  CHECK_DIES_WITH(read_eval, (void *)dir, want);
+}
+
+// What the model sees of an eval source longer than training's max_length:
+// two sources of 20 tokens that differ only at token 17. Read whole, the
+// first decoding step's logits of their translations differ (token 17
+// reached the encoder); cut at 16 positions, they are the same bits (it
+// never did). An untrained model: the claim is about its input, not its
+// skill.
+static void eval_source_past_the_cut_reaches_the_model(void) {
+  const char *dir = make_data("eval_model", 6, LS, LT, 2, 2);
+  int32_t a[20], b[20];
+  source_of(a, 0, 20);
+  memcpy(b, a, sizeof a);
+  b[17] = a[17] == 7 ? 8 : 7;
+  write_eval(dir, 2, (const int32_t *const[]){a, b}, (const int32_t[]){20, 20});
+  const Device cpu = {.kind = DEVICE_CPU};
+  for (int whole = 0; whole < 2; whole++) {
+    int64_t positions = whole ? 20 + EXTRA : 16;
+    WmtSplit s;
+    wmt_eval_read(&s, dir, positions, EXTRA, whole);
+    NmtModel m;
+    NmtShape shape = {.vocab = VOCAB, .d_model = 16, .d_ff = 32, .heads = 2, .enc_layers = 1,
+                      .dec_layers = 1, .dtype = DT_F32, .max_rows = 2 * positions,
+                      .max_len = positions, .max_decode_seqs = 2};
+    nmt_model_init(&m, &shape, 0, 3, DEVICE_CPU);
+    WmtBatches plan;
+    wmt_batches_plan_eval(&plan, &s, INT64_MAX / 4, 0, 1);
+    int32_t src[2 * 20], tgt_in[2 * 3], tgt_out[2 * 3], src_len[2];
+    WmtBatch batch = {.src = src, .tgt_in = tgt_in, .tgt_out = tgt_out, .src_len = src_len};
+    REQUIRE(plan.n_batches == 1 && plan.count[0] == 2);
+    wmt_batch_fill(&plan, &s, 0, &batch);
+    CHECK_EQ_INT(batch.s, whole ? 20 : 16);
+    nmt_model_encode(&m, &cpu, &batch, 1);
+    const float *logits = nmt_model_decode_step(&m, &cpu, (const int32_t[]){SUBWORD_PAD, SUBWORD_PAD}, 0).data;
+    double diff = 0;
+    for (int v = 0; v < VOCAB; v++) diff = fmax(diff, fabs(logits[v] - logits[VOCAB + v]));
+    if (whole)
+      CHECK_MSG(diff > 1e-4, "read whole, the two sources' logits differ by only %g", diff);
+    else
+      CHECK_MSG(diff == 0, "cut at 16, the two sources' logits differ by %g", diff);
+    wmt_batches_free(&plan);
+    nmt_model_free(&m);
     wmt_split_free(&s);
   }
 }
@@ -493,6 +602,8 @@ int main(void) {
   TEST_RUN(data_check_counts_and_names_each_mismatch);
   TEST_RUN(split_reads_back_truncated_or_discarded);
   TEST_RUN(bad_records_name_the_record);
+  TEST_RUN(eval_sources_read_whole_or_cut);
+  TEST_RUN(eval_source_past_the_cut_reaches_the_model);
   TEST_RUN(bucket_bounds_are_the_references);
   TEST_RUN(plan_invariants_hold_over_random_splits);
   TEST_RUN(plan_needs_max_tokens_above_max_len);
