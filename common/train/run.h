@@ -87,7 +87,8 @@ extern "C" {
 // Keys every trainer has, at fixed defaults; run_init declares them:
 //   device, seed, data_dir (checked by run_data_dir), log_file, submission_org,
 //   submission_division, submission_status, submission_platform, threads,
-//   profile_steps (run_time_steps)
+//   profile_steps (run_time_steps), print_config (the effective config on
+//   stdout, then exit 0 before any data, device or log is touched)
 extern const ConfigKey run_keys[];
 extern const int run_key_count;
 
