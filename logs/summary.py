@@ -8,12 +8,15 @@ them (results/<system>/<benchmark>/, written by `make seeds`). Prints each
 run's seed, status, time to train, last accuracy and compliance verdict (the
 checks of logs/result.py), which runs reached the target, the score (the mean
 without the fastest and the slowest run; one run that missed the target
-counts as the slowest, two or more make the result invalid) and the spread.
+counts as the slowest, two or more make the result invalid), the spread, and
+the RCP check (logs/rcp.py: mlperf-logging's reference convergence points,
+for resnet and ssd at the official target; "no RCP" for the others and for a
+scaled --target).
 The rules ask for 5 runs of resnet and ssd, 10 of the others: fewer is
 reported, not refused.
 
-Exit status: 0 when every log complies and the runs give a score, 1 when
-not, 2 on bad input (a missing folder, a file not named result_<i>.txt, a
+Exit status: 0 when every log complies, the runs give a score and the RCP
+check does not fail, 1 when not, 2 on bad input (a missing folder, a file not named result_<i>.txt, a
 malformed log)."""
 import argparse
 import math
@@ -21,6 +24,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import rcp  # noqa: E402  (logs/rcp.py)
 import result  # noqa: E402  (logs/result.py)
 
 # Runs per benchmark result (the training rules; MLPERF.md).
@@ -94,7 +98,9 @@ def report(folder, target, check):
         fastest, slowest, sd, mean = spread(done)
         print("spread: fastest %.1f s, slowest %.1f s, standard deviation %.1f s (%.1f%% of the mean)"
               % (fastest * 60, slowest * 60, sd * 60, 100 * sd / mean if mean else 0.0))
-    return 0 if all_ok and score is not None else 1
+    converged, line = rcp.verdict(folder, bench, target is not None)
+    print(line)
+    return 0 if all_ok and score is not None and converged is not False else 1
 
 
 def main():

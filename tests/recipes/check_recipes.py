@@ -91,9 +91,10 @@ def effective_config(trainer, conf):
     proc = subprocess.run([trainer, "--config=" + conf, "--print_config"], cwd=ROOT,
                           capture_output=True, text=True)
     if proc.returncode != 0:
-        said = (proc.stderr.strip() or proc.stdout.strip() or "no output").splitlines()
+        said = (proc.stderr + proc.stdout).splitlines()
+        errors = [l for l in said if l.startswith("error")]
         return None, "%s --print_config failed (status %d): %s" % (
-            os.path.basename(trainer), proc.returncode, said[0])
+            os.path.basename(trainer), proc.returncode, (errors or said or ["no output"])[0])
     values = {}
     for line in proc.stdout.splitlines():
         # config_print's line: "config: key = value  # origin"
