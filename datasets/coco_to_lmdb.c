@@ -16,8 +16,11 @@
 //          each label back to the data set's category id, for detections
 //          written in COCO's own ids.
 // Training images without annotations are left out, as the reference's
-// data set does; validation images are all kept (an image without boxes
-// still counts in evaluation).
+// data set does. Validation images are all kept by default (an image
+// without boxes still counts its detections as false positives); with
+// --val_images=annotated only those with an annotation are, as the MLPerf
+// reference evaluates (its COCODetection keeps the 4,952 of val2017's 5,000
+// images that have one, crowd or not).
 // Boxes: one that reaches outside its image by at most 1 pixel is clipped to
 // it (float rounding in the JSON); by more, an error. A negative width or
 // height is an error; a zero one (COCO train2017 has two, annotations 918
@@ -50,6 +53,9 @@ static const ConfigKey KEYS[] = {
     {"out", CFG_STRING, "", "output folder: train/ and val/ LMDBs and categories.json", NULL},
     {"split", CFG_STRING, "both", "which splits to convert", "train|val|both"},
     {"accept_warnings", CFG_BOOL, "false", "keep JPEGs libjpeg decodes with a warning", NULL},
+    {"val_images", CFG_STRING, "all",
+     "val images to keep: all, or annotated (those with an annotation: the MLPerf reference's eval set)",
+     "all|annotated"},
 };
 
 #define BOX_TOLERANCE 1.0  // pixels a box may reach outside its image, clipped
@@ -59,6 +65,7 @@ typedef struct CocoImage {
   const char *file_name;  // inside the parsed JSON
   int32_t width, height;
   int64_t first_box, box_count;  // its boxes in Split.boxes, once sorted
+  int64_t annotations;           // listed in the JSON, boxes without area too
 } CocoImage;
 
 typedef struct CocoBox {
@@ -75,6 +82,7 @@ typedef struct IdMap {
 
 typedef struct Split {
   const char *name;  // "train", "val"
+  bool val_annotated_only;  // --val_images=annotated
   char json_path[4096];
   cJSON *root;
   const cJSON *categories;
@@ -281,6 +289,7 @@ static void read_annotations(Split *s) {
     if (cJSON_GetObjectItemCaseSensitive(a, "iscrowd") && (!get_int(a, "iscrowd", &crowd) || crowd < 0 || crowd > 1))
       die_input(s->json_path, "%s: \"iscrowd\" is not 0 or 1", where);
     CocoBox b = {.image = image, .order = order++, .label = (int32_t)(crowd ? -label : label)};
+    s->images[image].annotations++;
     if (!read_box(s, a, where, &s->images[image], b.box)) continue;
     s->boxes = grow(s->boxes, s->box_count, &s->box_capacity, sizeof *s->boxes);
     s->boxes[s->box_count++] = b;
@@ -296,6 +305,14 @@ static void read_annotations(Split *s) {
   }
 }
 
+// Whether an image goes into the split's LMDB: a training image needs a box
+// to learn from; val keeps every image, or with --val_images=annotated
+// those the JSON gives an annotation.
+static bool keeps_image(const Split *s, const CocoImage *im) {
+  if (strcmp(s->name, "train") == 0) return im->box_count > 0;
+  return !s->val_annotated_only || im->annotations > 0;
+}
+
 // Reads and checks the split's JSON, and that the file of every image it
 // keeps is there.
 static void read_split(Split *s, const char *coco) {
@@ -309,7 +326,7 @@ static void read_split(Split *s, const char *coco) {
   struct stat st;
   for (int64_t i = 0; i < s->image_count; i++) {
     const CocoImage *im = &s->images[i];
-    if (!im->box_count && strcmp(s->name, "train") == 0) continue;
+    if (!keeps_image(s, im)) continue;
     snprintf(path, sizeof path, "%s/%s2017/%s", coco, s->name, im->file_name);
     if (stat(path, &st) != 0) die_input(path, "image %lld: %s", (long long)im->id, strerror(errno));
     if (!S_ISREG(st.st_mode)) die_input(path, "image %lld: not a file", (long long)im->id);
@@ -324,15 +341,14 @@ static void convert_split(Split *s, ImageCheck *check, const char *coco, const c
   progress_start(&p, s->name, s->image_count);
   uint8_t *value = NULL;
   size_t value_bytes = 0;
-  bool train = strcmp(s->name, "train") == 0;
-  int64_t empty = 0, total_bytes = 0, boxes = 0;
+  int64_t kept = 0, total_bytes = 0, boxes = 0;
   float *coords = xmalloc(4 * sizeof(float) * ((size_t)s->box_count + 1));
   int32_t *labels = xmalloc(sizeof(int32_t) * ((size_t)s->box_count + 1));
   for (int64_t i = 0; i < s->image_count; i++) {
     const CocoImage *im = &s->images[i];
     progress_update(&p, i + 1, i + 1, -1);
-    empty += !im->box_count;
-    if (!im->box_count && train) continue;
+    if (!keeps_image(s, im)) continue;
+    kept++;
     snprintf(path, sizeof path, "%s/%s2017/%s", coco, s->name, im->file_name);
     snprintf(name, sizeof name, "%s: image %lld", path, (long long)im->id);
     size_t n;
@@ -356,10 +372,11 @@ static void convert_split(Split *s, ImageCheck *check, const char *coco, const c
     free(bytes);
   }
   lmdb_writer_close(w);
-  printf("coco_to_lmdb: %s: %lld images, %lld boxes (%lld crowd), %lld images without annotations %s, "
+  printf("coco_to_lmdb: %s: %lld images, %lld boxes (%lld crowd), %lld images without %s left out, "
          "%lld boxes without area dropped, %.1f MB -> %s\n",
-         s->name, (long long)(s->image_count - (train ? empty : 0)), (long long)boxes, (long long)s->crowd,
-         (long long)empty, train ? "left out" : "kept", (long long)s->zero_dropped, total_bytes / 1e6, dir);
+         s->name, (long long)kept, (long long)boxes, (long long)s->crowd, (long long)(s->image_count - kept),
+         strcmp(s->name, "train") == 0 ? "boxes" : "annotations", (long long)s->zero_dropped,
+         total_bytes / 1e6, dir);
   free(value);
   free(coords);
   free(labels);
@@ -425,7 +442,8 @@ int main(int argc, char **argv) {
   bool do_train = strcmp(split, "val") != 0, do_val = strcmp(split, "train") != 0;
   check_splits_free(out, do_train, do_val, "--split");
   double start = time_now_s();
-  Split splits[2] = {{.name = "train"}, {.name = "val"}};
+  Split splits[2] = {{.name = "train"},
+                     {.name = "val", .val_annotated_only = strcmp(config_string(&cfg, "val_images"), "annotated") == 0}};
   bool wanted[2] = {do_train, do_val};
   for (int k = 0; k < 2; k++)
     if (wanted[k]) read_split(&splits[k], coco);

@@ -103,6 +103,15 @@ int64_t coco_gt_category_index(const CocoGt *gt, int64_t category_id) {
   return hit ? hit - gt->categories : -1;
 }
 
+int64_t coco_gt_annotated_images(const CocoGt *gt, const int64_t *image_ids, int64_t n) {
+  int64_t count = 0, images = image_ids ? n : gt->n_images;
+  for (int64_t i = 0; i < images; i++) {
+    int64_t image = image_ids ? coco_gt_image_index(gt, image_ids[i]) : i;
+    count += image >= 0 && gt->image_first[image + 1] > gt->image_first[image];
+  }
+  return count;
+}
+
 static void coco_gt_sort_ids(CocoGt *gt, const char *source) {
   if (gt->n_images > 0) qsort(gt->images, (size_t)gt->n_images, sizeof *gt->images, coco_cmp_image);
   if (gt->n_categories > 0)

@@ -96,6 +96,11 @@ void coco_gt_index(CocoGt *gt, const char *source);
 // Positions in images / categories (after coco_gt_index); -1 when absent.
 int64_t coco_gt_image_index(const CocoGt *gt, int64_t image_id);
 int64_t coco_gt_category_index(const CocoGt *gt, int64_t category_id);
+// How many of the images image_ids[0..n) (ids of gt's images; NULL: every
+// image of gt) have at least one annotation, crowd or not (after
+// coco_gt_index). An eval must score every such image; one without may be
+// left out, as the MLPerf reference's eval set leaves them out.
+int64_t coco_gt_annotated_images(const CocoGt *gt, const int64_t *image_ids, int64_t n);
 
 // A growing list of detections, in the order added (the order breaks ties
 // of equal scores, as the order of a results file does in pycocotools).

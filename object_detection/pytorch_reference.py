@@ -40,7 +40,8 @@
   decay_bn_and_bias false, not on biases and batch norm), the linear warmup
   from 0 over `warmup_steps`, then x `decay_factor` at each of
   `decay_epochs`, stepped per batch, drop_last epochs of `batch_size`;
-- the same eval cadence (`eval_every`, `eval_offset`) and the same decode:
+- the same eval cadence (`eval_every`, `eval_offset`, or the epochs of
+  `eval_epochs`) and the same decode:
   softmax, per class the scores > 0.05, the best 200 (ties to the lower box),
   greedy NMS dropping IoU >= 0.5, the best 200 of the image (ties to the
   lower class), boxes in pixels of the original image; scored by the suite's
@@ -99,7 +100,7 @@ DEFAULTS = {
     "batch_size": "32", "base_lr": "2.5e-3", "warmup_steps": "300", "decay_epochs": "40,50",
     "decay_factor": "0.1", "momentum": "0.9", "weight_decay": "5e-4", "decay_bn_and_bias": "true",
     "max_epochs": "80", "target_accuracy": "0.23", "eval_every": "5", "eval_offset": "0",
-    "precision": "fp32",
+    "eval_epochs": "", "backbone": "", "precision": "fp32",
 }
 VAR_XY, VAR_WH = np.float32(0.1), np.float32(0.2)  # ssd_boxes.h's box variances
 MATCH_IOU = np.float32(0.5)
@@ -570,6 +571,9 @@ def main():
         raise SystemExit("pytorch_reference: give --data_dir (or --raw)")
     if conf["precision"] != "fp32":
         raise SystemExit(f"pytorch_reference: precision '{conf['precision']}' is not supported (fp32 only)")
+    if conf["backbone"]:  # never random weights where the config asks for pretrained ones
+        raise SystemExit(f"pytorch_reference: backbone '{conf['backbone']}': pretrained backbones are not "
+                         "supported (random initialisation only)")
     dev = torch.device(args.device)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -615,6 +619,7 @@ def main():
 
     target, epochs = float(conf["target_accuracy"]), int(conf["max_epochs"])
     every, offset = int(conf["eval_every"]), int(conf["eval_offset"])
+    fixed = ints(conf["eval_epochs"])  # run.c's eval_epochs: evals after exactly these epochs
     workers = int(conf["loader_threads"])
     annotations = os.path.join(raw, "annotations", "instances_val2017.json")
 
@@ -644,7 +649,7 @@ def main():
             step += 1
         mean_loss = sum(losses) / len(losses)
         t1 = time.time()
-        if (epoch + offset) % every != 0:
+        if (epoch not in fixed) if fixed else (epoch + offset) % every != 0:
             print(f"pytorch: epoch {epoch}: no eval (cadence), mean train loss {mean_loss:.4f}; "
                   f"train {t1 - t0:.1f} s", flush=True)
             continue

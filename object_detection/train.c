@@ -9,9 +9,9 @@
 //         or the epoch limit (aborted)
 //
 //   ssd --config=object_detection/configs/small.conf --data_dir=data/ssd/small
-//   mpirun -np 8 ssd --config=object_detection/configs/full_8gpu.conf --data_dir=...
-//       --backbone=resnet34.ckpt   (on the same line)
-#include <math.h>
+//   mpirun -np 8 ssd --config=object_detection/configs/full_8gpu.conf --data_dir=data/ssd/full_8gpu
+//       (the full configs start the backbone from DATA_DIR/resnet34.ckpt,
+//       which prepare_data.sh full converts from torchvision's weights)
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,7 +55,8 @@ static const ConfigKey kKeys[] = {
     {"box_ratios", CFG_STRING, "2;2,3;2,3;2,3;2;2",
      "default boxes: aspect ratios per map (';' between maps): 2 + 2 per ratio boxes a location", NULL},
     {"backbone", CFG_STRING, "",
-     "start the backbone from this ResNet checkpoint (the suite's, or converted by datasets/torch_to_ckpt.py)", NULL},
+     "start the backbone from this ResNet checkpoint (the suite's, or converted by datasets/torch_to_ckpt.py; "
+     "a relative path is under data_dir); empty: Kaiming's initialisation", NULL},
     // Data.
     {"max_samples", CFG_INT, "1", "random crop: candidates per mode (MLPerf: 1 or 50)", "[1, 50]"},
     {"loader_threads", CFG_INT, "8", "decode and augment threads per rank", "[1, 256]"},
@@ -109,6 +110,7 @@ typedef struct SsdTrainer {
   CocoGt gt;             // the val split's ground truth, read at the first eval
   bool gt_loaded;
   char lmdb[1100];       // DATA_DIR/lmdb: the splits and categories.json
+  char backbone[1200];   // the checkpoint the backbone starts from; "" for none
   Loader *train;
 } SsdTrainer;
 
@@ -142,6 +144,22 @@ static void val_annotations_path(const SsdTrainer *t, char *buf, size_t buf_byte
   const char *given = config_string(&t->run.cfg, "val_annotations");
   if (given[0]) snprintf(buf, buf_bytes, "%s", given);
   else snprintf(buf, buf_bytes, "%s/raw/annotations/instances_val2017.json", run_data_dir(&t->run));
+}
+
+// --backbone's file: a relative path is under data_dir, where
+// prepare_data.sh full converts torchvision's ImageNet ResNet-34 for the
+// full configs (backbone = resnet34.ckpt). A run told to start from it
+// never falls back to random weights: a missing file stops it here,
+// before run_start, saying how to make it.
+static void find_backbone(SsdTrainer *t) {
+  const char *given = config_string(&t->run.cfg, "backbone");
+  if (!given[0] || given[0] == '/') snprintf(t->backbone, sizeof t->backbone, "%s", given);
+  else snprintf(t->backbone, sizeof t->backbone, "%s/%s", run_data_dir(&t->run), given);
+  if (t->backbone[0] && access(t->backbone, R_OK) != 0)
+    die_input("--backbone", "%s does not exist: the ImageNet ResNet-34 the backbone starts from; "
+              "object_detection/prepare_data.sh full converts torchvision's resnet34-333f7ec4.pth "
+              "into it (object_detection/README.md), --backbone= starts from random weights",
+              t->backbone);
 }
 
 static SsdAugment augment_config(const SsdTrainer *t, bool train) {
@@ -197,13 +215,8 @@ static void setup_optimizer(SsdTrainer *t) {
       .warmup_steps = config_int(cfg, "warmup_steps"), .warmup_factor = 0,
       .steps_per_epoch = t->steps_per_epoch, .decay_factor = config_float(cfg, "decay_factor"),
   };
-  double epochs[SCHED_MAX_BOUNDARIES];
-  t->sched.n_boundaries = config_numbers(cfg, "decay_epochs", epochs, 0, SCHED_MAX_BOUNDARIES);
-  for (int i = 0; i < t->sched.n_boundaries; i++) {
-    if (epochs[i] != floor(epochs[i]) || epochs[i] < 1 || (i && epochs[i] <= epochs[i - 1]))
-      die_input("--decay_epochs", "'%s' is not ascending whole epochs", config_string(cfg, "decay_epochs"));
-    t->sched.boundary_epochs[i] = (int64_t)epochs[i];
-  }
+  t->sched.n_boundaries =
+      run_epoch_list(&t->run, "decay_epochs", t->sched.boundary_epochs, SCHED_MAX_BOUNDARIES);
   schedule_check(&t->sched, "--warmup_steps, --decay_epochs");
   optim_log(&oc, &t->run.log);
   schedule_log(&t->sched, OPT_SGD, &t->run.log);
@@ -295,11 +308,16 @@ static double evaluate(void *trainer, char *more, size_t more_bytes) {
   uint8_t *pack = coco_eval_matches_pack(&mine, &pack_bytes);
   uint8_t *packs = dist_allgather_bytes(&t->run.dist, pack, pack_bytes, &all_bytes);
   coco_eval_matches_unpack(&all, packs, all_bytes);
-  int64_t seen = n_images;
-  dist_sum_i64(&t->run.dist, &seen, 1);
-  if (seen != t->eval_samples || seen != t->gt.n_images)
-    die_input("--val_annotations", "the eval scored %lld images, the val LMDB holds %lld and its "
-              "annotations %lld", (long long)seen, (long long)t->eval_samples, (long long)t->gt.n_images);
+  // Every val record scored once, and every image with a ground truth among
+  // them (one left out would drop its misses from the mAP); images without
+  // one may be left out, as the reference's eval set leaves them out.
+  int64_t seen[2] = {n_images, coco_gt_annotated_images(&t->gt, image_ids, n_images)};
+  dist_sum_i64(&t->run.dist, seen, 2);
+  int64_t annotated = coco_gt_annotated_images(&t->gt, NULL, 0);
+  if (seen[0] != t->eval_samples || seen[1] != annotated)
+    die_input("--val_annotations", "the eval scored %lld images, %lld of them with annotations, where the val "
+              "LMDB holds %lld and the annotations have %lld images with annotations", (long long)seen[0],
+              (long long)seen[1], (long long)t->eval_samples, (long long)annotated);
   CocoEvalResult r;
   coco_eval_accumulate(&t->gt, &all, &r);
   double map = r.stats[0];
@@ -409,6 +427,8 @@ int main(int argc, char **argv) {
     t.train_samples = t.eval_samples = t.global_batch;
     t.num_classes = 81;
     t.category_id = xcalloc(81, sizeof(int64_t));
+    if (config_string(cfg, "backbone")[0] && dist->rank == 0)
+      printf("ssd: synthetic data: --backbone not read (the weights do not change a step's time)\n");
   } else {
     snprintf(t.lmdb, sizeof t.lmdb, "%s/lmdb", run_data_dir(&t.run));
     t.train_samples = lmdb_split_count(t.lmdb, "train");
@@ -418,6 +438,7 @@ int main(int argc, char **argv) {
     val_annotations_path(&t, path, sizeof path);
     if (access(path, R_OK) != 0)
       die_input("--val_annotations", "%s does not exist (the COCO instances JSON of the val split)", path);
+    find_backbone(&t);
   }
   t.steps_per_epoch = t.train_samples / t.global_batch;
   if (t.steps_per_epoch < 1)
@@ -430,12 +451,11 @@ int main(int argc, char **argv) {
   model.dtype = amp_compute_dtype(t.run.amp.precision);
   ssd_model_init(&t.net, &model, t.local_batch, optim_state_count(OPT_SGD), t.run.dev.kind,
                  (uint64_t)config_int(cfg, "seed"));
-  const char *backbone = config_string(cfg, "backbone");
-  if (backbone[0])  // a warm start of the backbone's tensors and BN statistics, by name
-    ckpt_read_named(backbone, &t.run.dev, (CkptTensors){&t.net.params, 0, t.net.first_own},
+  if (t.backbone[0])  // a warm start of the backbone's tensors and BN statistics, by name
+    ckpt_read_named(t.backbone, &t.run.dev, (CkptTensors){&t.net.params, 0, t.net.first_own},
                     (CkptTensors){t.net.buffers, 0, t.net.buffers->count});
-  if (backbone[0] && dist->rank == 0)
-    printf("ssd: backbone from %s: %d tensors, %d buffers\n", backbone, t.net.first_own,
+  if (t.backbone[0] && dist->rank == 0)
+    printf("ssd: backbone from %s: %d tensors, %d buffers\n", t.backbone, t.net.first_own,
            t.net.buffers->count);
   dist_attach(&t.run.dist, &t.run.dev, &t.net.params, DIST_BUCKET_BYTES);
   dist_broadcast_params(&t.run.dist);

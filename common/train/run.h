@@ -94,7 +94,8 @@ extern const int run_key_count;
 
 // What a trainer tells the lifecycle about its benchmark. The lifecycle's
 // own keys (max_epochs, target_accuracy, eval_every, eval_offset,
-// checkpoint, resume) are declared by run_init with these defaults.
+// eval_epochs, checkpoint, resume) are declared by run_init with these
+// defaults.
 typedef struct RunSpec {
   const char *benchmark;   // the suite's name, MLPerf's submission_benchmark: "resnet"
   // The log's submission_benchmark where MLPerf's name would mislead (NULL:

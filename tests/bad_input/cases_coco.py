@@ -115,6 +115,9 @@ CASES = [
          "val of an earlier run in --out", setup=lambda t: [coco()(t), (t.path / "lmdb/val").mkdir(parents=True)] and None),
     Case("coco_split_unknown", CONVERT + " --split=test", "error: --split: 'test' is not one of train|val|both", 2,
          "a split COCO's layout has no files for", setup=coco()),
+    Case("coco_val_images_unknown", CONVERT + " --val_images=boxed",
+         "error: --val_images: 'boxed' is not one of all|annotated", 2,
+         "a val filter other than all or the reference's annotated images", setup=coco()),
     Case("coco_generate_photos_missing", "{build}/bin/coco_generate --out={tmp}/out --photos={tmp}/none",
          "error: --photos: '{tmp}/none': No such file or directory (Debian's opencv-doc puts photos in "
          "/usr/share/doc/opencv-doc/examples/data)", 2, "no photo folder (opencv-doc not installed)"),

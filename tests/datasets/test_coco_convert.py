@@ -6,8 +6,9 @@ seed others, and every LMDB record (read back with lmdb-utils' mdb_dump and
 decoded by the layout of common/data/record.h) holds its image's file, id,
 boxes and labels as the JSON says: boxes as fractions, labels 1..N in the
 order of "categories", crowd boxes negative, train images without
-annotations left out and val ones kept. Then object_detection/prepare_data.sh
-small with the sizes overridden.
+annotations left out and val ones kept (with --val_images=annotated left
+out too, as the MLPerf reference's eval set). Then
+object_detection/prepare_data.sh small with the sizes overridden.
 
     python3 tests/datasets/test_coco_convert.py BUILD_DIR
 """
@@ -46,7 +47,7 @@ def decode(value):
     return image_id, boxes, labels, value[at + 4:at + 4 + n]
 
 
-def want_records(coco, split):
+def want_records(coco, split, annotated_only=False):
     """What the records of a split must hold, from the JSON."""
     d = json.load(open(coco / "annotations" / f"instances_{split}2017.json"))
     label = {c["id"]: i + 1 for i, c in enumerate(d["categories"])}
@@ -56,7 +57,7 @@ def want_records(coco, split):
     want = []
     for im in d["images"]:
         anns = by_image[im["id"]]
-        if not anns and split == "train":
+        if not anns and (split == "train" or annotated_only):
             continue
         w, h = im["width"], im["height"]
         boxes = [(a["bbox"][0] / w, a["bbox"][1] / h, (a["bbox"][0] + a["bbox"][2]) / w,
@@ -66,8 +67,8 @@ def want_records(coco, split):
     return d, want
 
 
-def compare(coco, lmdb, split):
-    d, want = want_records(coco, split)
+def compare(coco, lmdb, split, annotated_only=False):
+    d, want = want_records(coco, split, annotated_only)
     got = [decode(v) for v in records(lmdb / split)]
     if len(got) != len(want):
         return f"{len(got)} records, want {len(want)}"
@@ -141,6 +142,14 @@ def main():
         p = run(f"{build}/bin/coco_to_lmdb --coco={coco} --out={tmp}/val_only --split=val")
         report("coco_to_lmdb_val_only", None if p.returncode == 0 and not (tmp / "val_only/train").exists()
                and (tmp / "val_only/val").is_dir() else f"status {p.returncode}: {p.stderr[-300:]}")
+        p = run(f"{build}/bin/coco_to_lmdb --coco={coco} --out={tmp}/annotated --val_images=annotated")
+        val = json.load(open(coco / "annotations" / "instances_val2017.json"))
+        empty = {im["id"] for im in val["images"]} - {a["image_id"] for a in val["annotations"]}
+        report("coco_to_lmdb_val_annotated_only",
+               (f"status {p.returncode}: {p.stderr[-300:]}" if p.returncode else
+                f"the val JSON has {len(empty)} images without annotations: nothing to leave out" if not empty else
+                compare(coco, tmp / "annotated", "val", annotated_only=True) or
+                compare(coco, tmp / "annotated", "train")))
 
         env = dict(os.environ, TRAIN_COUNT="30", VAL_COUNT="8", SIDE="64")
         check_prepare("coco_prepare_small", ROOT / "object_detection" / "prepare_data.sh", tmp / "prepared", build,

@@ -99,6 +99,34 @@ static void detection_without_ground_truth_is_false_positive(void) {
   check_stats(&s, (double[]){0.5, 0.5, 0.5, -1, 0.5, -1, 1, 1, 1, -1, 1, -1});
 }
 
+// The MLPerf reference evaluates only the images with an annotation (crowd
+// ones too): coco_gt_annotated_images counts them, and leaving an image
+// without one out drops its detections' false positives from the mAP.
+static void images_without_annotations_may_be_left_out(void) {
+  Scene s = scene_begin(true);
+  coco_gt_add_image(&s.gt, 3, 640, 480);
+  gt_box(&s.gt, 3, 9, (double[]){0, 0, 300, 300}, -1, true);  // crowd only
+  det(&s.d, 1, 3, MEDIUM, 0.5);
+  det(&s.d, 2, 3, MEDIUM, 0.9);  // image 2 has no annotation
+  coco_gt_index(&s.gt, "test");
+  CHECK_EQ_INT(coco_gt_annotated_images(&s.gt, NULL, 0), 2);
+  CHECK_EQ_INT(coco_gt_annotated_images(&s.gt, (int64_t[]){2, 1}, 2), 1);
+  CHECK_EQ_INT(coco_gt_annotated_images(&s.gt, (int64_t[]){2, 7}, 2), 0);
+  CocoEvalMatches m;
+  coco_eval_matches_init(&m);
+  coco_eval_images(&s.gt, &s.d, (int64_t[]){1, 3}, 2, &m);
+  CocoEvalResult annotated, all;
+  coco_eval_accumulate(&s.gt, &m, &annotated);
+  coco_eval_all(&s.gt, &s.d, &all);
+  CHECK_NEAR(annotated.stats[0], 1.0, 1e-12);
+  CHECK_NEAR(all.stats[0], 0.5, 1e-12);  // the false positive ranked first
+  coco_eval_result_free(&annotated);
+  coco_eval_result_free(&all);
+  coco_eval_matches_free(&m);
+  coco_gt_free(&s.gt);
+  coco_dets_free(&s.d);
+}
+
 static void no_detections_score_zero(void) {
   Scene s = scene_begin(true);
   check_stats(&s, (double[]){0, 0, 0, -1, 0, -1, 0, 0, 0, -1, 0, -1});
@@ -289,6 +317,7 @@ int main(void) {
   TEST_RUN(crowd_only_image_is_undefined);
   TEST_RUN(crowd_absorbs_several_detections);
   TEST_RUN(detection_without_ground_truth_is_false_positive);
+  TEST_RUN(images_without_annotations_may_be_left_out);
   TEST_RUN(no_detections_score_zero);
   TEST_RUN(area_range_is_the_annotation_area);
   TEST_RUN(max_dets_cut);
