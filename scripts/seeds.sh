@@ -4,8 +4,11 @@
 #   OUT/results/SYSTEM/BENCH/result_<i>.txt   each run's output (its MLLOG
 #                                             lines among the trainer's own)
 #   OUT/systems/SYSTEM.json                   this machine (logs/system_desc.py)
-# then the MLPerf score of the folder (logs/summary.py) and a picture of the
-# runs' accuracy against epoch, OUT/plots/SYSTEM/BENCH_quality.png (logs/plot.py).
+# then the MLPerf score of the folder and its RCP check (logs/summary.py: at
+# a full config's official target, mlperf-logging's reference convergence
+# points for resnet and ssd; "no RCP" for a scaled config's target) and a
+# picture of the runs' accuracy against epoch,
+# OUT/plots/SYSTEM/BENCH_quality.png (logs/plot.py).
 # Usage: seeds.sh BENCH TASK_DIR SCALE DEVICE BUILD_DIR N SYSTEM OUT SEED [TRAINER_FLAG...]
 #   SYSTEM empty: the host name and cpu or the GPU count; the flags after
 #   SEED go to the trainer last (they override the config).

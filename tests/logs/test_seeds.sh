@@ -32,6 +32,8 @@ else
   echo "FAIL seeds_write_result_files: exit $rc, seeds '$seeds': $(tail -n 3 "$tmp/seeds.out" | tr '\n' ' ')"
 fi
 check seeds_summary_score grep -qE '^score: [0-9.]+ min' "$tmp/seeds.out"
+# A scaled config's target: the summary's RCP line says there is none.
+check seeds_summary_rcp grep -q '^rcp: no RCP: a scaled target' "$tmp/seeds.out"
 png=$out/plots/testsys/ncf_quality.png
 size=$(python3 -c "from PIL import Image; import sys; print('%dx%d' % Image.open(sys.argv[1]).size)" "$png" 2>&1)
 check seeds_accuracy_png [ "$size" = 800x500 ]
