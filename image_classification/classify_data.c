@@ -14,17 +14,22 @@ static int32_t uniform_int(Rng *rng, int32_t lo, int32_t hi) {  // [lo, hi]
   return lo + (int32_t)rng_next_below(rng, (uint32_t)(hi - lo + 1));
 }
 
-CropBox classify_random_resized_crop_box(int32_t width, int32_t height, float scale_min,
-                                         float scale_max, float ratio_min, float ratio_max,
+// The box of w x h pixels covers enough of an image of image_area pixels:
+// inside the image, the part of it covered is the box's own area.
+static bool covers_enough(int32_t w, int32_t h, double image_area, float min_covered) {
+  return (double)w * h >= min_covered * image_area;
+}
+
+CropBox classify_random_resized_crop_box(int32_t width, int32_t height, const ClassifyCrop *c,
                                          Rng *rng) {
   double area = (double)width * height;
-  double log_lo = log(ratio_min), log_hi = log(ratio_max);
-  for (int attempt = 0; attempt < 10; attempt++) {
-    double target = area * (scale_min + (scale_max - scale_min) * rng_next_uniform(rng));
+  double log_lo = log(c->ratio_min), log_hi = log(c->ratio_max);
+  for (int attempt = 0; attempt < c->attempts; attempt++) {
+    double target = area * (c->scale_min + (c->scale_max - c->scale_min) * rng_next_uniform(rng));
     double ratio = exp(log_lo + (log_hi - log_lo) * rng_next_uniform(rng));
     int32_t w = (int32_t)lround(sqrt(target * ratio));
     int32_t h = (int32_t)lround(sqrt(target / ratio));
-    if (w > 0 && h > 0 && w <= width && h <= height) {
+    if (w > 0 && h > 0 && w <= width && h <= height && covers_enough(w, h, area, c->min_covered)) {
       int32_t y = uniform_int(rng, 0, height - h);
       int32_t x = uniform_int(rng, 0, width - w);
       return (CropBox){x, y, w, h};
@@ -33,12 +38,57 @@ CropBox classify_random_resized_crop_box(int32_t width, int32_t height, float sc
   // Fallback: the whole image, cut down to the nearest allowed aspect ratio.
   double in_ratio = (double)width / height;
   int32_t w = width, h = height;
-  if (in_ratio < ratio_min) {
-    h = (int32_t)lround(width / ratio_min);
-  } else if (in_ratio > ratio_max) {
-    w = (int32_t)lround(height * ratio_max);
+  if (in_ratio < c->ratio_min) {
+    h = (int32_t)lround(width / c->ratio_min);
+  } else if (in_ratio > c->ratio_max) {
+    w = (int32_t)lround(height * c->ratio_max);
   }
   return (CropBox){(width - w) / 2, (height - h) / 2, w, h};
+}
+
+// One draw of the distorted box at aspect `ratio`, as TensorFlow's
+// GenerateRandomCrop (sample_distorted_bounding_box_op.cc): the heights
+// whose boxes come nearest the area bounds [min_area, max_area] (the taller
+// one cut to what fits the image), one of them uniformly, the width rounded
+// from it; a pixel of height more or less where that rounding left the area
+// outside the bounds. False when no box of this ratio fits. The offsets are
+// uniform over [0, side - box side), the last position never drawn, as
+// there.
+static bool distorted_box_draw(int32_t width, int32_t height, double min_area, double max_area,
+                               double ratio, Rng *rng, CropBox *box) {
+  int32_t h = (int32_t)lrint(sqrt(min_area / ratio));
+  int32_t h_max = (int32_t)lrint(sqrt(max_area / ratio));
+  if (lrint(h_max * ratio) > width) h_max = (int32_t)((width + 0.5 - 1e-7) / ratio);
+  if (h_max > height) h_max = height;
+  if (h >= h_max) h = h_max;
+  else h = uniform_int(rng, h, h_max);
+  int32_t w = (int32_t)lrint(h * ratio);
+  if ((double)w * h < min_area) w = (int32_t)lrint(++h * ratio);
+  if ((double)w * h > max_area) w = (int32_t)lrint(--h * ratio);
+  double area = (double)w * h;
+  if (area < min_area || area > max_area || w <= 0 || h <= 0 || w > width || h > height) return false;
+  box->y = h < height ? uniform_int(rng, 0, height - h - 1) : 0;
+  box->x = w < width ? uniform_int(rng, 0, width - w - 1) : 0;
+  box->width = w;
+  box->height = h;
+  return true;
+}
+
+CropBox classify_distorted_box(int32_t width, int32_t height, const ClassifyCrop *c, Rng *rng) {
+  double area = (double)width * height;
+  for (int attempt = 0; attempt < c->attempts; attempt++) {
+    double ratio = c->ratio_min + (c->ratio_max - c->ratio_min) * (double)rng_next_uniform(rng);
+    CropBox box;
+    if (distorted_box_draw(width, height, c->scale_min * area, c->scale_max * area, ratio, rng, &box) &&
+        covers_enough(box.width, box.height, area, c->min_covered))
+      return box;
+  }
+  return (CropBox){0, 0, width, height};
+}
+
+CropBox classify_train_crop_box(int32_t width, int32_t height, const ClassifyCrop *c, Rng *rng) {
+  return c->method == CLASSIFY_CROP_DISTORTED_BOX ? classify_distorted_box(width, height, c, rng)
+                                                  : classify_random_resized_crop_box(width, height, c, rng);
 }
 
 CropBox classify_center_crop_box(int32_t width, int32_t height, int32_t resize_side,
@@ -55,10 +105,24 @@ CropBox classify_center_crop_box(int32_t width, int32_t height, int32_t resize_s
 ClassifyAugment classify_augment_imagenet(bool train, uint64_t seed) {
   return (ClassifyAugment){
       .train = train, .out_side = 224, .resize_side = 256,
-      .scale_min = 0.08f, .scale_max = 1.0f, .ratio_min = 3.0f / 4.0f, .ratio_max = 4.0f / 3.0f,
-      .float_output = false,
+      .crop = {.method = CLASSIFY_CROP_RANDOM_RESIZED, .scale_min = 0.08f, .scale_max = 1.0f,
+               .ratio_min = 3.0f / 4.0f, .ratio_max = 4.0f / 3.0f, .attempts = 10, .min_covered = 0},
+      .float_output = false, .norm = CLASSIFY_NORM_MEAN_STD,
       .mean = {0.485f, 0.456f, 0.406f}, .std = {0.229f, 0.224f, 0.225f},
       .seed = seed};
+}
+
+// The MLPerf v0.7 ResNet reference's _CHANNEL_MEANS (imagenet_preprocessing.py).
+static const float kReferenceChannelMeans[3] = {123.68f, 116.78f, 103.94f};
+
+ChannelAffine classify_input_affine(const ClassifyAugment *a) {
+  if (a->norm == CLASSIFY_NORM_MEAN_STD) return channel_affine_normalize_u8(a->mean, a->std);
+  ChannelAffine ca = {{0}, {0}};
+  for (int c = 0; c < 3; c++) {
+    ca.scale[c] = 1.0f;
+    ca.shift[c] = -kReferenceChannelMeans[c];
+  }
+  return ca;
 }
 
 void classify_scratch_free(ClassifyScratch *s) {
@@ -74,8 +138,7 @@ void classify_augment_image(ImageDecoder *d, ClassifyScratch *scratch, const Cla
   if (image_header(d, bytes, n_bytes, &info, msg, sizeof msg) != IMAGE_OK) die_input(name, "%s", msg);
   int32_t width = info.width, height = info.height;
   Rng rng = augment_sample_rng(a->seed, epoch, index);
-  CropBox box = a->train ? classify_random_resized_crop_box(width, height, a->scale_min, a->scale_max,
-                                                           a->ratio_min, a->ratio_max, &rng)
+  CropBox box = a->train ? classify_train_crop_box(width, height, &a->crop, &rng)
                          : classify_center_crop_box(width, height, a->resize_side, a->out_side);
   bool flip = a->train && rng_next_uniform(&rng) < 0.5f;
   augment_decode_crop_resize(d, &scratch->rgb, &scratch->planes, bytes, n_bytes, &info, name,
@@ -86,6 +149,7 @@ void classify_augment_image(ImageDecoder *d, ClassifyScratch *scratch, const Cla
 typedef struct ClassifySource {
   LmdbReader *reader;
   ClassifyAugment augment;
+  ChannelAffine affine;  // float_output's normalisation
   int32_t num_classes;
 } ClassifySource;
 
@@ -144,7 +208,8 @@ static void classify_sample(void *ctx, void *state, int64_t epoch, int64_t recor
   classify_augment_image(w->decoder, &w->scratch, a, r.image, r.image_bytes, name, epoch, record,
                          pixels);
   if (a->float_output)
-    augment_normalize_cpu(pixels, slots[0], (int64_t)a->out_side * a->out_side, a->mean, a->std);
+    augment_affine_cpu(pixels, slots[0], (int64_t)a->out_side * a->out_side, src->affine.scale,
+                       src->affine.shift);
   memcpy(slots[1], &r.label, sizeof r.label);
 }
 
@@ -152,6 +217,7 @@ Loader *classify_loader_open(const ClassifyLoaderConfig *cfg, int64_t *record_co
   ClassifySource *src = xcalloc(1, sizeof *src);
   src->reader = lmdb_reader_open(cfg->lmdb_dir);
   src->augment = cfg->augment;
+  src->affine = classify_input_affine(&cfg->augment);
   src->num_classes = cfg->num_classes;
   if (cfg->num_classes < 1) DIE("classify_loader_open: num_classes %d", (int)cfg->num_classes);
   int64_t count = lmdb_reader_count(src->reader);
@@ -159,7 +225,7 @@ Loader *classify_loader_open(const ClassifyLoaderConfig *cfg, int64_t *record_co
   size_t pixels = (size_t)cfg->augment.out_side * cfg->augment.out_side * 3;
   LoaderConfig lc = {
       .batch_size = cfg->batch_size, .threads = cfg->threads, .ring_batches = cfg->ring_batches,
-      .drop_last = cfg->augment.train, .field_count = 2,
+      .drop_last = cfg->augment.train && !cfg->keep_last, .field_count = 2,
       .sample_bytes = {pixels * (cfg->augment.float_output ? sizeof(float) : 1), sizeof(int32_t)},
       .sampler = {.count = count, .seed = cfg->augment.seed, .rank = cfg->rank,
                   .world = cfg->world, .shuffle = cfg->augment.train},

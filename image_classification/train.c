@@ -36,9 +36,28 @@ static const ConfigKey kKeys[] = {
     {"image_size", CFG_INT, "224", "side of the training and eval crops", "[8, 4096]"},
     {"imagenet_stem", CFG_BOOL, "true", "7x7/2 conv + max pool; false: one 3x3 conv", NULL},
     {"num_classes", CFG_INT, "1000", "classes of the data set", "[2, inf)"},
+    {"conv_init_scale", CFG_FLOAT, "2", "convolution init: variance scale / fan (TF's variance scaling)",
+     "(0, inf)"},
+    {"conv_init_fan", CFG_STRING, "out", "convolution init: the fan, in_c k k or out_c k k", "in|out"},
+    {"conv_init_dist", CFG_STRING, "normal",
+     "convolution init: a normal, or one truncated at 2 standard deviations (same variance)",
+     "normal|truncated_normal"},
+    {"zero_init_residual", CFG_BOOL, "true", "the last BN of each residual branch starts at gamma 0", NULL},
     // Data.
     {"resize_side", CFG_INT, "256", "eval: short side before the centre crop", "[8, 4096]"},
-    {"crop_scale_min", CFG_FLOAT, "0.08", "train: smallest random-resized-crop area", "(0, 1]"},
+    {"crop", CFG_STRING, "random_resized",
+     "train crop: torchvision's random_resized or TF's distorted_box (sample_distorted_bounding_box)",
+     "random_resized|distorted_box"},
+    {"crop_scale_min", CFG_FLOAT, "0.08", "train: smallest crop area, a fraction of the image's", "(0, 1]"},
+    {"crop_scale_max", CFG_FLOAT, "1", "train: largest crop area, a fraction of the image's", "(0, 1]"},
+    {"crop_ratio_min", CFG_FLOAT, "0.75", "train: smallest crop width / height", "(0, inf)"},
+    {"crop_ratio_max", CFG_FLOAT, "1.3333333333333333", "train: largest crop width / height", "(0, inf)"},
+    {"crop_attempts", CFG_INT, "10", "train: crop draws before the fallback", "[1, 1000]"},
+    {"crop_min_covered", CFG_FLOAT, "0", "train: least fraction of the image a crop covers", "[0, 1]"},
+    {"normalize", CFG_STRING, "mean_std",
+     "input: (x/255 - mean) / std (torchvision's) or mean, x - the TF reference's pixel means",
+     "mean_std|mean"},
+    LOADER_LAST_BATCH_KEY,
     {"loader_threads", CFG_INT, "8", "decode and augment threads per rank", "[1, 256]"},
     {"synthetic", CFG_BOOL, "false", "random data on the device: throughput only, no eval", NULL},
     {"synthetic_steps", CFG_INT, "100", "timed steps of a synthetic run (after 10 warm-up)", "[1, inf)"},
@@ -100,6 +119,11 @@ static ResnetConfig model_config(const Config *cfg) {
   m.image_size = (int)config_int(cfg, "image_size");
   m.stem_7x7 = config_bool(cfg, "imagenet_stem");
   m.num_classes = (int)config_int(cfg, "num_classes");
+  m.zero_init_residual = config_bool(cfg, "zero_init_residual");
+  m.conv_init = (ResnetConvInit){
+      .scale = (float)config_float(cfg, "conv_init_scale"),
+      .fan_in = strcmp(config_string(cfg, "conv_init_fan"), "in") == 0,  // or out: config.c
+      .truncated = strcmp(config_string(cfg, "conv_init_dist"), "truncated_normal") == 0};
   return m;
 }
 
@@ -108,9 +132,28 @@ static ClassifyAugment augment_config(const Trainer *t, bool train) {
   ClassifyAugment a = classify_augment_imagenet(train, (uint64_t)config_int(cfg, "seed"));
   a.out_side = (int32_t)config_int(cfg, "image_size");
   a.resize_side = (int32_t)config_int(cfg, "resize_side");
-  a.scale_min = (float)config_float(cfg, "crop_scale_min");
+  a.crop = (ClassifyCrop){
+      .method = strcmp(config_string(cfg, "crop"), "distorted_box") == 0 ? CLASSIFY_CROP_DISTORTED_BOX
+                                                                          : CLASSIFY_CROP_RANDOM_RESIZED,
+      .scale_min = (float)config_float(cfg, "crop_scale_min"),
+      .scale_max = (float)config_float(cfg, "crop_scale_max"),
+      .ratio_min = (float)config_float(cfg, "crop_ratio_min"),
+      .ratio_max = (float)config_float(cfg, "crop_ratio_max"),
+      .attempts = (int)config_int(cfg, "crop_attempts"),
+      .min_covered = (float)config_float(cfg, "crop_min_covered")};
+  a.norm = strcmp(config_string(cfg, "normalize"), "mean") == 0 ? CLASSIFY_NORM_MEAN : CLASSIFY_NORM_MEAN_STD;
   a.float_output = false;  // bytes cross to the device; op_affine_u8 normalises there
   return a;
+}
+
+// The crop's ranges, before run_start.
+static void check_crop(const Config *cfg) {
+  if (config_float(cfg, "crop_scale_min") > config_float(cfg, "crop_scale_max"))
+    die_input("--crop_scale_min", "%g is above --crop_scale_max=%g", config_float(cfg, "crop_scale_min"),
+              config_float(cfg, "crop_scale_max"));
+  if (config_float(cfg, "crop_ratio_min") > config_float(cfg, "crop_ratio_max"))
+    die_input("--crop_ratio_min", "%g is above --crop_ratio_max=%g", config_float(cfg, "crop_ratio_min"),
+              config_float(cfg, "crop_ratio_max"));
 }
 
 // A batch's images as network input: (n, S, S, 3) on the device, in the
@@ -133,6 +176,7 @@ static Loader *open_loader(Trainer *t, bool train, int64_t start_epoch) {
       .threads = (int)config_int(&t->run.cfg, "loader_threads"), .ring_batches = 4,
       .rank = t->run.dist.rank, .world = t->run.dist.size, .start_epoch = start_epoch, .dev = &t->run.dev,
       .num_classes = (int32_t)config_int(&t->run.cfg, "num_classes"),
+      .keep_last = train && loader_keeps_last(&t->run.cfg),
   };
   return classify_loader_open(&lc, NULL);
 }
@@ -165,28 +209,36 @@ static void setup_optimizer(Trainer *t) {
   schedule_log(&t->sched, (OptKind)kind, &t->run.log);
 }
 
-// One step on a batch already on the device: forward, loss, backward (per
-// micro-batch, the gradients summing), all-reduce, update. Returns nothing;
-// the loss (of the last micro-batch) stays on the device. Each micro-batch's
-// loss gradient is scaled by 1/micro_batches, so the sum is the batch mean;
-// the all-reduce starts during the last backward. Under fp16 the loss
-// gradient is scaled too, the averaged gradients unscaled and checked, and a
-// step whose gradients overflowed is skipped (amp.h).
-static void train_step(Trainer *t, const Tensor *images, const Tensor *labels, int64_t step) {
+// One step on a batch already on the device (n of the step's global_count
+// images over all ranks): forward, loss, backward (per micro-batch of up to
+// micro_batch images, the gradients summing), all-reduce, update. Returns
+// nothing; the loss (of the last micro-batch) stays on the device. The
+// gradient of each micro-batch's mean loss is scaled by its share of the
+// step, rows x ranks / global_count (the all-reduce averages over the
+// ranks), so the sum is the mean over the step's images; for a full batch
+// that is 1/micro_batches each. The all-reduce starts during the last
+// backward. Under fp16 the loss gradient is scaled too, the averaged
+// gradients unscaled and checked, and a step whose gradients overflowed is
+// skipped (amp.h).
+static void train_step(Trainer *t, const Tensor *images, const Tensor *labels, int64_t global_count,
+                       int64_t step) {
   const Device *dev = &t->run.dev;
   ParamSet *ps = &t->net.params;
-  int64_t n = images->shape[0], k = t->micro_batches;
-  if (n % k) DIE("train_step: a batch of %lld does not split into %lld micro-batches", (long long)n, (long long)k);
+  int64_t n = images->shape[0], k = t->micro_batches, size = t->micro_batch;
+  int64_t parts = (n + size - 1) / size;  // k, but for a short last batch
   optim_grads_zero(dev, ps);
-  for (int64_t m = 0; m < k; m++) {
-    Tensor x = tensor_rows(images, m * (n / k), n / k), y = tensor_rows(labels, m * (n / k), n / k);
+  for (int64_t m = 0; m < parts; m++) {
+    int64_t rows = m < parts - 1 ? size : n - m * size;
+    Tensor x = tensor_rows(images, m * size, rows), y = tensor_rows(labels, m * size, rows);
     const Tensor *logits = resnet_forward(&t->net, dev, &x, true);
     Tensor dlogits = t->dlogits;
-    dlogits.shape[0] = n / k;
+    dlogits.shape[0] = rows;
+    // rows x k: the rows as a share of an even split of the step, 1 in a full one.
+    double share = (double)(rows * k) * t->run.dist.size / (double)global_count;
     op_softmax_xent(dev, logits, &y, t->label_smoothing, -1,
-                    amp_loss_scale(&t->run.scaler) / (float)k, &t->loss, NULL, &dlogits);
+                    amp_loss_scale(&t->run.scaler) / (float)k * (float)share, &t->loss, NULL, &dlogits);
     run_add_loss(&t->run, &t->loss);
-    resnet_backward(&t->net, dev, &dlogits, m == k - 1 ? dist_grad_hook(&t->run.dist) : (GradHook){0});
+    resnet_backward(&t->net, dev, &dlogits, m == parts - 1 ? dist_grad_hook(&t->run.dist) : (GradHook){0});
   }
   run_update(dev, &t->run.dist, &t->run.scaler, &t->opt, ps, (float)schedule_lr(&t->sched, step));
 }
@@ -232,8 +284,8 @@ static int64_t train_batch(void *trainer, int64_t epoch, int64_t i) {
   Tensor y = TENSOR(batch->device[1], DT_I32, t->run.dev.kind, batch->count);
   // Not opt.step: under fp16 that omits the skipped steps, and the schedule
   // counts every step of the uninterrupted run.
-  train_step(t, &x, &y, (epoch - 1) * t->steps_per_epoch + i);
-  return t->global_batch;
+  train_step(t, &x, &y, batch->global_count, (epoch - 1) * t->steps_per_epoch + i);
+  return batch->global_count;
 }
 
 // Throughput with the real input pipeline (LMDB, decode, augmentation,
@@ -246,13 +298,15 @@ static double bench_run(void *trainer) {
   t->train = open_loader(t, true, 1);
   LoaderStats warm = {0};
   double start = 0;
+  int64_t images = 0;  // timed, over all ranks (a kept short batch counts its own)
   for (int64_t s = 0; s < 10 + steps; s++) {
     if (s == 10) {
       device_sync(dev);
       warm = loader_stats(t->train);
       start = time_now_s();
     }
-    train_batch(t, 1, s);
+    int64_t took = train_batch(t, 1, s);
+    if (s >= 10) images += took;
   }
   device_sync(dev);
   double seconds = time_now_s() - start;
@@ -260,11 +314,10 @@ static double bench_run(void *trainer) {
   if (t->run.dist.rank == 0)
     printf("real data: %lld steps of %lld images: %.1f images/s; trainer waited for the loader "
            "%.1f%% of the time (loss %.4f)\n",
-           (long long)steps, (long long)t->global_batch,
-           (double)(steps * t->global_batch) / seconds, 100.0 * (st.wait_s - warm.wait_s) / seconds,
-           loss_read(dev, &t->loss));
+           (long long)steps, (long long)t->global_batch, (double)images / seconds,
+           100.0 * (st.wait_s - warm.wait_s) / seconds, loss_read(dev, &t->loss));
   loader_close(t->train);
-  return (double)(steps * t->global_batch) / seconds;
+  return (double)images / seconds;
 }
 
 // Step i of the synthetic run (run_time_steps).
@@ -275,7 +328,7 @@ typedef struct SyntheticStep {
 
 static void synthetic_step(void *ctx, int64_t i) {
   SyntheticStep *s = ctx;
-  train_step(s->t, s->x, s->y, i);
+  train_step(s->t, s->x, s->y, s->t->global_batch, i);
 }
 
 // Throughput on random data already on the device: training steps, then
@@ -358,10 +411,8 @@ int main(int argc, char **argv) {
     t.train_samples = lmdb_split_count(t.lmdb, "train");
     t.eval_samples = lmdb_split_count(t.lmdb, "val");
   }
-  t.steps_per_epoch = t.train_samples / t.global_batch;
-  if (t.steps_per_epoch < 1)
-    die_input("--batch_size", "%lld is larger than the %lld training images", (long long)t.global_batch,
-              (long long)t.train_samples);
+  t.steps_per_epoch = loader_train_steps(cfg, t.train_samples, dist->size, t.global_batch, "images");
+  check_crop(cfg);
 
   ResnetConfig model = model_config(cfg);
   if (config_int(cfg, "resize_side") < model.image_size)
@@ -386,8 +437,8 @@ int main(int argc, char **argv) {
                                  (size_t)(t.local_batch * side * side * 3) * dtype_size(model.dtype)),
                     model.dtype, t.run.dev.kind, t.local_batch, side, side, 3);
   {
-    ClassifyAugment a = augment_config(&t, false);  // the loader's mean and std, applied on the device
-    t.affine = channel_affine_normalize_u8(a.mean, a.std);
+    ClassifyAugment a = augment_config(&t, false);  // the loader's normalisation, applied on the device
+    t.affine = classify_input_affine(&a);
   }
 
   MLLOG_POINT(log, "global_batch_size", mlv_int(t.global_batch));
@@ -408,7 +459,9 @@ int main(int argc, char **argv) {
   else if (bench_steps)
     run_benchmark(&t.run, "the real input pipeline", bench_run, &t, "images/s");
   else
-    run_train(&t.run, &kTraining, &t, t.steps_per_epoch * t.global_batch, t.steps_per_epoch);
+    run_train(&t.run, &kTraining, &t,
+              loader_keeps_last(cfg) ? t.train_samples : t.steps_per_epoch * t.global_batch,
+              t.steps_per_epoch);
 
   device_free(t.loss.device, t.loss.data);
   device_free(t.dlogits.device, t.dlogits.data);

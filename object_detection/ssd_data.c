@@ -267,7 +267,7 @@ Loader *ssd_loader_open(const SsdLoaderConfig *cfg, int64_t *record_count) {
   size_t n = (size_t)src->boxes.n;
   LoaderConfig lc = {
       .batch_size = cfg->batch_size, .threads = cfg->threads, .ring_batches = cfg->ring_batches,
-      .drop_last = a->train, .field_count = 3,
+      .drop_last = a->train && !cfg->keep_last, .field_count = 3,
       .sample_bytes = {pixels, a->train ? n * sizeof(int32_t) : sizeof(int64_t),
                        a->train ? n * 4 * sizeof(float) : 2 * sizeof(int32_t)},
       .sampler = {.count = count, .seed = a->seed, .rank = cfg->rank, .world = cfg->world,

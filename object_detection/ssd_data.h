@@ -103,13 +103,15 @@ typedef struct SsdLoaderConfig {
   int rank, world;
   int64_t start_epoch;
   const Device *dev;  // NULL: host only
+  bool keep_last;     // training: a short last batch rather than none (loader.h)
 } SsdLoaderConfig;
 
 // A loader over lmdb_dir; training shuffles per epoch and drops the short
-// last batch, eval reads every record once in order. *record_count gets the
-// data set's size when not NULL. A record that is not IMAGE_BOXES, a box
-// outside [0, 1] or without positive width and height, or a label 0 or
-// outside the classes stops with one line naming the LMDB and the record.
+// last batch (or keeps it), eval reads every record once in order.
+// *record_count gets the data set's size when not NULL. A record that is not
+// IMAGE_BOXES, a box outside [0, 1] or without positive width and height, or
+// a label 0 or outside the classes stops with one line naming the LMDB and
+// the record.
 Loader *ssd_loader_open(const SsdLoaderConfig *cfg, int64_t *record_count);
 
 #ifdef __cplusplus

@@ -60,6 +60,7 @@ static const ConfigKey kKeys[] = {
     // Data.
     {"max_samples", CFG_INT, "1", "random crop: candidates per mode (MLPerf: 1 or 50)", "[1, 50]"},
     {"loader_threads", CFG_INT, "8", "decode and augment threads per rank", "[1, 256]"},
+    LOADER_LAST_BATCH_KEY,
     {"val_annotations", CFG_STRING, "",
      "COCO instances JSON of the val split; empty: DATA_DIR/raw/annotations/instances_val2017.json", NULL},
     {"detections_out", CFG_STRING, "", "write the last eval's detections as a COCO results JSON", NULL},
@@ -179,7 +180,7 @@ static Loader *open_loader(SsdTrainer *t, bool train, int64_t start_epoch) {
       .num_classes = t->num_classes, .batch_size = t->local_batch,
       .threads = (int)config_int(&t->run.cfg, "loader_threads"), .ring_batches = 4,
       .rank = t->run.dist.rank, .world = t->run.dist.size, .start_epoch = start_epoch,
-      .dev = &t->run.dev,
+      .dev = &t->run.dev, .keep_last = train && loader_keeps_last(&t->run.cfg),
   };
   return ssd_loader_open(&lc, NULL);
 }
@@ -223,11 +224,14 @@ static void setup_optimizer(SsdTrainer *t) {
 }
 
 // ---------------------------------------------------------------- training
-// One step on a batch on the device: forward, the loss with hard negative
-// mining, backward (the all-reduce starting as gradients become final),
-// update. The loss stays on the device.
+// One step on a batch on the device (n of the step's global_count images
+// over all ranks): forward, the loss with hard negative mining, backward
+// (the all-reduce starting as gradients become final), update. The loss
+// stays on the device. Its gradient is scaled by the batch's share of the
+// step, n x ranks / global_count (1 but in a kept short last step), as the
+// all-reduce averages over the ranks.
 static void train_step(SsdTrainer *t, const Tensor *images, const int32_t *labels,
-                       const float *offsets, int64_t step) {
+                       const float *offsets, int64_t global_count, int64_t step) {
   const Device *dev = &t->run.dev;
   int64_t n = images->shape[0], boxes = t->net.n_boxes, classes = t->num_classes;
   optim_grads_zero(dev, &t->net.params);
@@ -236,7 +240,8 @@ static void train_step(SsdTrainer *t, const Tensor *images, const int32_t *label
   Tensor dloc = tensor_rows(&t->dloc, 0, n), dlogits = tensor_rows(&t->dlogits, 0, n);
   arena_release(&t->loss_scratch, 0);
   ssd_loss(dev, n, boxes, classes, loc->data, logits->data, offsets, labels,
-           amp_loss_scale(&t->run.scaler), &t->loss_scratch, t->loss.data, dloc.data, dlogits.data);
+           amp_loss_scale(&t->run.scaler) * (float)((double)n * t->run.dist.size / (double)global_count),
+           &t->loss_scratch, t->loss.data, dloc.data, dlogits.data);
   run_add_loss(&t->run, &t->loss);
   ssd_model_backward(&t->net, dev, &dloc, &dlogits, dist_grad_hook(&t->run.dist));
   run_update(dev, &t->run.dist, &t->run.scaler, &t->opt, &t->net.params,
@@ -250,8 +255,9 @@ static int64_t train_batch(void *trainer, int64_t epoch, int64_t i) {
   const LoaderBatch *batch = loader_next(t->train);
   Tensor x = batch_images(t, batch->device[0], batch->count);
   // Every step counts in the schedule, skipped fp16 ones too.
-  train_step(t, &x, batch->device[1], batch->device[2], (epoch - 1) * t->steps_per_epoch + i);
-  return t->global_batch;
+  train_step(t, &x, batch->device[1], batch->device[2], batch->global_count,
+             (epoch - 1) * t->steps_per_epoch + i);
+  return batch->global_count;
 }
 
 // ---------------------------------------------------------------- evaluation
@@ -355,7 +361,7 @@ typedef struct SyntheticStep {
 
 static void synthetic_step(void *ctx, int64_t i) {
   SyntheticStep *s = ctx;
-  train_step(s->t, s->x, s->labels, s->offsets, i);
+  train_step(s->t, s->x, s->labels, s->offsets, s->t->global_batch, i);
 }
 
 // Throughput on random images already on the device, with targets matched
@@ -440,10 +446,7 @@ int main(int argc, char **argv) {
       die_input("--val_annotations", "%s does not exist (the COCO instances JSON of the val split)", path);
     find_backbone(&t);
   }
-  t.steps_per_epoch = t.train_samples / t.global_batch;
-  if (t.steps_per_epoch < 1)
-    die_input("--batch_size", "%lld is larger than the %lld training images", (long long)t.global_batch,
-              (long long)t.train_samples);
+  t.steps_per_epoch = loader_train_steps(cfg, t.train_samples, dist->size, t.global_batch, "images");
 
   SsdModelConfig model = ssd_model_config_from(cfg, t.num_classes);
   t.box_cfg = ssd_box_config_from(cfg, &model);
@@ -499,7 +502,9 @@ int main(int argc, char **argv) {
   if (synthetic)
     run_benchmark(&t.run, "synthetic data", synthetic_run, &t, "images/s");
   else
-    run_train(&t.run, &kTraining, &t, t.steps_per_epoch * t.global_batch, t.steps_per_epoch);
+    run_train(&t.run, &kTraining, &t,
+              loader_keeps_last(cfg) ? t.train_samples : t.steps_per_epoch * t.global_batch,
+              t.steps_per_epoch);
 
   coco_gt_free(&t.gt);
   device_free(kind, t.loss.data);

@@ -119,6 +119,11 @@ void augment_crop_resize_planes(const ImagePlanes *src, float x, float y, float 
   free(ycc);
 }
 
+void augment_affine_cpu(const uint8_t *in, float *out, int64_t pixels, const float scale[3],
+                        const float shift[3]) {
+  for (int64_t i = 0; i < pixels * 3; i++) out[i] = (float)in[i] * scale[i % 3] + shift[i % 3];
+}
+
 void augment_normalize_cpu(const uint8_t *in, float *out, int64_t pixels, const float mean[3],
                            const float std[3]) {
   float scale[3], shift[3];
@@ -126,7 +131,7 @@ void augment_normalize_cpu(const uint8_t *in, float *out, int64_t pixels, const 
     scale[c] = 1.0f / (255.0f * std[c]);
     shift[c] = -mean[c] / std[c];
   }
-  for (int64_t i = 0; i < pixels * 3; i++) out[i] = (float)in[i] * scale[i % 3] + shift[i % 3];
+  augment_affine_cpu(in, out, pixels, scale, shift);
 }
 
 // The decoded size that keeps a crop of crop_len source pixels at least

@@ -84,8 +84,11 @@ void augment_adjust_contrast(uint8_t *pixels, int64_t count, float factor);
 void augment_adjust_saturation(uint8_t *pixels, int64_t count, float factor);
 void augment_adjust_hue(uint8_t *pixels, int64_t count, float shift);
 
-// out = (in / 255 - mean) / std per channel; in, out: (pixels, 3). The GPU
-// version of this runs after the copy in the trainers.
+// out = in x scale + shift per channel; in, out: (pixels, 3). The GPU
+// version of this (op_affine_u8) runs after the copy in the trainers.
+void augment_affine_cpu(const uint8_t *in, float *out, int64_t pixels, const float scale[3],
+                        const float shift[3]);
+// augment_affine_cpu of out = (in / 255 - mean) / std per channel.
 void augment_normalize_cpu(const uint8_t *in, float *out, int64_t pixels, const float mean[3],
                            const float std[3]);
 

@@ -58,13 +58,17 @@ struct Loader {
 };
 
 typedef struct BatchPlace {
-  int64_t epoch, step, count;
+  int64_t epoch, step, count, global_count;
 } BatchPlace;
 
+static int64_t min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
+
 static BatchPlace batch_place(const Loader *l, int64_t k) {
-  BatchPlace p = {l->cfg.start_epoch + k / l->batches_per_epoch, k % l->batches_per_epoch, 0};
-  int64_t left = l->shard_count - p.step * l->cfg.batch_size;
-  p.count = left < l->cfg.batch_size ? left : l->cfg.batch_size;
+  BatchPlace p = {l->cfg.start_epoch + k / l->batches_per_epoch, k % l->batches_per_epoch, 0, 0};
+  int64_t batch = l->cfg.batch_size, global = batch * l->cfg.sampler.world;
+  p.count = min_i64(batch, l->shard_count - p.step * batch);
+  // The step is positions [step x global, ...) of the epoch's order (sampler.h).
+  p.global_count = min_i64(global, l->cfg.sampler.count - p.step * global);
   return p;
 }
 
@@ -205,6 +209,21 @@ static void validate_config(const LoaderConfig *c) {
   if (!c->sample) DIE("loader: no sample function");
 }
 
+// Training's steps are all-reduces: every rank takes as many, and when the
+// last one is kept every rank must have a part in it (sampler_epoch_steps).
+// Evaluation reads this rank's shard to its end.
+static int64_t batches_per_epoch(const LoaderConfig *c, int64_t shard_count) {
+  const Sampler *s = &c->sampler;
+  if (!s->shuffle)
+    return c->drop_last ? shard_count / c->batch_size
+                        : (shard_count + c->batch_size - 1) / c->batch_size;
+  int64_t steps = sampler_epoch_steps(s->count, s->world, c->batch_size, s->keep_rest);
+  if (steps < 0)
+    die_input("loader", "keeping the last batch, its %lld records do not reach each of the %d ranks",
+              (long long)(s->count % (c->batch_size * s->world)), s->world);
+  return steps;
+}
+
 static void alloc_slot(Loader *l, RingSlot *s) {
   s->ready_batch = -1;
   atomic_init(&s->done, 0);
@@ -228,9 +247,9 @@ Loader *loader_open(const LoaderConfig *cfg) {
   Loader *l = xcalloc(1, sizeof *l);
   l->cfg = *cfg;
   l->cuda = cfg->dev && cfg->dev->kind == DEVICE_CUDA;
-  l->shard_count = sampler_shard_count(&cfg->sampler);
-  l->batches_per_epoch = cfg->drop_last ? l->shard_count / cfg->batch_size
-                                        : (l->shard_count + cfg->batch_size - 1) / cfg->batch_size;
+  l->cfg.sampler.keep_rest = cfg->sampler.shuffle && !cfg->drop_last;
+  l->shard_count = sampler_shard_count(&l->cfg.sampler);
+  l->batches_per_epoch = batches_per_epoch(&l->cfg, l->shard_count);
   if (l->batches_per_epoch == 0)
     die_input("loader", "batch size %lld is larger than this rank's %lld records",
               (long long)cfg->batch_size, (long long)l->shard_count);
@@ -260,6 +279,23 @@ Loader *loader_open(const LoaderConfig *cfg) {
 }
 
 int64_t loader_batches_per_epoch(const Loader *l) { return l->batches_per_epoch; }
+
+bool loader_keeps_last(const Config *cfg) {
+  return strcmp(config_string(cfg, "train_last_batch"), "keep") == 0;
+}
+
+int64_t loader_train_steps(const Config *cfg, int64_t count, int world, int64_t global_batch,
+                           const char *unit) {
+  if (global_batch > count)
+    die_input("--batch_size", "%lld is larger than the %lld training %s", (long long)global_batch,
+              (long long)count, unit);
+  int64_t steps = sampler_epoch_steps(count, world, global_batch / world, loader_keeps_last(cfg));
+  if (steps < 0)
+    die_input("--train_last_batch", "keep: the last step's %lld %s cannot give each of the %d "
+              "ranks one (drop them, or choose another --batch_size)",
+              (long long)(count % global_batch), unit, world);
+  return steps;
+}
 LoaderStats loader_stats(const Loader *l) { return l->stats; }
 
 void loader_close_report(Loader *l, FILE *out) {
@@ -303,6 +339,7 @@ const LoaderBatch *loader_next(Loader *l) {
   l->stats.batches++;
   BatchPlace p = batch_place(l, k);
   l->batch = (LoaderBatch){.epoch = p.epoch, .step = p.step, .count = p.count,
+                           .global_count = p.global_count,
                            .last_in_epoch = p.step == l->batches_per_epoch - 1};
   for (int f = 0; f < l->cfg.field_count; f++) {
     l->batch.host[f] = s->host[f];

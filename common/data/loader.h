@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "core/config.h"
 #include "data/sampler.h"
 #include "device/device.h"
 
@@ -36,7 +37,10 @@ typedef struct LoaderConfig {
   int64_t batch_size;
   int threads;           // worker threads
   int ring_batches;      // batches in flight ahead of the trainer (>= 2)
-  bool drop_last;        // training: only full batches; eval: a short last batch
+  // Only full batches, the sampler's remainder resting (training's default);
+  // else a short last batch: evaluation, and training that keeps every
+  // record of an epoch (the loader then sets the sampler's keep_rest).
+  bool drop_last;
   int field_count;
   size_t sample_bytes[LOADER_MAX_FIELDS];
   Sampler sampler;
@@ -53,6 +57,8 @@ typedef struct LoaderBatch {
   int64_t epoch;
   int64_t step;         // batch index within the epoch
   int64_t count;        // samples filled (batch_size but for a short last batch)
+  int64_t global_count; // the step's samples over every rank (world x batch_size
+                        // but for a short last step; sampler.h)
   bool last_in_epoch;
   void *host[LOADER_MAX_FIELDS];    // (batch_size, sample_bytes[f]) pinned
   void *device[LOADER_MAX_FIELDS];  // the same on the device (== host without one)
@@ -64,6 +70,26 @@ typedef struct LoaderStats {
   double first_wait_s;  // of which the wait for the very first batch
   int64_t stalls;       // calls that blocked for more than 1 ms
 } LoaderStats;
+
+// The training loader's last batch of an epoch, a key of every trainer that
+// reads epochs of records through the loader (in its key table): drop (only
+// full batches: the few records left over rest until another epoch's
+// shuffle) or keep (a short last batch: every record once an epoch, which the
+// MLPerf training rules allow, "Equivalence exceptions"). A short batch's
+// mean loss then weighs by its share of the step: a rank's rows x world /
+// LoaderBatch.global_count, once the gradients are averaged over the ranks.
+#define LOADER_LAST_BATCH_KEY                                                        \
+  {"train_last_batch", CFG_STRING, "drop",                                           \
+   "training's last batch of an epoch: drop (full batches only) or keep (a short one)", \
+   "drop|keep"}
+bool loader_keeps_last(const Config *cfg);  // train_last_batch = keep
+// The training steps of an epoch of `count` records at `global_batch` over
+// `world` ranks under train_last_batch (sampler_epoch_steps), checked before
+// run_start: one-line errors naming --batch_size (more than the records;
+// `unit`: what they are, "images") or --train_last_batch (keep, with fewer
+// records left for the last step than ranks).
+int64_t loader_train_steps(const Config *cfg, int64_t count, int world, int64_t global_batch,
+                           const char *unit);
 
 typedef struct Loader Loader;
 Loader *loader_open(const LoaderConfig *cfg);

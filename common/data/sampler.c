@@ -14,8 +14,14 @@ int64_t sampler_shard_count(const Sampler *s) {
   if (s->world <= 0 || s->rank < 0 || s->rank >= s->world)
     DIE("sampler: rank %d of world %d", s->rank, s->world);
   int64_t even = s->count / s->world;
-  if (s->shuffle) return even;
+  if (s->shuffle && !s->keep_rest) return even;
   return even + (s->rank < s->count % s->world);
+}
+
+int64_t sampler_epoch_steps(int64_t count, int world, int64_t batch, bool keep_rest) {
+  int64_t global = batch * world, whole = count / global, left = count % global;
+  if (!keep_rest || left == 0) return whole;
+  return left < world ? -1 : whole + 1;
 }
 
 void sampler_epoch_order(const Sampler *s, int64_t epoch, uint32_t *out) {

@@ -16,7 +16,8 @@ ResnetConfig resnet_config_50(void) {
   ResnetConfig c = {
       .block = RESNET_BOTTLENECK, .stages = 4, .blocks = {3, 4, 6, 3}, .width = 64,
       .in_channels = 3, .image_size = 224, .stem_7x7 = true, .num_classes = 1000,
-      .zero_init_residual = true, .bn_momentum = 0.1f, .bn_eps = 1e-5f,
+      .zero_init_residual = true, .conv_init = {.scale = 2.0f, .fan_in = false, .truncated = false},
+      .bn_momentum = 0.1f, .bn_eps = 1e-5f,
   };
   return c;
 }
@@ -214,6 +215,31 @@ static ResnetConvBn **all_units(Resnet *net, int *count) {
   return units;
 }
 
+double resnet_truncated_normal_std(double bound) {
+  double density = exp(-bound * bound / 2) / sqrt(2 * M_PI), mass = erf(bound / sqrt(2.0));
+  return sqrt(1 - 2 * bound * density / mass);
+}
+
+// A convolution's weights (n of them) as conv_init says, for a fan of `fan`.
+// A truncated draw outside the bounds is replaced by the stream's number
+// i + n, then i + 2n, ... until one falls inside: the same values whatever
+// the others drew.
+static void init_conv_weights(float *w, int64_t n, int64_t fan, const ResnetConvInit *init,
+                              uint64_t seed, uint64_t stream) {
+  float std = sqrtf(init->scale / (float)fan);
+  if (!init->truncated) {
+    rng_fill_normal_cpu(w, n, seed, stream, 0, 0.0f, std);
+    return;
+  }
+  const float bound = 2.0f;
+  float sigma = (float)(std / resnet_truncated_normal_std(bound));
+  for (int64_t i = 0; i < n; i++) {
+    float z = rng_normal(seed, stream, (uint64_t)i);
+    for (uint64_t k = 1; fabsf(z) > bound; k++) z = rng_normal(seed, stream, (uint64_t)i + k * (uint64_t)n);
+    w[i] = sigma * z;
+  }
+}
+
 // Initial parameters and BN statistics, made on the host and copied once;
 // binds each BN's running statistics to its rows of the buffer table.
 static void init_values(Resnet *net, uint64_t seed) {
@@ -226,9 +252,9 @@ static void init_values(Resnet *net, uint64_t seed) {
     ResnetConvBn *c = units[u];
     c->bn.running_mean = paramset_param(bs, c->running_mean);
     c->bn.running_var = paramset_param(bs, c->running_var);
-    // Kaiming normal over fan-out (K R S), as torchvision's ResNet.
-    float std = sqrtf(2.0f / (float)(c->out_c * c->kernel * c->kernel));
-    rng_fill_normal_cpu(params + ps->offsets[c->w], ps->numels[c->w], seed, (uint64_t)c->w, 0, 0.0f, std);
+    int64_t fan = (net->cfg.conv_init.fan_in ? c->in_c : c->out_c) * c->kernel * c->kernel;
+    init_conv_weights(params + ps->offsets[c->w], ps->numels[c->w], fan, &net->cfg.conv_init, seed,
+                      (uint64_t)c->w);
     float *gamma = params + ps->offsets[c->gamma];
     float *var = stats + bs->offsets[c->running_var];
     for (int64_t j = 0; j < c->out_c; j++) {

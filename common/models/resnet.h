@@ -32,6 +32,19 @@ typedef enum { RESNET_BASIC, RESNET_BOTTLENECK } ResnetBlockKind;
 
 #define RESNET_MAX_STAGES 4
 
+// Convolution weights at init, as TensorFlow's variance scaling: zero mean
+// and variance scale / fan, fan = in_c k k (fan_in) or out_c k k (fan_out);
+// a normal, or one truncated at two of its standard deviations and widened
+// so that what is left keeps that variance (truncated). torchvision's
+// Kaiming normal: 2, fan_out, normal; the MLPerf v0.7 ResNet reference's
+// tf.variance_scaling_initializer(distribution="truncated_normal"): 1,
+// fan_in, truncated.
+typedef struct ResnetConvInit {
+  float scale;
+  bool fan_in;     // else fan_out
+  bool truncated;  // else a normal
+} ResnetConvInit;
+
 typedef struct ResnetConfig {
   ResnetBlockKind block;
   int stages;                        // 1..4
@@ -45,6 +58,7 @@ typedef struct ResnetConfig {
   bool stem_7x7;                     // 7x7/2 conv + 3x3/2 max pool; else one 3x3/1 conv
   int num_classes;                   // 0: backbone only, no pooling or classifier
   bool zero_init_residual;           // last BN of each block starts with gamma 0
+  ResnetConvInit conv_init;          // 2, fan_out, normal
   float bn_momentum, bn_eps;         // 0.1, 1e-5 (PyTorch's convention)
   DType dtype;                       // compute dtype: DT_F32, or DT_F16 / DT_BF16 on CUDA
 } ResnetConfig;
@@ -116,10 +130,14 @@ typedef struct Resnet {
 // Builds the layer list and parameter table (with n_state optimizer state
 // buffers: optim_state_count), allocates every buffer for batches of up to
 // max_batch on `device`, and initialises the parameters from seed
-// (Kaiming-normal convolutions, N(0, 0.01) classifier, BN 1/0).
+// (convolutions as cfg->conv_init, N(0, 0.01) classifier, BN 1/0 but the
+// zero gammas of zero_init_residual).
 void resnet_init(Resnet *net, const ResnetConfig *cfg, int64_t max_batch, int n_state,
                  DeviceKind device, uint64_t seed);
 void resnet_free(Resnet *net);
+// The standard deviation of a standard normal truncated to [-bound, bound]:
+// 0.8796... at 2, by which conv_init's truncated normal is widened.
+double resnet_truncated_normal_std(double bound);
 // Moves the network's parameters (their current values) and gradients into
 // the buffers of `outer`, a larger table whose first tensors are this
 // network's specs in order (so their offsets agree), and frees its own: a

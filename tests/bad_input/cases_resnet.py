@@ -176,6 +176,20 @@ CASES = [
     resume_row("resume_other_batch_size", "--batch_size=64", "64", "128"),
     resume_row("resume_other_seed", "--seed=5", "5", "1"),
     resume_row("resume_other_learning_rate", "--base_lr=0.1", "0.1", "0.2"),
+    Case("crop_scale_min_above_max", RESNET + " --data_dir={resnet_data} --crop_scale_max=0.5",
+         "error: --crop_scale_min: 1 is above --crop_scale_max=0.5", 2,
+         "a crop area range upside down (small.conf's minimum is 1)", check=no_run_start),
+    Case("crop_ratio_min_above_max", RESNET + " --data_dir={resnet_data} --crop_ratio_min=1.5",
+         "error: --crop_ratio_min: 1.5 is above --crop_ratio_max=1.33333", 2,
+         "a crop aspect range upside down", check=no_run_start),
+    Case("keep_last_batch_short_of_ranks",
+         "mpirun --allow-run-as-root --oversubscribe -np 3 " + RESNET +
+         " --data_dir={resnet_data} --batch_size=510 --train_last_batch=keep",
+         re.compile(r"error: --train_last_batch: keep: the last step's 2 images cannot give each of "
+                    r"the 3 ranks one \(drop them, or choose another --batch_size\) \[rank \d\]"), 2,
+         "keeping an epoch's last batch when its 512 % 510 = 2 images cannot reach 3 ranks (a rank "
+         "without a step would leave the others waiting in the all-reduce)",
+         check=no_run_start, needs=("mpirun",), timeout_s=60),
     Case("eval_only_on_cadence", RESNET + " --data_dir={resnet_data} --eval_every=2 --max_epochs=3 "
          "--target_accuracy=0.999", None, 0,
          "max_epochs off the eval cadence: no eval there (once an extra eval at max_epochs could "

@@ -61,8 +61,7 @@ static void augment_full_decode(ImageDecoder *d, ClassifyScratch *scratch, const
   if (image_header(d, bytes, n, &info, msg, sizeof msg) != IMAGE_OK) die_input("image", "%s", msg);
   int32_t w = info.width, h = info.height;
   Rng rng = augment_sample_rng(a->seed, 0, index);
-  CropBox box = classify_random_resized_crop_box(w, h, a->scale_min, a->scale_max, a->ratio_min,
-                                                a->ratio_max, &rng);
+  CropBox box = classify_train_crop_box(w, h, &a->crop, &rng);
   bool flip = rng_next_uniform(&rng) < 0.5f;
   if (image_decode(d, bytes, n, 0, 0, &scratch->rgb, msg, sizeof msg) == IMAGE_ERROR)
     die_input("image", "%s", msg);

@@ -76,7 +76,9 @@ static void make_pixels(const Photos *p, int64_t i, int32_t w, int32_t h, int gr
   Rng rng = rng_make(7, (uint64_t)i);
   if (p->count) {
     const Image *src = &p->images[i % p->count];
-    CropBox box = classify_random_resized_crop_box(src->width, src->height, 0.3f, 1.0f, 1.2f, 1.45f, &rng);
+    ClassifyCrop crop = {.scale_min = 0.3f, .scale_max = 1.0f, .ratio_min = 1.2f, .ratio_max = 1.45f,
+                         .attempts = 10};
+    CropBox box = classify_random_resized_crop_box(src->width, src->height, &crop, &rng);
     augment_crop_resize(src->pixels, src->width, src->height, (float)box.x, (float)box.y,
                         (float)box.width, (float)box.height, i % 2, out, w, h);
     for (size_t k = 0; grain > 0 && k < (size_t)w * h * 3; k++) {

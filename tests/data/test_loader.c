@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "core/check.h"
+#include "core/config.h"
 #include "core/rng.h"
 #include "data/augment.h"
 #include "data/image.h"
@@ -188,6 +189,128 @@ static void close_mid_epoch_and_wait_counters(void) {
   CHECK_MSG(st.stalls <= 1, "%lld stalls with a slow trainer", (long long)st.stalls);
   CHECK(st.first_wait_s <= st.wait_s);
   loader_close(l);
+}
+
+// Each record's count over every rank's shard of an epoch, in seen[].
+static void count_shards(Sampler s, int64_t epoch, int *seen) {
+  uint32_t order[64];
+  memset(seen, 0, (size_t)s.count * sizeof *seen);
+  for (s.rank = 0; s.rank < s.world; s.rank++) {
+    int64_t n = sampler_shard_count(&s);
+    sampler_epoch_order(&s, epoch, order);
+    for (int64_t k = 0; k < n; k++) seen[order[k]]++;
+  }
+}
+
+// With keep_rest the ranks together take every record once an epoch, for
+// counts that the ranks (and their batches) divide and that they do not;
+// without it, count % world records rest.
+static void sampler_keep_rest_every_record_once(void) {
+  const int64_t counts[] = {48, 50, 53};
+  int seen[64];
+  for (int c = 0; c < 3; c++)
+    for (int world = 1; world <= 2; world++)
+      for (int keep = 0; keep <= 1; keep++) {
+        Sampler s = {.count = counts[c], .seed = 7, .world = world, .shuffle = true, .keep_rest = keep};
+        for (int64_t epoch = 1; epoch <= 2; epoch++) {
+          count_shards(s, epoch, seen);
+          int once = 0, none = 0;
+          for (int64_t r = 0; r < s.count; r++) {
+            once += seen[r] == 1;
+            none += seen[r] == 0;
+          }
+          int64_t rest = keep ? 0 : s.count % world;
+          CHECK_MSG(once == s.count - rest && none == rest, "count %lld, %d ranks, keep %d: %d "
+                    "records once, %d never", (long long)s.count, world, keep, once, none);
+        }
+      }
+}
+
+// Every rank takes sampler_epoch_steps steps (batches of its shard); keeping
+// the rest with fewer records left than ranks is refused.
+static void sampler_epoch_steps_agree_over_ranks(void) {
+  CHECK_EQ_INT(sampler_epoch_steps(53, 2, 8, false), 3);
+  CHECK_EQ_INT(sampler_epoch_steps(53, 2, 8, true), 4);   // 5 left: 3 + 2
+  CHECK_EQ_INT(sampler_epoch_steps(48, 2, 8, true), 3);   // none left
+  CHECK_EQ_INT(sampler_epoch_steps(49, 2, 8, true), -1);  // 1 left for 2 ranks
+  CHECK_EQ_INT(sampler_epoch_steps(49, 1, 8, true), 7);
+  for (int64_t count = 20; count < 60; count++)
+    for (int world = 1; world <= 3; world++) {
+      int64_t steps = sampler_epoch_steps(count, world, 4, true);
+      for (int rank = 0; rank < world && steps > 0; rank++) {
+        Sampler s = {.count = count, .rank = rank, .world = world, .shuffle = true, .keep_rest = true};
+        CHECK_EQ_INT((sampler_shard_count(&s) + 3) / 4, steps);
+      }
+    }
+}
+
+// A training loader that keeps the last batch, on each of two ranks: both
+// take the same steps; a step's batches add up to its global_count, the last
+// one short; the two ranks read every record once an epoch; epochs follow
+// one another.
+static void train_keep_last_batch_two_ranks(void) {
+  enum { kCount = 53, kBatch = 8, kSteps = 4, kEpochs = 2 };
+  SynthCtx c[2] = {{.seed = 5}, {.seed = 5}};
+  Loader *l[2];
+  for (int r = 0; r < 2; r++) {
+    LoaderConfig cfg = synth_config(&c[r], kCount, kBatch, 2, true);
+    cfg.drop_last = false;
+    cfg.sampler.rank = r;
+    cfg.sampler.world = 2;
+    l[r] = loader_open(&cfg);
+    CHECK_EQ_INT(loader_batches_per_epoch(l[r]), kSteps);
+  }
+  for (int64_t epoch = 0; epoch < kEpochs; epoch++) {
+    int seen[kCount] = {0};
+    for (int step = 0; step < kSteps; step++) {
+      int64_t sum = 0;
+      for (int r = 0; r < 2; r++) {
+        const LoaderBatch *b = loader_next(l[r]);
+        CHECK(b->epoch == epoch && b->step == step && b->last_in_epoch == (step == kSteps - 1));
+        CHECK_EQ_INT(b->global_count, step < kSteps - 1 ? 2 * kBatch : kCount - 3 * 2 * kBatch);
+        sum += b->count;
+        const SynthSample *s = b->host[0];
+        for (int64_t j = 0; j < b->count; j++) seen[s[j].record] += s[j].epoch == epoch;
+      }
+      CHECK_EQ_INT(sum, step < kSteps - 1 ? 2 * kBatch : 5);
+    }
+    int once = 0;
+    for (int r = 0; r < kCount; r++) once += seen[r] == 1;
+    CHECK_EQ_INT(once, kCount);
+  }
+  for (int r = 0; r < 2; r++) loader_close(l[r]);
+}
+
+static void keep_without_a_record_for_each_rank_child(void *arg) {
+  SynthCtx *c = arg;
+  LoaderConfig cfg = synth_config(c, 49, 8, 1, true);
+  cfg.drop_last = false;
+  cfg.sampler.world = 2;
+  loader_open(&cfg);
+}
+
+static const ConfigKey kLastBatchKey[] = {LOADER_LAST_BATCH_KEY};
+
+static void train_steps_child(void *arg) {
+  const char *value = arg;
+  Config cfg;
+  config_init(&cfg);
+  config_add_keys(&cfg, kLastBatchKey, 1);
+  char err[256];
+  if (config_set(&cfg, "train_last_batch", value, "flag", err, sizeof err)) config_die(err);
+  fprintf(stderr, "steps %lld\n", (long long)loader_train_steps(&cfg, 49, 2, 16, "images"));
+  exit(1);  // the steps, seen by the parent as a message
+}
+
+static void keep_refused_without_a_record_for_each_rank(void) {
+  SynthCtx c = {.seed = 1};
+  CHECK_DIES_WITH(keep_without_a_record_for_each_rank_child, &c,
+                  "keeping the last batch, its 1 records do not reach each of the 2 ranks");
+  CHECK_DIES_WITH(train_steps_child, "keep",
+                  "error: --train_last_batch: keep: the last step's 1 images cannot give each of "
+                  "the 2 ranks one (drop them, or choose another --batch_size)");
+  CHECK_DIES_WITH(train_steps_child, "drop", "steps 3");
+  CHECK_DIES_WITH(train_steps_child, "all", "error: --train_last_batch: 'all' is not one of drop|keep");
 }
 
 static void batch_larger_than_shard_child(void *arg) {
@@ -472,6 +595,10 @@ int main(void) {
   TEST_RUN(same_batches_whatever_the_threads);
   TEST_RUN(close_mid_epoch_and_wait_counters);
   TEST_RUN(bad_config_named);
+  TEST_RUN(sampler_keep_rest_every_record_once);
+  TEST_RUN(sampler_epoch_steps_agree_over_ranks);
+  TEST_RUN(train_keep_last_batch_two_ranks);
+  TEST_RUN(keep_refused_without_a_record_for_each_rank);
   TEST_RUN(worker_error_reaches_trainer);
   TEST_RUN(classify_eval_every_image_with_label);
   TEST_RUN(classify_train_same_whatever_the_threads);

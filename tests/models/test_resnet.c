@@ -1,5 +1,5 @@
 // ResNet building blocks: parameter counts of the standard depths, the
-// backward against finite differences for basic and bottleneck networks, the
+// initialisation's statistics, the backward against finite differences for basic and bottleneck networks, the
 // running statistics, and CUDA against CPU.
 #include <math.h>
 #include <stdio.h>
@@ -50,6 +50,82 @@ static void parameter_counts(void) {
   CHECK(!resnet_parse_stages(&bad, "3,x"));
   CHECK(!resnet_parse_stages(&bad, "1,2,3,4,5"));
   CHECK(!resnet_parse_stages(&bad, ""));
+}
+
+// Every convolution's weights over the standard deviation conv_init asks
+// of them, sqrt(scale / fan), pooled: mean, variance and largest magnitude
+// of those z, and the gammas that start at 0.
+typedef struct InitStats {
+  double mean, var, max_abs;
+  int64_t count, zero_gammas, gammas;
+} InitStats;
+
+static InitStats init_stats(ResnetConvInit init, bool zero_init_residual) {
+  ResnetConfig c = resnet_config_50();
+  c.image_size = 8;  // the statistics do not depend on it; keeps buffers small
+  c.num_classes = 5;
+  c.conv_init = init;
+  c.zero_init_residual = zero_init_residual;
+  REQUIRE(resnet_parse_stages(&c, "3,4"));
+  Resnet net;
+  resnet_init(&net, &c, 1, 0, DEVICE_CPU, 11);
+  const ParamSet *ps = &net.params;
+  InitStats st = {0};
+  double sum = 0, sum2 = 0;
+  for (int k = -1; k < net.n_blocks; k++) {
+    ResnetBlock *b = k < 0 ? NULL : &net.blocks[k];
+    int units = k < 0 ? 1 : b->n_conv + b->has_proj;
+    for (int j = 0; j < units; j++) {
+      const ResnetConvBn *u = k < 0 ? &net.stem : j < b->n_conv ? &b->conv[j] : &b->proj;
+      double fan = (double)(init.fan_in ? u->in_c : u->out_c) * u->kernel * u->kernel;
+      double std = sqrt(init.scale / fan);
+      const float *w = ps->params + ps->offsets[u->w];
+      for (int64_t i = 0; i < ps->numels[u->w]; i++) {
+        double z = w[i] / std;
+        sum += z;
+        sum2 += z * z;
+        st.max_abs = fmax(st.max_abs, fabs(z));
+      }
+      st.count += ps->numels[u->w];
+      const float *gamma = ps->params + ps->offsets[u->gamma];
+      for (int64_t i = 0; i < u->out_c; i++) st.zero_gammas += gamma[i] == 0.0f;
+      st.gammas += u->out_c;
+    }
+  }
+  st.mean = sum / st.count;
+  st.var = sum2 / st.count - st.mean * st.mean;
+  resnet_free(&net);
+  return st;
+}
+
+// conv_init over the 1.4 million weights of ResNet-50's first two stages:
+// the variance scale / fan (fan_in or fan_out as asked: their 1x1
+// convolutions have in_c != out_c, which would be 4x off), mean 0, and the
+// truncated normal's bound, 2 standard deviations of the normal before
+// truncation, 2 / 0.8796 = 2.274 of the asked one. Tolerances: 4 standard
+// errors of N draws, for the mean 4 / sqrt(N), for the variance 4
+// sqrt(2 / N) (a normal's; a truncated one's is smaller).
+static void conv_init_statistics(void) {
+  double bound = 2.0 / resnet_truncated_normal_std(2.0);
+  CHECK_NEAR(resnet_truncated_normal_std(2.0), 0.87962566103423978, 1e-12);  // scipy's truncnorm.std(-2, 2)
+  InitStats ref = init_stats((ResnetConvInit){.scale = 1, .fan_in = true, .truncated = true}, false);
+  double n = (double)ref.count;
+  CHECK_MSG(n > 1e6, "%.0f weights", n);
+  CHECK_NEAR(ref.mean, 0.0, 4 / sqrt(n));
+  CHECK_NEAR(ref.var, 1.0, 4 * sqrt(2 / n));
+  // Cut at the bound, and reaching close to it.
+  CHECK_MSG(ref.max_abs <= bound * (1 + 1e-6) && ref.max_abs > 0.99 * bound,
+            "largest |z| %.4f, bound %.4f", ref.max_abs, bound);
+  CHECK_EQ_INT(ref.zero_gammas, 0);
+  // torchvision's (the default): Kaiming normal over fan_out, untruncated.
+  InitStats tv = init_stats(resnet_config_50().conv_init, true);
+  CHECK_NEAR(tv.mean, 0.0, 4 / sqrt(n));
+  CHECK_NEAR(tv.var, 1.0, 4 * sqrt(2 / n));
+  CHECK_MSG(tv.max_abs > bound + 1, "largest |z| %.4f of a normal", tv.max_abs);
+  // zero_init_residual: the last BN of each of the 7 blocks, its 256 or 512
+  // channels (3 x 256 + 4 x 512).
+  CHECK_EQ_INT(tv.zero_gammas, 3 * 256 + 4 * 512);
+  CHECK(tv.gammas > tv.zero_gammas);
 }
 
 typedef struct GradCtx {
@@ -448,6 +524,7 @@ static void precision_misuse_dies(void) {
 
 int main(void) {
   TEST_RUN(parameter_counts);
+  TEST_RUN(conv_init_statistics);
   TEST_RUN(basic_blocks_backward);
   TEST_RUN(bottleneck_stem_7x7_backward);
   TEST_RUN(backbone_backward_matches_classifier);
