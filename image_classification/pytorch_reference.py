@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """The same training in PyTorch, for comparison with build/bin/resnet:
 - the same ResNet (basic or bottleneck v1.5 blocks, channels_last), the same
-  initialisation rules;
+  initialisation rules (`conv_init_*`, `zero_init_residual`);
 - the same data: the raw ImageNet-layout folder the converter read, decoded
   again every epoch by `loader_threads` DataLoader workers (PIL), with the
-  trainer's random-resized crop (area `crop_scale_min`-1, aspect 3/4-4/3, ten
-  tries then the whole image cut to the nearest allowed aspect) and flip for
-  training, and for eval the centre crop that keeps image_size/resize_side of
-  the short side; the mean/std normalisation on the device;
+  trainer's crop (`crop`: random_resized or distorted_box, with the `crop_*`
+  ranges, tries and coverage) and flip for training, and for eval the centre
+  crop that keeps image_size/resize_side of the short side; the
+  normalisation (`normalize`) on the device; an epoch's short last batch
+  dropped or kept (`train_last_batch`);
 - the same optimizer (`optimizer`: SGD with momentum as PyTorch has it, or
   LARS as the MLPerf reference has it: trust ratio eta ||w|| / (||g|| + wd
   ||w||), the scaled learning rate inside the momentum buffer), biases and
@@ -72,22 +73,69 @@ def list_split(raw, split):
     return paths, labels
 
 
-def random_resized_crop_box(width, height, scale_min, rng, ratio_min=3 / 4, ratio_max=4 / 3):
+class Crop:
+    """The trainer's train crop keys (classify_data.h's ClassifyCrop)."""
+
+    def __init__(self, conf):
+        self.method = conf.get("crop", "random_resized")
+        self.scale_min = float(conf.get("crop_scale_min", 0.08))
+        self.scale_max = float(conf.get("crop_scale_max", 1))
+        self.ratio_min = float(conf.get("crop_ratio_min", 0.75))
+        self.ratio_max = float(conf.get("crop_ratio_max", 4 / 3))
+        self.attempts = int(conf.get("crop_attempts", 10))
+        self.min_covered = float(conf.get("crop_min_covered", 0))
+
+    def box(self, width, height, rng):
+        if self.method == "distorted_box":
+            return distorted_box(width, height, self, rng)
+        return random_resized_crop_box(width, height, self, rng)
+
+
+def random_resized_crop_box(width, height, c, rng):
     """The trainer's crop box (classify_data.c): (x, y, w, h)."""
     area = width * height
-    log_lo, log_hi = math.log(ratio_min), math.log(ratio_max)
-    for _ in range(10):
-        target = area * (scale_min + (1 - scale_min) * rng.random())
+    log_lo, log_hi = math.log(c.ratio_min), math.log(c.ratio_max)
+    for _ in range(c.attempts):
+        target = area * (c.scale_min + (c.scale_max - c.scale_min) * rng.random())
         ratio = math.exp(log_lo + (log_hi - log_lo) * rng.random())
         w, h = round(math.sqrt(target * ratio)), round(math.sqrt(target / ratio))
-        if 0 < w <= width and 0 < h <= height:
+        if 0 < w <= width and 0 < h <= height and w * h >= c.min_covered * area:
             return rng.randint(0, width - w), rng.randint(0, height - h), w, h
     w, h = width, height
-    if width / height < ratio_min:
-        h = round(width / ratio_min)
-    elif width / height > ratio_max:
-        w = round(height * ratio_max)
+    if width / height < c.ratio_min:
+        h = round(width / c.ratio_min)
+    elif width / height > c.ratio_max:
+        w = round(height * c.ratio_max)
     return (width - w) // 2, (height - h) // 2, w, h
+
+
+def distorted_box(width, height, c, rng):
+    """The trainer's distorted box (classify_data.c, after TensorFlow's
+    sample_distorted_bounding_box): (x, y, w, h)."""
+    area = width * height
+    lo_area, hi_area = c.scale_min * area, c.scale_max * area
+    for _ in range(c.attempts):
+        ratio = c.ratio_min + (c.ratio_max - c.ratio_min) * rng.random()
+        h, h_max = round(math.sqrt(lo_area / ratio)), round(math.sqrt(hi_area / ratio))
+        if round(h_max * ratio) > width:
+            h_max = int((width + 0.5 - 1e-7) / ratio)
+        h_max = min(h_max, height)
+        h = h_max if h >= h_max else rng.randint(h, h_max)
+        w = round(h * ratio)
+        if w * h < lo_area:
+            h += 1
+            w = round(h * ratio)
+        if w * h > hi_area:
+            h -= 1
+            w = round(h * ratio)
+        if not (lo_area <= w * h <= hi_area and 0 < w <= width and 0 < h <= height):
+            continue
+        if w * h < c.min_covered * area:
+            continue
+        y = rng.randint(0, height - h - 1) if h < height else 0
+        x = rng.randint(0, width - w - 1) if w < width else 0
+        return x, y, w, h
+    return 0, 0, width, height
 
 
 def center_crop_box(width, height, resize_side, out_side):
@@ -103,7 +151,7 @@ class Images(torch.utils.data.Dataset):
     def __init__(self, paths, labels, conf, train):
         self.paths, self.labels, self.train = paths, labels, train
         self.side, self.resize_side = int(conf["image_size"]), int(conf.get("resize_side", 256))
-        self.scale_min = float(conf.get("crop_scale_min", 0.08))
+        self.crop = Crop(conf)
 
     def __len__(self):
         return len(self.paths)
@@ -113,7 +161,7 @@ class Images(torch.utils.data.Dataset):
         width, height = img.size
         if self.train:
             rng = random  # seeded per worker and epoch by the DataLoader
-            x, y, w, h = random_resized_crop_box(width, height, self.scale_min, rng)
+            x, y, w, h = self.crop.box(width, height, rng)
             flip = rng.random() < 0.5
         else:
             x, y, w, h = center_crop_box(width, height, self.resize_side, self.side)
@@ -153,7 +201,7 @@ class LARS(torch.optim.Optimizer):
 
 
 class Block(nn.Module):
-    def __init__(self, cin, width, stride, bottleneck):
+    def __init__(self, cin, width, stride, bottleneck, zero_gamma):
         super().__init__()
         cout = width * 4 if bottleneck else width
         if bottleneck:
@@ -162,7 +210,8 @@ class Block(nn.Module):
             shapes = [(cin, width, 3, stride), (width, cout, 3, 1)]
         self.convs = nn.ModuleList(nn.Conv2d(a, b, k, s, k // 2, bias=False) for a, b, k, s in shapes)
         self.bns = nn.ModuleList(nn.BatchNorm2d(b) for _, b, _, _ in shapes)
-        nn.init.zeros_(self.bns[-1].weight)
+        if zero_gamma:
+            nn.init.zeros_(self.bns[-1].weight)
         self.proj = None
         if stride != 1 or cin != cout:
             self.proj = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
@@ -191,16 +240,28 @@ class ResNet(nn.Module):
         blocks, c = [], width
         for s, n in enumerate(stages):
             for i in range(n):
-                b = Block(c, width << s, 2 if s > 0 and i == 0 else 1, bottleneck)
+                b = Block(c, width << s, 2 if s > 0 and i == 0 else 1, bottleneck,
+                          conf.get("zero_init_residual", "true") == "true")
                 blocks.append(b)
                 c = b.cout
         self.blocks = nn.Sequential(*blocks)
         self.fc = nn.Linear(c, classes)
         nn.init.normal_(self.fc.weight, std=0.01)
         nn.init.zeros_(self.fc.bias)
+        # Variance scaling (the trainer's conv_init_*): scale / fan, a normal
+        # or one truncated at 2 standard deviations and widened to keep it.
+        scale = float(conf.get("conv_init_scale", 2))
+        fan_in = conf.get("conv_init_fan", "out") == "in"
+        truncated = conf.get("conv_init_dist", "normal") == "truncated_normal"
         for m in self.modules():
             if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+                fans = nn.init._calculate_fan_in_and_fan_out(m.weight)
+                std = math.sqrt(scale / fans[0 if fan_in else 1])
+                if truncated:
+                    sigma = std / 0.87962566103423978  # a standard normal's std truncated to [-2, 2]
+                    nn.init.trunc_normal_(m.weight, std=sigma, a=-2 * sigma, b=2 * sigma)
+                else:
+                    nn.init.normal_(m.weight, std=std)
 
     def forward(self, x):
         return self.fc(self.blocks(self.stem(x)).mean((2, 3)))
@@ -233,12 +294,17 @@ def main():
     batch = int(conf["batch_size"])
     train_set = Images(*list_split(args.raw, "train"), conf, train=not args.no_augment)
     val_set = Images(*list_split(args.raw, "val"), conf, train=False)
-    train_loader = torch.utils.data.DataLoader(train_set, batch_size=batch, shuffle=True, drop_last=True,
+    keep_last = conf.get("train_last_batch", "drop") == "keep"
+    train_loader = torch.utils.data.DataLoader(train_set, batch_size=batch, shuffle=True, drop_last=not keep_last,
                                                num_workers=workers, persistent_workers=workers > 0)
     val_loader = torch.utils.data.DataLoader(val_set, batch_size=512, num_workers=workers,
                                              persistent_workers=workers > 0)
-    mean = torch.tensor([0.485, 0.456, 0.406], device=dev).view(1, 3, 1, 1) * 255
-    std = torch.tensor([0.229, 0.224, 0.225], device=dev).view(1, 3, 1, 1) * 255
+    if conf.get("normalize", "mean_std") == "mean":  # the MLPerf reference's channel means, no division
+        mean = torch.tensor([123.68, 116.78, 103.94], device=dev).view(1, 3, 1, 1)
+        std = torch.ones(1, 3, 1, 1, device=dev)
+    else:
+        mean = torch.tensor([0.485, 0.456, 0.406], device=dev).view(1, 3, 1, 1) * 255
+        std = torch.tensor([0.229, 0.224, 0.225], device=dev).view(1, 3, 1, 1) * 255
     prep = lambda x: ((x.to(dev).permute(0, 3, 1, 2).float() - mean) / std).contiguous(memory_format=torch.channels_last)
     model = ResNet(conf).to(dev).to(memory_format=torch.channels_last)
     decay, no_decay = [], []
@@ -252,7 +318,7 @@ def main():
         opt = LARS([{"params": decay, "weight_decay": wd}, {"params": no_decay, "adapt": False}],
                    momentum=momentum, eta=float(conf.get("lars_eta", 0.001)))
     epochs = args.max_epochs or int(conf["max_epochs"])
-    steps_per_epoch = len(train_set) // batch
+    steps_per_epoch = -(-len(train_set) // batch) if keep_last else len(train_set) // batch
     warm = round(float(conf["warmup_epochs"]) * steps_per_epoch)
     total = round(float(conf.get("decay_epochs", 0) or conf["max_epochs"]) * steps_per_epoch)
     base, end, power = float(conf["base_lr"]), float(conf["end_lr"]), float(conf["poly_power"])
