@@ -213,10 +213,10 @@ static void setup_optimizer(Trainer *t) {
 // images over all ranks): forward, loss, backward (per micro-batch of up to
 // micro_batch images, the gradients summing), all-reduce, update. Returns
 // nothing; the loss (of the last micro-batch) stays on the device. The
-// gradient of each micro-batch's mean loss is scaled by its share of the
-// step, rows x ranks / global_count (the all-reduce averages over the
-// ranks), so the sum is the mean over the step's images; for a full batch
-// that is 1/micro_batches each. The all-reduce starts during the last
+// gradient of each micro-batch's mean loss is scaled by 1/micro_batches and
+// its share of the step (loader_share: 1 in a full batch), so that the sum
+// over micro-batches, averaged over the ranks by the all-reduce, is the
+// mean over the step's images. The all-reduce starts during the last
 // backward. Under fp16 the loss gradient is scaled too, the averaged
 // gradients unscaled and checked, and a step whose gradients overflowed is
 // skipped (amp.h).
@@ -233,10 +233,10 @@ static void train_step(Trainer *t, const Tensor *images, const Tensor *labels, i
     const Tensor *logits = resnet_forward(&t->net, dev, &x, true);
     Tensor dlogits = t->dlogits;
     dlogits.shape[0] = rows;
-    // rows x k: the rows as a share of an even split of the step, 1 in a full one.
-    double share = (double)(rows * k) * t->run.dist.size / (double)global_count;
+    // The micro-batches add up and the ranks average: k x ranks parts.
+    float share = (float)loader_share(rows, global_count, k * t->run.dist.size);
     op_softmax_xent(dev, logits, &y, t->label_smoothing, -1,
-                    amp_loss_scale(&t->run.scaler) / (float)k * (float)share, &t->loss, NULL, &dlogits);
+                    amp_loss_scale(&t->run.scaler) / (float)k * share, &t->loss, NULL, &dlogits);
     run_add_loss(&t->run, &t->loss);
     resnet_backward(&t->net, dev, &dlogits, m == parts - 1 ? dist_grad_hook(&t->run.dist) : (GradHook){0});
   }

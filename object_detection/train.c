@@ -228,8 +228,8 @@ static void setup_optimizer(SsdTrainer *t) {
 // over all ranks): forward, the loss with hard negative mining, backward
 // (the all-reduce starting as gradients become final), update. The loss
 // stays on the device. Its gradient is scaled by the batch's share of the
-// step, n x ranks / global_count (1 but in a kept short last step), as the
-// all-reduce averages over the ranks.
+// step (loader_share over the ranks, which the all-reduce averages: 1 but
+// in a kept short last step).
 static void train_step(SsdTrainer *t, const Tensor *images, const int32_t *labels,
                        const float *offsets, int64_t global_count, int64_t step) {
   const Device *dev = &t->run.dev;
@@ -240,7 +240,7 @@ static void train_step(SsdTrainer *t, const Tensor *images, const int32_t *label
   Tensor dloc = tensor_rows(&t->dloc, 0, n), dlogits = tensor_rows(&t->dlogits, 0, n);
   arena_release(&t->loss_scratch, 0);
   ssd_loss(dev, n, boxes, classes, loc->data, logits->data, offsets, labels,
-           amp_loss_scale(&t->run.scaler) * (float)((double)n * t->run.dist.size / (double)global_count),
+           amp_loss_scale(&t->run.scaler) * (float)loader_share(n, global_count, t->run.dist.size),
            &t->loss_scratch, t->loss.data, dloc.data, dlogits.data);
   run_add_loss(&t->run, &t->loss);
   ssd_model_backward(&t->net, dev, &dloc, &dlogits, dist_grad_hook(&t->run.dist));

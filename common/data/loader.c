@@ -280,6 +280,10 @@ Loader *loader_open(const LoaderConfig *cfg) {
 
 int64_t loader_batches_per_epoch(const Loader *l) { return l->batches_per_epoch; }
 
+double loader_share(int64_t rows, int64_t global_count, int64_t parts) {
+  return (double)(rows * parts) / (double)global_count;
+}
+
 bool loader_keeps_last(const Config *cfg) {
   return strcmp(config_string(cfg, "train_last_batch"), "keep") == 0;
 }

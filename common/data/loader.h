@@ -76,13 +76,18 @@ typedef struct LoaderStats {
 // full batches: the few records left over rest until another epoch's
 // shuffle) or keep (a short last batch: every record once an epoch, which the
 // MLPerf training rules allow, "Equivalence exceptions"). A short batch's
-// mean loss then weighs by its share of the step: a rank's rows x world /
-// LoaderBatch.global_count, once the gradients are averaged over the ranks.
+// mean loss then weighs by its share of the step (loader_share).
 #define LOADER_LAST_BATCH_KEY                                                        \
   {"train_last_batch", CFG_STRING, "drop",                                           \
    "training's last batch of an epoch: drop (full batches only) or keep (a short one)", \
    "drop|keep"}
 bool loader_keeps_last(const Config *cfg);  // train_last_batch = keep
+// The weight of a mean loss over `rows` of a step's global_count samples
+// (LoaderBatch.global_count) when the step's gradient is the average of
+// `parts` such means (ranks, or ranks x micro-batches): rows x parts /
+// global_count, so that every sample of the step weighs 1 / global_count;
+// exactly 1 when every part is full.
+double loader_share(int64_t rows, int64_t global_count, int64_t parts);
 // The training steps of an epoch of `count` records at `global_batch` over
 // `world` ranks under train_last_batch (sampler_epoch_steps), checked before
 // run_start: one-line errors naming --batch_size (more than the records;

@@ -246,8 +246,9 @@ static void sampler_epoch_steps_agree_over_ranks(void) {
 
 // A training loader that keeps the last batch, on each of two ranks: both
 // take the same steps; a step's batches add up to its global_count, the last
-// one short; the two ranks read every record once an epoch; epochs follow
-// one another.
+// one short; their loss shares (loader_share) average to 1 over the ranks,
+// each exactly 1 in a full step; the two ranks read every record once an
+// epoch; epochs follow one another.
 static void train_keep_last_batch_two_ranks(void) {
   enum { kCount = 53, kBatch = 8, kSteps = 4, kEpochs = 2 };
   SynthCtx c[2] = {{.seed = 5}, {.seed = 5}};
@@ -264,15 +265,20 @@ static void train_keep_last_batch_two_ranks(void) {
     int seen[kCount] = {0};
     for (int step = 0; step < kSteps; step++) {
       int64_t sum = 0;
+      double shares = 0;
       for (int r = 0; r < 2; r++) {
         const LoaderBatch *b = loader_next(l[r]);
         CHECK(b->epoch == epoch && b->step == step && b->last_in_epoch == (step == kSteps - 1));
         CHECK_EQ_INT(b->global_count, step < kSteps - 1 ? 2 * kBatch : kCount - 3 * 2 * kBatch);
+        double share = loader_share(b->count, b->global_count, 2);
+        CHECK(step == kSteps - 1 || share == 1.0);
+        shares += share;
         sum += b->count;
         const SynthSample *s = b->host[0];
         for (int64_t j = 0; j < b->count; j++) seen[s[j].record] += s[j].epoch == epoch;
       }
       CHECK_EQ_INT(sum, step < kSteps - 1 ? 2 * kBatch : 5);
+      CHECK_NEAR(shares / 2, 1.0, 1e-15);  // the last step: 3 x 2 / 5 and 2 x 2 / 5
     }
     int once = 0;
     for (int r = 0; r < kCount; r++) once += seen[r] == 1;
