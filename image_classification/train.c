@@ -280,6 +280,10 @@ static double evaluate(void *trainer, char *more, size_t more_bytes) {
 static int64_t train_batch(void *trainer, int64_t epoch, int64_t i) {
   Trainer *t = trainer;
   const LoaderBatch *batch = loader_next(t->train);
+  // The loader's epochs are the trainer's (both count train_last_batch's steps).
+  if (batch->epoch != epoch || batch->step != i)
+    DIE("train_batch: the loader's step %lld of epoch %lld where the trainer is at step %lld of epoch %lld",
+        (long long)batch->step, (long long)batch->epoch, (long long)i, (long long)epoch);
   Tensor x = batch_images(t, batch);
   Tensor y = TENSOR(batch->device[1], DT_I32, t->run.dev.kind, batch->count);
   // Not opt.step: under fp16 that omits the skipped steps, and the schedule
@@ -305,7 +309,7 @@ static double bench_run(void *trainer) {
       warm = loader_stats(t->train);
       start = time_now_s();
     }
-    int64_t took = train_batch(t, 1, s);
+    int64_t took = train_batch(t, 1 + s / t->steps_per_epoch, s % t->steps_per_epoch);
     if (s >= 10) images += took;
   }
   device_sync(dev);
