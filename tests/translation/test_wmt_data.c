@@ -2,11 +2,12 @@
 // a data set's files, each a one-line error naming the file; reading pairs
 // back, truncated or discarded at max_len, and bad records naming the
 // record; the eval set read whole or cut, and an eval source longer than
-// training's max_length reaching the model whole; the reference's bucket boundaries; the training plan's invariants
-// over many random splits (every pair once per epoch up to the documented
-// tail, batches within max_tokens and one bucket, deterministic from
-// (seed, epoch), equal disjoint rank shares); the eval plan (every pair
-// once, sorted, greedy); the batch fill (padding, the shift right, labels).
+// training's max_length reaching the model whole; the reference's bucket
+// boundaries; the training plan's invariants over many random splits
+// (every pair once per epoch up to the documented tail, batches within
+// max_tokens and one bucket, deterministic from (seed, epoch), equal
+// disjoint rank shares); the eval plan (every pair once, sorted, greedy);
+// the batch fill (padding, the shift right, labels).
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
