@@ -12,6 +12,7 @@
 #   make test-emu                  the CUDA code on the CPU emulator (tests/emu)
 #   make test-san                  the C test programs under ASan + UBSan (SANITIZE=1 build)
 #   make test-matrix               order-dependent tests under every OpenBLAS kernel set (tests/matrix.sh)
+#   make test-full-configs         the first training steps of every full config on the CPU (about 24 min)
 #   make goldens                   rewrite tests/golden/*.gld with PyTorch (pip install torch)
 
 .DEFAULT_GOAL := all
@@ -31,7 +32,7 @@ PKG_OK := $(shell pkg-config --exists $(PKGS) 2>/dev/null && echo 1)
 DNNL ?= $(if $(wildcard /usr/include/oneapi/dnnl/dnnl.h),1,0)
 PYTHON ?= python3
 
-ifneq ($(filter-out deps clean test test-emu test-san test-matrix run seeds bench bench-cpu goldens,$(or $(MAKECMDGOALS),all)),)
+ifneq ($(filter-out deps clean test test-emu test-san test-matrix test-full-configs run seeds bench bench-cpu goldens,$(or $(MAKECMDGOALS),all)),)
 ifneq ($(PKG_OK),1)
 $(error missing libraries (pkg-config: $(PKGS)); run 'make deps' as root first)
 endif
@@ -151,7 +152,7 @@ BENCH_BINS := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(wildcard tests/bench
 ALL_OBJ := $(COMMON_OBJ) $(HARNESS_OBJ)
 
 # ---------------------------------------------------------------- rules
-.PHONY: all deps test test-emu test-san test-matrix run seeds bench bench-cpu clean probe goldens fuzz
+.PHONY: all deps test test-emu test-san test-matrix test-full-configs run seeds bench bench-cpu clean probe goldens fuzz
 # Keep the objects of every program: make would otherwise delete them as
 # intermediate files and compile them again next time.
 .SECONDARY:
@@ -167,7 +168,7 @@ Q := $(if $(filter 1,$(V)),,@)
 # (or MPI=0, or a new library) rebuilds instead of mixing old objects in.
 FLAGS_STAMP := $(BUILD)/flags.txt
 FLAGS_NOW := $(CC) $(CFLAGS) | $(NVCC) $(NVCCFLAGS) | $(LDLIBS)
-ifneq ($(filter-out deps clean test test-emu test-san test-matrix run seeds bench bench-cpu goldens,$(or $(MAKECMDGOALS),all)),)
+ifneq ($(filter-out deps clean test test-emu test-san test-matrix test-full-configs run seeds bench bench-cpu goldens,$(or $(MAKECMDGOALS),all)),)
 $(shell mkdir -p $(BUILD); [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" = '$(FLAGS_NOW)' ] || echo '$(FLAGS_NOW)' >$(FLAGS_STAMP))
 endif
 
@@ -280,6 +281,12 @@ test-san:
 test-matrix:
 	@bash scripts/deps.sh && $(MAKE) --no-print-directory -j$$(nproc) all && \
 	  $(MAKE) --no-print-directory -j$$(nproc) EMU=1 BUILD=build-emu all && bash tests/matrix.sh $(BUILD) build-emu
+
+# Every full config's model built and a few training steps taken on the CPU
+# (tests/recipes/full_first_steps.sh); too slow for make test.
+test-full-configs:
+	@bash scripts/deps.sh && $(MAKE) --no-print-directory -j$$(nproc) all && \
+	  bash tests/recipes/full_first_steps.sh $(BUILD)
 
 BENCH ?= resnet
 DEVICE ?= auto

@@ -11,11 +11,12 @@ RECIPE_DIR (default: this folder) holds one table per benchmark,
 
 config: a config file under the benchmark's task folder's configs/ (in the
 repository, or under --root), or * for every full config of that task
-(FULL_CONFIGS); key: a trainer config key;
-value: the MLPerf reference's value, as the trainer's effective config prints
-it; source: where the value comes from (the reference's file and line, or the
-rule's section). Blank lines and lines starting with # are skipped. A row
-naming one config file wins over a * row of the same key.
+(FULL_CONFIGS); key: a trainer config key; value: the MLPerf reference's
+value, as the trainer's effective config prints it; source: where the value
+comes from (the reference's file and line, or the rule's section). Blank
+lines and lines starting with # are skipped. A row naming one config file
+wins over a * row of the same key; a second row of the same config and key
+is an error.
 
 For each config a row names, the trainer (BUILD_DIR/bin/<bench>) prints its
 effective config, defaults included, with --print_config (no data, device
@@ -26,9 +27,9 @@ config file that does not exist or trainer that fails is one line naming the
 table's line, the benchmark, the config, the key, the reference's value, ours
 and the source.
 
-Exit status: 0 when every row matches, 1 on any mismatch, 2 when a table
-cannot be read (a malformed line, a file named after no benchmark, no
-tables)."""
+Exit status: 0 when every row matches, 1 on any of those, 2 when a table
+cannot be read (a malformed line, a second row for a key, a file named
+after no benchmark, no tables)."""
 import argparse
 import glob
 import os
@@ -121,7 +122,8 @@ def same_value(reference, ours):
     for x, y in zip(a, b):
         nx, ny = as_number(x), as_number(y)
         if nx is not None and ny is not None:
-            if abs(nx - ny) > RELATIVE_TOLERANCE * max(abs(nx), abs(ny)):
+            # Written so that a NaN fails and equal infinities pass.
+            if not (nx == ny or abs(nx - ny) <= RELATIVE_TOLERANCE * max(abs(nx), abs(ny))):
                 return False
         elif x != y:
             return False
