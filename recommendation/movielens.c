@@ -521,17 +521,38 @@ static void ml_check_ids(const char *path, const int32_t *ids, int64_t n,
                 (long long)i, ids[i], ML_MAX_ID);
 }
 
+// User u's test negatives drawn again from the split's training items, test
+// item and neg_seed into out (n_neg); rated: scratch of the user's training
+// items + 1.
+static void ml_redraw_user(const MlData *d, int64_t u, int32_t *rated, int32_t *out) {
+  const int32_t *train = d->train_items + d->train_offsets[u];
+  int64_t n = d->train_offsets[u + 1] - d->train_offsets[u], below = 0;
+  while (below < n && train[below] < d->test_items[u]) below++;
+  memcpy(rated, train, (size_t)below * sizeof(int32_t));
+  rated[below] = d->test_items[u];
+  memcpy(rated + below + 1, train + below, (size_t)(n - below) * sizeof(int32_t));
+  ml_draw_test_negs(u, rated, n + 1, d->n_items, d->n_neg, d->neg_seed, out);
+}
+
+void ml_draw_all_test_negs(const MlData *d, int32_t *out) {
+  int64_t most = 0;
+  for (int64_t u = 0; u < d->n_users; u++)
+    if (d->train_offsets[u + 1] - d->train_offsets[u] > most)
+      most = d->train_offsets[u + 1] - d->train_offsets[u];
+#pragma omp parallel
+  {
+    int32_t *rated = (int32_t *)xmalloc((size_t)(most + 1) * sizeof(int32_t));  // (most + 1)
+#pragma omp for schedule(dynamic, 256)
+    for (int64_t u = 0; u < d->n_users; u++) ml_redraw_user(d, u, rated, out + u * d->n_neg);
+    free(rated);
+  }
+}
+
 // The header's neg_seed against the negatives: user 0's are drawn again.
 static void ml_check_seed(const MlData *d, const char *path) {
-  int64_t n = d->train_offsets[1];
-  int32_t *rated = (int32_t *)xmalloc((size_t)(n + 1) * sizeof(int32_t));  // (n + 1)
+  int32_t *rated = (int32_t *)xmalloc((size_t)(d->train_offsets[1] + 1) * sizeof(int32_t));
   int32_t *negs = (int32_t *)xmalloc((size_t)d->n_neg * sizeof(int32_t));  // (n_neg)
-  int64_t below = 0;
-  while (below < n && d->train_items[below] < d->test_items[0]) below++;
-  memcpy(rated, d->train_items, (size_t)below * sizeof(int32_t));
-  rated[below] = d->test_items[0];
-  memcpy(rated + below + 1, d->train_items + below, (size_t)(n - below) * sizeof(int32_t));
-  ml_draw_test_negs(0, rated, n + 1, d->n_items, d->n_neg, d->neg_seed, negs);
+  ml_redraw_user(d, 0, rated, negs);
   int same = memcmp(negs, d->test_negs, (size_t)d->n_neg * sizeof(int32_t)) == 0;
   free(rated);
   free(negs);

@@ -133,3 +133,10 @@ MlFileHeader ml_data_header(const char *path);
 
 // Maps path (an ncf.bin) read-only into d and checks it.
 void ml_data_map(const char *path, MlData *d);
+
+// Every user's test negatives drawn again, as ml_split drew them (from the
+// training items, the test item and neg_seed), into out (n_users, n_neg):
+// what the converter wrote, drawn where a run wants the drawing timed (the
+// v0.5 reference draws them after its clock starts). Users on the team's
+// threads.
+void ml_draw_all_test_negs(const MlData *d, int32_t *out);

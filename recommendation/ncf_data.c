@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/parallel.h"
+#include "core/progress.h"
 
 // A copy of host array src (bytes) on the data's device, freed by close.
 static void *ncf_upload(NcfData *d, int slot, const void *src, size_t bytes) {
@@ -53,10 +54,25 @@ void ncf_data_open(NcfData *d, const char *dir, int64_t train_negatives, uint64_
   d->train.seed = seed;
 }
 
+double ncf_data_draw_test_negs(NcfData *d) {
+  double t0 = time_now_s();
+  size_t bytes = (size_t)(d->n_users * d->n_test_neg) * sizeof(int32_t);
+  int32_t *negs = xmalloc(bytes);  // (n_users, n_test_neg)
+  ml_draw_all_test_negs(&d->file, negs);
+  if (d->device == DEVICE_CPU) {
+    d->test_negs = d->drawn_negs = negs;  // in place of the mapping's
+  } else {
+    device_copy(d->device, (void *)d->test_negs, DEVICE_CPU, negs, bytes);
+    free(negs);
+  }
+  return time_now_s() - t0;
+}
+
 void ncf_data_close(NcfData *d) {
   for (int i = 0; i < 4; i++)
     if (d->owned[i]) device_free(d->device, d->owned[i]);
   if (d->device != DEVICE_CPU) device_free(d->device, (void *)d->test_negs);
+  free(d->drawn_negs);
   ml_data_free(&d->file);
   memset(d, 0, sizeof *d);
 }

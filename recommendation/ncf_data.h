@@ -21,6 +21,7 @@ typedef struct NcfData {
   const int32_t *test_negs;   // (n_users, n_test_neg) on the device
   int64_t n_users, n_items, n_test_neg;
   int32_t *owned[4];      // device (or host) allocations to free
+  int32_t *drawn_negs;    // (n_users, n_test_neg) on the CPU: ncf_data_draw_test_negs's
 } NcfData;
 
 // The counts of dir/ncf.bin from its header, checked against the file's
@@ -30,6 +31,11 @@ MlFileHeader ncf_data_check(const char *dir);
 // Maps dir/ncf.bin, checks it, and puts what the batches read on `device`.
 void ncf_data_open(NcfData *d, const char *dir, int64_t train_negatives, uint64_t seed,
                    DeviceKind device);
+// The test negatives drawn again from ncf.bin's seed (ml_draw_all_test_negs:
+// the same ones its converter wrote) in place of those read from it, so
+// that a run times their drawing as the v0.5 reference does (its convert.py
+// logs run_start, then draws them). Returns the seconds it took.
+double ncf_data_draw_test_negs(NcfData *d);
 void ncf_data_close(NcfData *d);
 
 #ifdef __cplusplus

@@ -47,6 +47,9 @@ static const ConfigKey NCF_KEYS[] = {
      "[1, inf)"},
     {"bench_steps", CFG_INT, "0",
      "throughput only: time this many training steps (after 5 warm-up), no eval or target", "[0, inf)"},
+    {"draw_test_negatives", CFG_BOOL, "false",
+     "draw the test negatives again after run_start, from ncf.bin's seed (the same ones), so that "
+     "their drawing is timed as in the v0.5 reference (its convert.py starts the clock first)", NULL},
 };
 
 typedef struct NcfTrainer {
@@ -139,6 +142,11 @@ static void ncf_open_data(void *trainer) {
   NcfTrainer *r = trainer;
   ncf_data_open(&r->data, run_data_dir(&r->run), config_int(&r->run.cfg, "train_negatives"),
                 (uint64_t)config_int(&r->run.cfg, "seed"), r->run.dev.kind);
+  if (!config_bool(&r->run.cfg, "draw_test_negatives")) return;
+  double seconds = ncf_data_draw_test_negs(&r->data);
+  if (r->run.rank == 0)
+    printf("ncf: test negatives drawn after run_start: %lld users x %lld in %.2f s\n",
+           (long long)r->data.n_users, (long long)r->data.n_test_neg, seconds);
 }
 
 // This rank's share [*first, *first + *rows) of global batch `step`: the

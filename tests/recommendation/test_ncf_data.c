@@ -1,6 +1,7 @@
 // MovieLens data for NCF (recommendation/movielens.h): the r-th unrated item, the
 // MLPerf split of a hand-made ratings.csv (filter, dense ids, the latest
-// rating with its tie rule, test negatives), the ncf.bin round trip and its
+// rating with its tie rule, test negatives, drawn again as a timed run
+// draws them), the ncf.bin round trip and its
 // whole-or-nothing write, what ratings.csv may hold (a byte-order mark,
 // blank lines at the end), and one-line errors naming file:line for bad
 // input and the file and first inconsistency for every corrupt field.
@@ -12,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/check.h"
 #include "core/rng.h"
 #include "recommendation/movielens.h"
 #include "tests/harness/test.h"
@@ -110,6 +112,51 @@ static void split_follows_the_rules(void) {
   ml_data_free(&m);
   ml_data_free(&same);
   ml_data_free(&other);
+  ml_data_free(&d);
+  ml_ratings_free(&r);
+}
+
+// The test negatives drawn again after a run's clock starts
+// (ml_draw_all_test_negs, draw_test_negatives) are the converter's, for every
+// user: 300 users who rated 20 to 59 of 200 items at random times, split in
+// memory and through ncf.bin.
+static void test_negatives_drawn_again_are_the_converters(void) {
+  enum { USERS = 300, ITEMS = 200, NEG = 99 };
+  MlRatings r = {.user = xmalloc(USERS * 60 * sizeof(int32_t)),
+                 .item = xmalloc(USERS * 60 * sizeof(int32_t)),
+                 .timestamp = xmalloc(USERS * 60 * sizeof(int64_t)), .source = "generated"};
+  Rng rng = rng_make(3, 0);
+  for (int32_t u = 0; u < USERS; u++) {
+    int32_t items[ITEMS];
+    for (int32_t i = 0; i < ITEMS; i++) items[i] = i;
+    int64_t n = 20 + (int64_t)rng_next_below(&rng, 40);
+    for (int64_t k = 0; k < n; k++) {  // the first n of a shuffle: no item twice
+      int64_t j = k + (int64_t)rng_next_below(&rng, (uint32_t)(ITEMS - k));
+      int32_t t = items[k];
+      items[k] = items[j];
+      items[j] = t;
+      r.user[r.count] = u;
+      r.item[r.count] = items[k];
+      r.timestamp[r.count++] = (int64_t)rng_next_below(&rng, 1000);
+    }
+  }
+  MlData d, m;
+  ml_split(&r, 20, NEG, 11, &d);
+  REQUIRE(d.n_users == USERS);
+  int32_t *again = xmalloc((size_t)(USERS * NEG) * sizeof(int32_t));
+  ml_draw_all_test_negs(&d, again);
+  CHECK(memcmp(again, d.test_negs, (size_t)(USERS * NEG) * sizeof(int32_t)) == 0);
+  char dir[1024], path[1100];
+  snprintf(dir, sizeof dir, "%s/redraw", test_tmpdir());
+  mkdir(dir, 0755);
+  ml_data_write(&d, dir);
+  snprintf(path, sizeof path, "%s/%s", dir, ML_FILE_NAME);
+  ml_data_map(path, &m);
+  memset(again, 0, (size_t)(USERS * NEG) * sizeof(int32_t));
+  ml_draw_all_test_negs(&m, again);
+  CHECK(memcmp(again, d.test_negs, (size_t)(USERS * NEG) * sizeof(int32_t)) == 0);
+  free(again);
+  ml_data_free(&m);
   ml_data_free(&d);
   ml_ratings_free(&r);
 }
@@ -357,6 +404,7 @@ static void corrupt_files_are_input_errors(void) {
 int main(void) {
   TEST_RUN(unrated_item_matches_brute_force);
   TEST_RUN(split_follows_the_rules);
+  TEST_RUN(test_negatives_drawn_again_are_the_converters);
   TEST_RUN(write_is_whole_or_nothing);
   TEST_RUN(blank_lines_at_the_end_and_a_bom_are_accepted);
   TEST_RUN(bad_csv_lines_name_file_and_line);

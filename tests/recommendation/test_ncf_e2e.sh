@@ -125,18 +125,29 @@ resume_check ncf_resume_matches_uninterrupted "$tmp/resume" "$build/bin/ncf" --c
 
 # 5. Two MPI ranks on CPU (each a half of every global batch and of the eval
 # users): epoch 1 scores what one rank scored, to rounding of the gradient
-# averaging (a different summation order, not different data).
+# averaging (a different summation order, not different data). The ranks
+# draw the test negatives again after run_start (draw_test_negatives, as the
+# full configs): the same negatives the converter wrote (test_ncf_data), so
+# the same score; the draw is said after run_start.
 if ! has_mpi "$build/bin/ncf"; then
   echo "SKIP ncf_two_ranks: no MPI in this build"
 else
   timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 "$build/bin/ncf" --config=$conf \
-    --device=cpu --data_dir="$tmp/data" --log_file="$tmp/two.log" --max_epochs=1 >"$tmp/two.out" 2>&1
+    --device=cpu --data_dir="$tmp/data" --log_file="$tmp/two.log" --max_epochs=1 \
+    --draw_test_negatives >"$tmp/two.out" 2>&1
   rc=$?
   two=$(ncf_hr "$tmp/two.out" 1)
   if close "$one" "$two" 0.01; then
     echo "PASS ncf_two_ranks (epoch 1 HR@10: one rank $one, two ranks $two)"
   else
     echo "FAIL ncf_two_ranks: mpirun exit $rc, epoch 1 HR@10 one rank '$one', two ranks '$two'"
+  fi
+  drawn=$(grep -n '^ncf: test negatives drawn after run_start: 3000 users x 999' "$tmp/two.out" | cut -d: -f1)
+  started=$(grep -n '"key": "run_start"' "$tmp/two.out" | cut -d: -f1)
+  if [[ -n $drawn && -n $started ]] && ((started < drawn)); then
+    echo "PASS ncf_test_negatives_drawn_after_run_start"
+  else
+    echo "FAIL ncf_test_negatives_drawn_after_run_start: run_start at line '$started', the draw at '$drawn'"
   fi
 fi
 
