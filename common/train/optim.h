@@ -43,15 +43,14 @@ OptConfig optim_defaults(OptKind kind);
 // The Adam family's keys in a trainer's key table, with the trainer's
 // defaults of beta2 and eps (strings, as a key table's); optim_adam_config
 // reads them. Bias correction is on by default (PyTorch's Adam and AdamW);
-// BERT's fine-tuning recipes turn it off (Google's AdamWeightDecayOptimizer
-// has none, NVIDIA's SQuAD script passes FusedAdam bias_correction=False).
+// some fine-tuning recipes turn it off (TensorFlow's AdamWeightDecayOptimizer
+// has none; FusedAdam takes bias_correction=False).
 #define OPTIM_ADAM_KEYS(beta2, eps)                                                   \
   {"adam_beta1", CFG_FLOAT, "0.9", "Adam beta1", "[0, 1)"},                           \
   {"adam_beta2", CFG_FLOAT, beta2, "Adam beta2", "[0, 1)"},                           \
   {"adam_eps", CFG_FLOAT, eps, "Adam epsilon", "(0, inf)"},                           \
   {"adam_bias_correction", CFG_BOOL, "true",                                          \
-   "divide Adam's moments by 1 - beta^t (false: the raw moments, as BERT's recipes)", \
-   NULL}
+   "divide Adam's moments by 1 - beta^t (false: the raw moments)", NULL}
 // optim_defaults(kind), an Adam-family kind, with OPTIM_ADAM_KEYS' values.
 OptConfig optim_adam_config(const Config *cfg, OptKind kind);
 // "sgd" | "lars" | "adam" | "adamw" | "lamb"; -1 when unknown.

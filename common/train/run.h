@@ -51,7 +51,7 @@
 //
 // The eval cadence: an eval after epoch e when (e + eval_offset) is a
 // multiple of eval_every, or, when eval_epochs lists epochs (a schedule
-// fixed by the rules, as SSD's 40, 50, 55, ..., 80), after exactly those
+// the rules fix, such as 40, 50, 55, ..., 80), after exactly those
 // epochs; the epochs between two evals are a block
 // (block_start / block_stop). The run stops after the first eval whose
 // metric reaches target_accuracy on every rank (run_stop success) or after
@@ -99,8 +99,9 @@ extern const int run_key_count;
 typedef struct RunSpec {
   const char *benchmark;   // the suite's name, MLPerf's submission_benchmark: "resnet"
   // The log's submission_benchmark where MLPerf's name would mislead (NULL:
-  // benchmark): BERT's SQuAD fine-tune logs "bert_squad", as MLPerf's
-  // "bert" is pretraining, whose rules would be applied to it.
+  // benchmark): a fine-tune that shares its model's name with another MLPerf
+  // benchmark logs a name of its own, so that no checker applies that
+  // benchmark's rules to it.
   const char *logged_as;
   const char *metric;      // the eval's metric in the epoch line: "top-1"
   const char *max_epochs;  // default epoch limit
