@@ -11,8 +11,11 @@
 # small target cannot see. Prints one line a fault and seed:
 #   fault NAME seed S: METRIC per epoch A B ..., target T: missed|REACHED (what)
 # and exits 1 when a fault reached the target or could not be applied.
+# The name `none` trains the copy unchanged first: the working run that the
+# faults are read against, from the same tree, data and flags (a line
+# "fault none ...: REACHED" is expected and is not a failure).
 # Long (each fault trains the whole small run): run by hand, not by make test.
-# Usage: tests/faults/plant.sh BENCH [BUILD_DIR] [FAULT...]
+# Usage: tests/faults/plant.sh BENCH [BUILD_DIR] [none] [FAULT...]
 #   SEEDS="1 2" (default 1); DATA_DIR=DIR reuses a prepared small set;
 #   FLAGS adds trainer flags; OUT_DIR=DIR keeps the runs' outputs and logs.
 set -uo pipefail
@@ -31,7 +34,7 @@ out_dir=${OUT_DIR:-$tmp/out}
 mkdir -p "$out_dir"
 wanted=("$@")
 for w in "${wanted[@]}"; do
-  grep -q "^$w|" "$list" || { echo "plant: $list has no fault '$w'" >&2; exit 2; }
+  [[ $w == none ]] || grep -q "^$w|" "$list" || { echo "plant: $list has no fault '$w'" >&2; exit 2; }
 done
 
 data=${DATA_DIR:-$tmp/data}
@@ -51,13 +54,14 @@ metric_per_epoch() {  # OUT: each epoch line's metric, "F1 0.5476 0.5791"
     awk '{m = $1; v = v " " $2} END {print m v}'
 }
 
+# plant NAME FILE TEXT REPLACEMENT WHAT: one fault (none: no change) built
+# and trained in a scratch copy; sets status=1 when it was not seen.
 status=0
-while IFS='|' read -r name file text replacement what; do
-  [[ -z $name || $name == \#* ]] && continue
-  if ((${#wanted[@]})) && [[ " ${wanted[*]} " != *" $name "* ]]; then continue; fi
-  tree=$tmp/tree-$name
+plant() {
+  local name=$1 file=$2 text=$3 replacement=$4 what=$5
+  local tree=$tmp/tree-$name
   copy_tree "$tree"
-  if ! python3 - "$tree/$file" "$text" "$replacement" <<'PY'
+  if [[ $name != none ]] && ! python3 - "$tree/$file" "$text" "$replacement" <<'PY'
 import sys
 path, text, new = sys.argv[1], sys.argv[2].replace("\\n", "\n"), sys.argv[3].replace("\\n", "\n")
 src = open(path, encoding="utf-8").read()
@@ -68,12 +72,12 @@ PY
   then
     echo "fault $name: cannot be applied (the code changed): update $list"
     status=1
-    continue
+    return
   fi
   if ! make -C "$tree" -j2 BUILD="$build" "$build/bin/$bench" >"$tmp/make-$name.out" 2>&1; then
     echo "fault $name: the build failed: $(grep -m1 error "$tmp/make-$name.out")"
     status=1
-    continue
+    return
   fi
   for seed in ${SEEDS:-1}; do
     run=$out_dir/$name-seed$seed
@@ -84,9 +88,11 @@ PY
     metric=$(metric_per_epoch "$run.out")
     target=$(grep -m1 "^$bench: epoch" "$run.out" | sed 's/.*(target \([0-9.]*\)).*/\1/')
     if grep -q "^$bench: target reached" "$run.out"; then
-      verdict=REACHED status=1
+      verdict=REACHED
+      [[ $name == none ]] || status=1
     elif grep -q "^$bench: target NOT reached" "$run.out"; then
       verdict=missed
+      [[ $name == none ]] && verdict="missed: the working trainer misses, so the faults' verdicts say nothing" status=1
     else
       echo "fault $name seed $seed: the run failed (exit $rc): $(grep -m1 -iE '^error|fatal' "$run.out")"
       status=1
@@ -95,5 +101,14 @@ PY
     echo "fault $name seed $seed: $metric per epoch, target $target: $verdict ($what)"
   done
   rm -rf "$tree"
+}
+
+if [[ " ${wanted[*]} " == *" none "* ]]; then
+  plant none "" "" "" "the working trainer, unchanged"
+fi
+while IFS='|' read -r name file text replacement what; do
+  [[ -z $name || $name == \#* ]] && continue
+  if ((${#wanted[@]})) && [[ " ${wanted[*]} " != *" $name "* ]]; then continue; fi
+  plant "$name" "$file" "$text" "$replacement" "$what"
 done <"$list"
 exit $status
