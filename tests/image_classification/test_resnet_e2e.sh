@@ -72,19 +72,34 @@ printf 'not a checkpoint\n' >"$tmp/junk.ckpt"
 expect_error resnet_resume_from_junk "junk.ckpt: not a checkpoint of this suite" --config=$conf \
   --data_dir="$tmp/data" --resume --checkpoint="$tmp/junk.ckpt"
 
+# mini_epoch NAME TARGET [PATTERN...] -- [LAUNCHER...] -- [FLAGS...]: one
+# epoch of the tenth through LAUNCHER (mpirun, or nothing) with FLAGS; it
+# exits 0 having reached TARGET, its output or log holds every PATTERN, and
+# the log passes the checker: "PASS NAME (epoch line)", else "FAIL NAME".
+mini_epoch() {
+  local name=$1 target=$2 patterns=() launch=() ok=1
+  shift 2
+  while [[ $1 != -- ]]; do patterns+=("$1"); shift; done
+  shift
+  while [[ $1 != -- ]]; do launch+=("$1"); shift; done
+  shift
+  timeout 600 "${launch[@]}" "$build/bin/resnet" --config=$conf --data_dir="$tmp/mini" --device=cpu \
+    --log_file="$tmp/$name.log" --max_epochs=1 --target_accuracy="$target" "$@" >"$tmp/$name.out" 2>&1
+  local rc=$?
+  grep -q 'resnet: target reached' "$tmp/$name.out" || ok=0
+  for p in "${patterns[@]}"; do grep -q -- "$p" "$tmp/$name.out" "$tmp/$name.log" || ok=0; done
+  python3 logs/result.py --target "$target" --require-success "$tmp/$name.log" >/dev/null 2>&1 || ok=0
+  if [[ $rc == 0 && $ok == 1 ]]; then
+    echo "PASS $name ($(grep '^resnet: epoch' "$tmp/$name.out" | cut -d, -f1))"
+  else
+    echo "FAIL $name: exit $rc; $(grep -E '^(error|internal error)|^resnet: epoch|steps per epoch' "$tmp/$name.out" | head -n 3 | tr '\n' ' ')"
+  fi
+}
+
 # Gradient accumulation: 2 micro-batches of 64 a step (BN span 64, as the
 # 2-rank run below), one epoch; the log says so and complies.
-"$build/bin/resnet" --config=$conf --data_dir="$tmp/mini" --device=cpu --log_file="$tmp/accum.log" \
-  --grad_accumulation=2 --max_epochs=1 --target_accuracy=0.5 >"$tmp/accum.out" 2>&1
-rc=$?
-if [[ $rc == 0 ]] && grep -q 'resnet: target reached' "$tmp/accum.out" &&
-  grep -q '"gradient_accumulation_steps", "value": 2' "$tmp/accum.log" &&
-  grep -q '"model_bn_span", "value": 64' "$tmp/accum.log" &&
-  python3 logs/result.py --target 0.5 --require-success "$tmp/accum.log" >/dev/null 2>&1; then
-  echo "PASS resnet_grad_accumulation ($(grep '^resnet: epoch' "$tmp/accum.out" | cut -d, -f1))"
-else
-  echo "FAIL resnet_grad_accumulation: exit $rc; $(grep -E '^error|^resnet: epoch' "$tmp/accum.out" | head -n 2 | tr '\n' ' ')"
-fi
+mini_epoch resnet_grad_accumulation 0.5 '"gradient_accumulation_steps", "value": 2' \
+  '"model_bn_span", "value": 64' -- -- --grad_accumulation=2
 
 # The full configs' recipe keys on the small model, one epoch of the tenth
 # (6,000 images, batch 128): the reference's distorted-box crop and mean
@@ -92,25 +107,14 @@ fi
 # short batch kept: 47 steps, the 47th of 112 images; on two ranks where
 # mpirun is (56 images each in that step: no rank waits in an all-reduce
 # the other never joins). It learns (top-1 0.2 against 0.1 for chance).
-ref_keys=(--crop=distorted_box --crop_scale_min=0.05 --crop_ratio_max=1.33 --crop_attempts=100
-  --crop_min_covered=0.1 --normalize=mean --conv_init_scale=1 --conv_init_fan=in
-  --conv_init_dist=truncated_normal --zero_init_residual=false --train_last_batch=keep)
-launch=() ranks=1
+launch=()
 if command -v mpirun >/dev/null && ldd "$build/bin/resnet" | grep -q libmpi; then
-  launch=(mpirun --allow-run-as-root --oversubscribe -np 2) ranks=2
+  launch=(mpirun --allow-run-as-root --oversubscribe -np 2)
 fi
-timeout 600 "${launch[@]}" "$build/bin/resnet" --config=$conf --data_dir="$tmp/mini" --device=cpu \
-  --log_file="$tmp/ref.log" --max_epochs=1 --target_accuracy=0.2 --loader_threads=1 "${ref_keys[@]}" \
-  >"$tmp/ref.out" 2>&1
-rc=$?
-if [[ $rc == 0 ]] && grep -q ', 47 steps per epoch' "$tmp/ref.out" &&
-  grep -q 'resnet: target reached' "$tmp/ref.out" &&
-  grep -q '"train_samples", "value": 6000' "$tmp/ref.log" &&
-  python3 logs/result.py --target 0.2 --require-success "$tmp/ref.log" >/dev/null 2>&1; then
-  echo "PASS resnet_reference_recipe_keys ($ranks rank(s), $(grep '^resnet: epoch' "$tmp/ref.out" | cut -d, -f1))"
-else
-  echo "FAIL resnet_reference_recipe_keys: exit $rc; $(grep -E '^error|^resnet: epoch|steps per epoch' "$tmp/ref.out" | head -n 3 | tr '\n' ' ')"
-fi
+mini_epoch resnet_reference_recipe_keys 0.2 ', 47 steps per epoch' '"train_samples", "value": 6000' -- \
+  "${launch[@]}" -- --loader_threads=1 --crop=distorted_box --crop_scale_min=0.05 --crop_ratio_max=1.33 \
+  --crop_attempts=100 --crop_min_covered=0.1 --normalize=mean --conv_init_scale=1 --conv_init_fan=in \
+  --conv_init_dist=truncated_normal --zero_init_residual=false --train_last_batch=keep
 
 # The op profile after a synthetic run: the small net's 15 convolutions a
 # step, and a training-step row taking the whole step.
@@ -131,17 +135,7 @@ if ! command -v mpirun >/dev/null; then
 elif ! ldd "$build/bin/resnet" | grep libmpi >/dev/null; then
   echo "SKIP resnet_two_ranks: $build/bin/resnet was built without MPI (MPI=0)"
 else
-  timeout 600 "${mpi[@]}" "$build/bin/resnet" --config=$conf --data_dir="$tmp/mini" --device=cpu \
-    --log_file="$tmp/two.log" --max_epochs=1 --target_accuracy=0.5 --loader_threads=1 \
-    >"$tmp/two.out" 2>&1
-  rc=$?
-  if [[ $rc == 0 ]] && grep -q '"model_bn_span", "value": 64' "$tmp/two.log" &&
-    grep -q 'resnet: target reached' "$tmp/two.out" &&
-    python3 logs/result.py --target 0.5 --require-success "$tmp/two.log" >/dev/null 2>&1; then
-    echo "PASS resnet_two_ranks ($(grep '^resnet: epoch' "$tmp/two.out" | cut -d, -f1))"
-  else
-    echo "FAIL resnet_two_ranks: exit $rc; $(grep -E '^error|^resnet: epoch|time to train' "$tmp/two.out" | head -n 3 | tr '\n' ' ')"
-  fi
+  mini_epoch resnet_two_ranks 0.5 '"model_bn_span", "value": 64' -- "${mpi[@]}" -- --loader_threads=1
 fi
 
 # 5. The GPU: the small run to its target in each precision (fp32 on CUDA
