@@ -300,6 +300,7 @@ int64_t loader_train_steps(const Config *cfg, int64_t count, int world, int64_t 
               (long long)(count % global_batch), unit, world);
   return steps;
 }
+
 LoaderStats loader_stats(const Loader *l) { return l->stats; }
 
 void loader_close_report(Loader *l, FILE *out) {
