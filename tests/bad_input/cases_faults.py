@@ -7,9 +7,12 @@ row takes seconds):
   programs). The trainer refuses the unfinished data set in one line; run
   again, prepare_data.sh makes the data set an uninterrupted run makes,
   record for record.
-- killed_mid_epoch: the trainer killed (SIGKILL) early in epoch 2, after
-  epoch 1's checkpoint; --resume then continues after epoch 1 and ends with
-  the checkpoint of an uninterrupted run, bit for bit.
+- killed_mid_epoch: the trainer killed (SIGKILL) the moment epoch 1's
+  checkpoint has landed, in epoch 2 before any of it is saved (kill_at.c,
+  preloaded: a signal sent at a line of the log once came after a tiny
+  model had finished epoch 2 on a loaded machine); --resume then continues
+  after epoch 1 and ends with the checkpoint of an uninterrupted run, bit
+  for bit.
 - sigterm_under_mpirun: SIGTERM to mpirun (what a batch system's time limit
   sends): rank 0's log ends with run_stop aborted. mpirun stops reading its
   ranks' output when told to end the job; rank 0 once blocked writing
@@ -172,10 +175,11 @@ def resumes_bit_identical(tr):
 
 
 def killed_mid_epoch(tr):
-    return Case(f"{tr.name}_killed_mid_epoch", SIGNAL_RUN + "kill {tmp}/run.log -- " + tr.run() + LOG +
-                " --max_epochs=2 --checkpoint={tmp}/c.ckpt", None, 0,
-                "the trainer killed (SIGKILL) early in epoch 2: --resume continues after epoch 1 and ends "
-                "with an uninterrupted run's checkpoint, bit for bit",
+    return Case(f"{tr.name}_killed_mid_epoch",
+                "LD_PRELOAD={kill_at} KILL_AFTER_RENAME_TO={tmp}/c.ckpt " + tr.run() + LOG +
+                " --max_epochs=2 --checkpoint={tmp}/c.ckpt >/dev/null 2>&1; echo \"exit status $?\"", None, 0,
+                "the trainer killed (SIGKILL) the moment epoch 1's checkpoint has landed: --resume continues "
+                "after epoch 1 and ends with an uninterrupted run's checkpoint, bit for bit",
                 setup=tr.setup, check=resumes_bit_identical(tr), timeout_s=90)
 
 

@@ -7,14 +7,12 @@
 #   term LOG -- mpirun ...    : at the second epoch_start, SIGTERM to mpirun
 #                               (what a batch system's time limit sends)
 #   int LOG -- trainer ...    : at the second epoch_start, SIGINT (Ctrl-C)
-#   kill LOG -- trainer ...   : at the second epoch_start, SIGKILL to the
-#                               trainer (a crashed machine, an OOM kill)
-#   convert DIR -- script ... : once a converter has begun writing a data set
-#                               (DIR holds a *.partial folder), SIGKILL to the
-#                               script and everything it started
+# A SIGKILL at a fixed point of the work is kill_at.c's, preloaded: a signal
+# sent from here arrives when the poll below sees the line, late on a loaded
+# machine; the runs above go on for many epochs, so that late is harmless.
 # A moment that never comes (the command ended first) is said on stdout:
 # "ended before the signal".
-# Usage: signal_run.sh MODE LOG|DIR -- COMMAND...
+# Usage: signal_run.sh MODE LOG -- COMMAND...
 set -uo pipefail
 set -m  # the command in a process group of its own, as from a terminal
 mode=$1 watch=$2
@@ -26,11 +24,7 @@ shift 3
 env --default-signal=INT,TERM,HUP "$@" >/dev/null 2>&1 &
 job=$!
 arrived() {
-  if [[ $mode == convert ]]; then
-    [[ -n $(find "$watch" -name '*.partial' -print -quit 2>/dev/null) ]]
-  else
-    [[ -f $watch ]] && (($(grep -c '"key": "epoch_start"' "$watch") >= 2))
-  fi
+  [[ -f $watch ]] && (($(grep -c '"key": "epoch_start"' "$watch") >= 2))
 }
 for _ in $(seq 6000); do
   arrived && break
@@ -49,8 +43,6 @@ else
       done ;;
     term) kill -TERM "$job" ;;
     int) kill -INT "$job" ;;
-    kill) kill -KILL "$job" ;;
-    convert) kill -KILL -- "-$job" ;;
   esac
 fi
 wait "$job"
