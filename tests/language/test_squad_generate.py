@@ -10,7 +10,8 @@ same bytes and another seed other files. The default set of questions
 (--questions=senses) asks every kind, and its paragraphs of one word's senses
 are as described (one headword, no example in the context, each asked by an
 example it does not show). The trivial baseline (answer the first sentence of every context) stays far
-below a reader's score. Bad flags give one error line and exit status 2.
+below a reader's score, and on the small set (prepare_data.sh small) the
+first sentence and the whole context stay below 0.7 of small.conf's target. Bad flags give one error line and exit status 2.
 
     python3 tests/language/test_squad_generate.py BUILD_DIR
 """
@@ -30,6 +31,11 @@ TRAIN, DEV = 2000, 300
 # The first-sentence baseline measured F1 12.9-14.9 on seeds 1-3; a change that
 # makes the task trivial would lift it far above this.
 BASELINE_F1_MAX = 25
+# The small set's (--questions=senses --entries=2, 200 dev questions): the
+# first sentence scored F1 27.3 and the whole context 24.8; small.conf's
+# target must stay well above a trivial answer, so neither may pass 0.7 of it
+# (35 for F1 50).
+SMALL_BASELINE_SHARE = 0.7
 
 
 def generate(build, out, *flags):
@@ -207,20 +213,49 @@ def first_sentence(context):
     return context if end < 0 else context[:end + 1]
 
 
-def check_baseline(build, dir_, out):
+def baseline_f1(build, dir_, out, name, answer):
+    """F1 on out's dev set of answer(context) for every question, or an error line."""
     dev = load(out, "dev")
-    preds = {qa["id"]: first_sentence(c) for c, qa in qas_of(dev)}
-    path = os.path.join(dir_, "first_sentence.json")
+    preds = {qa["id"]: answer(c) for c, qa in qas_of(dev)}
+    path = os.path.join(dir_, f"{name}.json")
     Path(path).write_text(json.dumps(preds), encoding="utf-8")
     p = subprocess.run([os.path.join(build, "bin", "squad_score"),
                         f"--data={os.path.join(out, 'dev-v1.1.json')}", f"--predictions={path}"],
                        capture_output=True, text=True)
     if p.returncode != 0:
-        return p.stderr.strip()
+        return None, p.stderr.strip()
     score = json.loads(p.stdout)
-    print(f"first-sentence baseline on dev: EM {score['exact_match']:.2f} F1 {score['f1']:.2f}")
-    if score["f1"] > BASELINE_F1_MAX:
-        return f"F1 {score['f1']:.2f} above {BASELINE_F1_MAX}: the task became trivial"
+    print(f"{name} baseline on {os.path.basename(out)}'s dev: EM {score['exact_match']:.2f} F1 {score['f1']:.2f}")
+    return score["f1"], None
+
+
+def check_baseline(build, dir_, out):
+    f1, why = baseline_f1(build, dir_, out, "first_sentence", first_sentence)
+    if why or f1 > BASELINE_F1_MAX:
+        return why or f"F1 {f1:.2f} above {BASELINE_F1_MAX}: the task became trivial"
+    return None
+
+
+def small_target_f1():
+    """language/configs/small.conf's target, as F1."""
+    text = Path(__file__).resolve().parents[2].joinpath("language/configs/small.conf").read_text()
+    return 100 * float(re.search(r"^target_accuracy = ([0-9.]+)$", text, re.M).group(1))
+
+
+def check_small_set_baselines(build, dir_):
+    """The small set as prepare_data.sh small makes it: the trivial answers
+    stay well below small.conf's target."""
+    out = os.path.join(dir_, "small_set")
+    p = generate(build, out, "--seed=1", "--train_questions=2000", "--dev_questions=200", "--entries=2",
+                 "--questions=senses")
+    if p.returncode != 0:
+        return p.stderr.strip()
+    most = SMALL_BASELINE_SHARE * small_target_f1()
+    for name, answer in (("first_sentence", first_sentence), ("whole_context", lambda c: c)):
+        f1, why = baseline_f1(build, dir_, out, name, answer)
+        if why or f1 > most:
+            return why or (f"{name}: F1 {f1:.2f} above {most:.1f}, {SMALL_BASELINE_SHARE} of small.conf's "
+                           "target: too near it")
     return None
 
 
@@ -278,6 +313,8 @@ def main():
         failed += not run_case("squad_generate_glosses_four_kinds", check_glosses_kinds, out)
         failed += not run_case("squad_generate_senses_every_kind_and_senses", check_kinds, build, dir_)
         failed += not run_case("squad_generate_first_sentence_baseline_low", check_baseline, build, dir_, out)
+        failed += not run_case("squad_generate_small_set_baselines_below_its_target", check_small_set_baselines,
+                               build, dir_)
         failed += not run_case("squad_generate_medium_size", check_medium, build, dir_)
         failed += not run_case("squad_generate_bad_flags", check_bad_flags, build, dir_)
     return 1 if failed else 0
