@@ -15,6 +15,14 @@
 # faults are read against, from the same tree, data and flags (a line
 # "fault none ...: REACHED" is expected and is not a failure).
 # Long (each fault trains the whole small run): run by hand, not by make test.
+# With TESTS=1 nothing trains: each fault's copy is built (make all) and
+# runs every C test program and the task's Python tests instead, and
+# prints one line a fault:
+#   fault NAME: caught by PROGRAM (its failing cases); ... | no test fails (what)
+# exiting 1 when a fault fails no test: the unit tests' answer for the
+# faults that a small target cannot see (the name `none` there checks
+# that the unchanged copy fails none). TEST_PROGRAMS="PART ..." runs only
+# the programs whose names hold one of the parts (all of them take minutes).
 # Usage: tests/faults/plant.sh BENCH [BUILD_DIR] [none] [FAULT...]
 #   SEEDS="1 2" (default 1); DATA_DIR=DIR reuses a prepared small set;
 #   FLAGS adds trainer flags; OUT_DIR=DIR keeps the runs' outputs and logs.
@@ -37,8 +45,13 @@ for w in "${wanted[@]}"; do
   [[ $w == none ]] || grep -q "^$w|" "$list" || { echo "plant: $list has no fault '$w'" >&2; exit 2; }
 done
 
+tests_only=$([[ ${TESTS:-0} == 1 ]] && echo 1 || echo 0)
+test_bins=()
+for t in "$build"/tests/test_*; do [[ -x $t ]] && test_bins+=("$t"); done
+((tests_only == 0 || ${#test_bins[@]})) || { echo "plant: $build/tests holds no test programs (make all)" >&2; exit 2; }
+
 data=${DATA_DIR:-$tmp/data}
-if [[ -z ${DATA_DIR:-} ]] && ! bash $task/prepare_data.sh small "$data" "$build" >"$tmp/prep.out" 2>&1; then
+if ((tests_only == 0)) && [[ -z ${DATA_DIR:-} ]] && ! bash $task/prepare_data.sh small "$data" "$build" >"$tmp/prep.out" 2>&1; then
   echo "plant: $task/prepare_data.sh small failed: $(tail -n 1 "$tmp/prep.out")" >&2
   exit 2
 fi
@@ -52,6 +65,55 @@ copy_tree() {
 metric_per_epoch() {  # OUT: each epoch line's metric, "F1 0.5476 0.5791"
   sed -n "s/^$bench: epoch [0-9]*: \([^ ]*\) \([0-9.]*\) (target.*/\1 \2/p" "$1" |
     awk '{m = $1; v = v " " $2} END {print m v}'
+}
+
+# selected PROGRAM: TEST_PROGRAMS is empty or PROGRAM's name holds one of
+# its parts.
+selected() {
+  local part
+  [[ -z ${TEST_PROGRAMS:-} ]] && return 0
+  for part in $TEST_PROGRAMS; do [[ $1 == *"$part"* ]] && return 0; done
+  return 1
+}
+
+# run_tests_in TREE NAME WHAT (TESTS=1): builds TREE (make all: the Python
+# tests run its tools and trainers), runs its test programs and the task's
+# Python tests there and says which fail (a program that exits non-zero
+# without a FAIL line fails as a whole); sets status=1 when none fails, or,
+# for `none`, when any does.
+run_tests_in() {
+  local tree=$1 name=$2 what=$3 caught=() t prog rc first
+  if ! make -C "$tree" -j2 BUILD="$build" all >"$tmp/make-$name.out" 2>&1; then
+    echo "fault $name: the build failed: $(grep -m1 error "$tmp/make-$name.out")"
+    status=1
+    return
+  fi
+  for t in "${test_bins[@]}" tests/$task/test_*.py; do
+    [[ -e $tree/$t ]] || continue
+    prog=$(basename "$t")
+    selected "$prog" || continue
+    case $t in
+      *.py) (cd "$tree" && python3 "$t" "$build") >"$tmp/test.out" 2>&1 ;;
+      *) (cd "$tree" && "$t") >"$tmp/test.out" 2>&1 ;;
+    esac
+    rc=$?
+    first=$(grep '^FAIL ' "$tmp/test.out" | sed 's/^FAIL \([^:]*\).*/\1/' | sort -u | paste -sd' ')
+    [[ -z $first && $rc != 0 ]] && first="exit status $rc, no FAIL line"
+    [[ -n $first ]] && caught+=("$prog ($first)")
+  done
+  if [[ $name == none ]]; then
+    if ((${#caught[@]})); then
+      echo "fault none: the unchanged copy fails tests, so the faults' verdicts say nothing: ${caught[*]}"
+      status=1
+    else
+      echo "fault none: no test fails (the unchanged copy)"
+    fi
+  elif ((${#caught[@]})); then
+    echo "fault $name: caught by $(printf '%s; ' "${caught[@]}" | sed 's/; $//')"
+  else
+    echo "fault $name: no test fails${TEST_PROGRAMS:+ of those named by '$TEST_PROGRAMS'} ($what)"
+    status=1
+  fi
 }
 
 # plant NAME FILE TEXT REPLACEMENT WHAT: one fault (none: no change) built
@@ -72,6 +134,11 @@ PY
   then
     echo "fault $name: cannot be applied (the code changed): update $list"
     status=1
+    return
+  fi
+  if ((tests_only)); then
+    run_tests_in "$tree" "$name" "$what"
+    rm -rf "$tree"
     return
   fi
   if ! make -C "$tree" -j2 BUILD="$build" "$build/bin/$bench" >"$tmp/make-$name.out" 2>&1; then
