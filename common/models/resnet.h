@@ -23,6 +23,8 @@
 
 #include "device/tensor.h"
 #include "ops/conv.h"
+#include "ops/norm.h"
+#include "ops/pool.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,8 +1,7 @@
-// conv.h: the convolutional layers - 2-D convolution, batch norm (with
-// fused ReLU and residual add), ReLU, max / average / global average pooling -
-// forward and backward, CPU (oneDNN or im2col + OpenBLAS for convolutions,
-// plain loops for the rest) and CUDA (cuDNN + own kernels). Conventions: see
-// ops.h.
+// conv.h: 2-D convolution and ReLU, forward and backward, CPU (oneDNN or
+// im2col + OpenBLAS for convolutions, a plain loop for ReLU) and CUDA (cuDNN;
+// ReLU the shared elementwise kernel). Batch norm (with fused ReLU and
+// residual add) is in norm.h, pooling in pool.h. Conventions: see ops.h.
 //
 // Layout. Activations are NHWC (N, H, W, C) end to end and filters KRSC
 // (K out-channels, R rows, S columns, C in-channels). Why NHWC:
@@ -22,11 +21,7 @@
 // format), and it is a row-major (K, R*S*C) matrix for the CPU GEMMs.
 //
 // Dtypes. CPU: fp32. CUDA: activations, filters and conv bias in fp32, fp16
-// or bf16 (all one dtype per call), accumulation in fp32; batch-norm
-// parameters, running statistics and saved statistics always fp32.
-//
-// Batch norm statistics are those of the batch this process sees (per
-// replica; MLPerf's bn span = the local batch).
+// or bf16 (all one dtype per call), accumulation in fp32.
 #pragma once
 #include <stdbool.h>
 
@@ -43,15 +38,8 @@ typedef struct ConvParams {
   int dil_h, dil_w;  // 1 = dense kernel
 } ConvParams;
 
-typedef struct PoolParams {
-  int window_h, window_w;
-  int stride_h, stride_w;
-  int pad_h, pad_w;  // max: padding never wins; average: padding counts as 0
-} PoolParams;
-
-// Square helpers: the same value along H and W.
+// The square helper: the same value along H and W.
 ConvParams conv_params(int stride, int pad, int dilation);
-PoolParams pool_params(int window, int stride, int pad);
 // floor((in + 2 pad - dil (k - 1) - 1) / stride) + 1, PyTorch's output extent.
 int64_t conv_out_extent(int64_t in, int64_t kernel, int stride, int pad, int dilation);
 
@@ -83,24 +71,6 @@ bool op_conv2d_cpu_library(bool use);
 // built in): the tests check the path they mean to test was taken.
 int64_t op_conv2d_cpu_library_runs(void);
 
-
-// ---------------------------------------------------------------- batch norm
-// x viewed as (M, C), C the last axis (M = N*H*W for NHWC activations).
-//   y = act(gamma (x - mean) / sqrt(var + eps) + beta [+ z])
-// act is ReLU when `relu`; z (x's shape and dtype) is the residual branch or
-// NULL. Training uses the batch's mean and biased variance and updates
-//   running_mean = (1 - momentum) running_mean + momentum mean
-//   running_var  = (1 - momentum) running_var + momentum var * M / (M - 1)
-// (PyTorch's convention: momentum 0.1 is TensorFlow's decay 0.9). Inference
-// uses the running statistics.
-typedef struct BatchNorm {
-  Tensor gamma, beta;                // (C) fp32 parameters
-  Tensor running_mean, running_var;  // (C) fp32 buffers
-  Tensor save_mean, save_invstd;     // (C) fp32: written by the training
-                                     // forward, read by the backward
-  float momentum, eps;
-} BatchNorm;
-
 // ---------------------------------------------------------------- the ops
 #define OPS_CONV(X)                                                                     \
   /* On CUDA, lets fp32 convolutions run on TF32 tensor cores (10-bit mantissa          \
@@ -126,72 +96,22 @@ typedef struct BatchNorm {
     (const Device *dev, const Tensor *x, const Tensor *dy, const Tensor *dw,            \
      const ConvParams *p, bool accumulate, void *scratch, size_t scratch_bytes),        \
     (dev, x, dy, dw, p, accumulate, scratch, scratch_bytes))                            \
-  /* ------------------------------------------------------------ batch norm            \
-     (BatchNorm: above) Training and inference forwards. */                             \
-  X(op_batchnorm_fwd_train,                                                             \
-    (const Device *dev, const BatchNorm *bn, const Tensor *x, const Tensor *z,          \
-     bool relu, const Tensor *y),                                                       \
-    (dev, bn, x, z, relu, y))                                                           \
-  X(op_batchnorm_fwd_infer,                                                             \
-    (const Device *dev, const BatchNorm *bn, const Tensor *x, const Tensor *z,          \
-     bool relu, const Tensor *y),                                                       \
-    (dev, bn, x, z, relu, y))                                                           \
-  /* Backward of the training forward. y is that forward's output (ReLU's mask          \
-     comes from y > 0); dy its gradient. Writes dx, dz (when the forward had z;         \
-     else NULL) and dgamma, dbeta ((C) fp32; added to when accumulate). dx or           \
-     dz may alias dy (each element is read before it is written); y must not            \
-     alias x. */                                                                        \
-  X(op_batchnorm_bwd,                                                                   \
-    (const Device *dev, const BatchNorm *bn, const Tensor *x, const Tensor *y,          \
-     const Tensor *dy, bool relu, const Tensor *dx, const Tensor *dz,                   \
-     const Tensor *dgamma, const Tensor *dbeta, bool accumulate),                       \
-    (dev, bn, x, y, dy, relu, dx, dz, dgamma, dbeta, accumulate))                       \
   /* ------------------------------------------------------------ ReLU                  \
      y = max(x, 0); dx = dy where y > 0, else 0. Any shape; may run in place. */        \
   X(op_relu_fwd, (const Device *dev, const Tensor *x, const Tensor *y), (dev, x, y))    \
   X(op_relu_bwd,                                                                        \
     (const Device *dev, const Tensor *y, const Tensor *dy, const Tensor *dx),           \
-    (dev, y, dy, dx))                                                                   \
-  /* ------------------------------------------------------------ pooling               \
-     x (N, H, W, C) -> y (N, P, Q, C), P = conv_out_extent(H, window_h, stride_h,       \
-     pad_h, 1). Backward overwrites dx (x's shape) from dy (y's shape). Max pool        \
-     sends each output's gradient to the first position (row-major within the          \
-     window) holding the maximum; the average divides by the full window size,         \
-     padding included (PyTorch's count_include_pad=True). */                            \
-  X(op_maxpool_fwd,                                                                     \
-    (const Device *dev, const Tensor *x, const Tensor *y, const PoolParams *p),         \
-    (dev, x, y, p))                                                                     \
-  X(op_maxpool_bwd,                                                                     \
-    (const Device *dev, const Tensor *x, const Tensor *y, const Tensor *dy,             \
-     const Tensor *dx, const PoolParams *p),                                            \
-    (dev, x, y, dy, dx, p))                                                             \
-  X(op_avgpool_fwd,                                                                     \
-    (const Device *dev, const Tensor *x, const Tensor *y, const PoolParams *p),         \
-    (dev, x, y, p))                                                                     \
-  X(op_avgpool_bwd,                                                                     \
-    (const Device *dev, const Tensor *dy, const Tensor *dx, const PoolParams *p),       \
-    (dev, dy, dx, p))                                                                   \
-  /* x (N, H, W, C) -> y (N, C): the mean over H and W; dx = dy / (H W) everywhere. */  \
-  X(op_global_avgpool_fwd, (const Device *dev, const Tensor *x, const Tensor *y),       \
-    (dev, x, y))                                                                        \
-  X(op_global_avgpool_bwd, (const Device *dev, const Tensor *dy, const Tensor *dx),     \
-    (dev, dy, dx))
+    (dev, y, dy, dx))
 OPS_DECLARE(OPS_CONV)
 
-// Shared shape checks (conv.c); each dies naming the op on a mismatch.
-// Conv: returns N, H, W, C, K, R, S, P, Q in g.
+// The shared shape check (conv.c); dies naming the op on a mismatch. Returns
+// N, H, W, C, K, R, S, P, Q in g. (pool_geometry, pool.h, fills the same
+// struct for a pooling window.)
 typedef struct ConvGeometry {
   int64_t n, h, w, c, k, r, s, p, q;
 } ConvGeometry;
 ConvGeometry conv_geometry(const char *op, const Tensor *x, const Tensor *w, const Tensor *y,
                            const ConvParams *p);
-// Pool: x (N, H, W, C), y (N, P, Q, C); returns the extents in g (k = C, r/s
-// = the window).
-ConvGeometry pool_geometry(const char *op, const Tensor *x, const Tensor *y,
-                           const PoolParams *p);
-// Batch norm: returns M and C and checks the parameter tensors.
-void batchnorm_geometry(const char *op, const BatchNorm *bn, const Tensor *x, int64_t *m,
-                        int64_t *c);
 
 #ifdef __cplusplus
 }

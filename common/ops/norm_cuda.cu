@@ -1,5 +1,8 @@
-// norm_cuda.cu: layer norm on the GPU, one block per row.
-#include "ops/cuda.cuh"
+// norm_cuda.cu: the CUDA side of norm.h. Layer norm is one block per row;
+// batch norm's own kernels fuse the residual add and the ReLU for every
+// dtype and give bit-reproducible statistics. Everything runs on
+// dev->stream.
+#include "ops/cuda_channels.cuh"
 #include "ops/norm.h"
 
 // ---------------------------------------------------------------- layer norm
@@ -106,4 +109,377 @@ extern "C" void op_layernorm_bwd_cuda(const Device *dev, const Tensor *x,
                       accumulate);
   ops_colsum_finalize(dev, partials + OPS_REDUCE_GROUPS * cols, OPS_REDUCE_GROUPS, cols,
                       (float *)dbeta->data, accumulate);
+}
+
+// ---------------------------------------------------------------- batch norm
+
+// The kernels below map channels to threads along x and rows along y, V
+// neighbouring channels to a thread (cuda_channels.cuh). In NHWC a row's
+// channels are contiguous, so the threads of a warp read whole rows in
+// 16-byte pieces.
+
+// Per-channel partial sums over row parts, the layout of the reductions in
+// reduce_cuda.cu: block (cw, 256 / cw) covers cw * V channels; blockIdx.y
+// is the part; lanes along y add up in a fixed tree. Two sums per channel.
+template <typename T>
+struct BnPartialArgs {
+  const T *x, *y, *dy;  // x always; y and dy for the backward
+  const float *mean, *invstd;
+  int64_t rows, cols, rows_per_part;
+  float *part_a, *part_b;  // (parts, cols) each
+  bool relu;
+};
+
+template <int V>
+__device__ __forceinline__ void bn_block_pair_sums(const float (&a)[V], const float (&b)[V],
+                                                   float *part_a, float *part_b, int64_t cols,
+                                                   int64_t c0) {
+  __shared__ float lanes_a[V][256], lanes_b[V][256];
+  int slot = threadIdx.y * blockDim.x + threadIdx.x;
+#pragma unroll
+  for (int v = 0; v < V; v++) {
+    lanes_a[v][slot] = a[v];
+    lanes_b[v][slot] = b[v];
+  }
+  __syncthreads();
+  for (unsigned half = blockDim.y / 2; half > 0; half /= 2) {
+    if (threadIdx.y < half) {
+      int other = slot + half * blockDim.x;
+#pragma unroll
+      for (int v = 0; v < V; v++) {
+        lanes_a[v][slot] += lanes_a[v][other];
+        lanes_b[v][slot] += lanes_b[v][other];
+      }
+    }
+    __syncthreads();
+  }
+  if (threadIdx.y == 0 && c0 < cols) {
+    int64_t at = (int64_t)blockIdx.y * cols + c0;
+#pragma unroll
+    for (int v = 0; v < V; v++) {
+      part_a[at + v] = lanes_a[v][threadIdx.x];
+      part_b[at + v] = lanes_b[v][threadIdx.x];
+    }
+  }
+}
+
+// Forward: sums of (x - s) and (x - s)^2 with s = x[0, c]. Shifting by a
+// sample keeps the one-pass variance free of the cancellation that plain
+// sum(x^2) - sum(x)^2 / M suffers when |mean| >> std.
+template <typename T, int V>
+__global__ void bn_stats_kernel(BnPartialArgs<T> a) {
+  int64_t c0 = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * V;
+  float s1[V] = {}, s2[V] = {};
+  if (c0 < a.cols) {
+    float shift[V], x[V];
+    ops_pack_load<T, V>(a.x + c0, shift);
+    int64_t r1 = min(a.rows, ((int64_t)blockIdx.y + 1) * a.rows_per_part);
+    for (int64_t r = (int64_t)blockIdx.y * a.rows_per_part + threadIdx.y; r < r1; r += blockDim.y) {
+      ops_pack_load<T, V>(a.x + r * a.cols + c0, x);
+#pragma unroll
+      for (int v = 0; v < V; v++) {
+        float d = x[v] - shift[v];
+        s1[v] += d;
+        s2[v] += d * d;
+      }
+    }
+  }
+  bn_block_pair_sums<V>(s1, s2, a.part_a, a.part_b, a.cols, c0);
+}
+
+// Backward: sums of g and g xhat, g = dy masked by the ReLU.
+template <typename T, int V>
+__global__ void bn_grad_sums_kernel(BnPartialArgs<T> a) {
+  int64_t c0 = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * V;
+  float s1[V] = {}, s2[V] = {};
+  if (c0 < a.cols) {
+    float mean[V], invstd[V], x[V], y[V] = {}, dy[V];
+#pragma unroll
+    for (int v = 0; v < V; v++) {
+      mean[v] = a.mean[c0 + v];
+      invstd[v] = a.invstd[c0 + v];
+    }
+    int64_t r1 = min(a.rows, ((int64_t)blockIdx.y + 1) * a.rows_per_part);
+    for (int64_t r = (int64_t)blockIdx.y * a.rows_per_part + threadIdx.y; r < r1; r += blockDim.y) {
+      int64_t e = r * a.cols + c0;
+      ops_pack_load<T, V>(a.x + e, x);
+      ops_pack_load<T, V>(a.dy + e, dy);
+      if (a.relu) ops_pack_load<T, V>(a.y + e, y);
+#pragma unroll
+      for (int v = 0; v < V; v++) {
+        float g = a.relu && !(y[v] > 0) ? 0.0f : dy[v];
+        s1[v] += g;
+        s2[v] += g * (x[v] - mean[v]) * invstd[v];
+      }
+    }
+  }
+  bn_block_pair_sums<V>(s1, s2, a.part_a, a.part_b, a.cols, c0);
+}
+
+// Adds up the parts in order; the training forward's statistics.
+template <typename T>
+__global__ void bn_stats_finalize_kernel(const T *x, const float *part_a, const float *part_b,
+                                         int64_t parts, int64_t rows, int64_t cols, BatchNorm bn) {
+  int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= cols) return;
+  float s1 = 0, s2 = 0;
+  for (int64_t i = 0; i < parts; i++) {
+    s1 += part_a[i * cols + c];
+    s2 += part_b[i * cols + c];
+  }
+  float m = (float)rows, d_mean = s1 / m;
+  float var = fmaxf(s2 / m - d_mean * d_mean, 0.0f);
+  float mean = ops_f32(x[c]) + d_mean;
+  ((float *)bn.save_mean.data)[c] = mean;
+  ((float *)bn.save_invstd.data)[c] = rsqrtf(var + bn.eps);
+  float *rm = (float *)bn.running_mean.data, *rv = (float *)bn.running_var.data;
+  rm[c] = (1 - bn.momentum) * rm[c] + bn.momentum * mean;
+  rv[c] = (1 - bn.momentum) * rv[c] + bn.momentum * var * m / (m - 1);
+}
+
+// The backward's per-channel results: dbeta, dgamma (maybe accumulated) and
+// the two means dx needs, written to coef (2, cols).
+__global__ void bn_grad_finalize_kernel(const float *part_a, const float *part_b, int64_t parts,
+                                        int64_t rows, int64_t cols, float *dgamma, float *dbeta,
+                                        bool accumulate, float *coef) {
+  int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= cols) return;
+  float s1 = 0, s2 = 0;
+  for (int64_t i = 0; i < parts; i++) {
+    s1 += part_a[i * cols + c];
+    s2 += part_b[i * cols + c];
+  }
+  dbeta[c] = s1 + (accumulate ? dbeta[c] : 0.0f);
+  dgamma[c] = s2 + (accumulate ? dgamma[c] : 0.0f);
+  coef[c] = s1 / (float)rows;
+  coef[cols + c] = s2 / (float)rows;
+}
+
+// The elementwise kernels compute their channels' constants once and then
+// stride over rows.
+
+// y = act(scale x + shift (+ z)), scale = gamma invstd, shift = beta - mean
+// scale (the CPU's formula); for inference `spread` is the running variance,
+// else the saved invstd.
+template <typename T, int V>
+__global__ void bn_apply_kernel(const T *x, const T *z, T *y, int64_t rows, int64_t cols,
+                                const float *gamma, const float *beta, const float *mean,
+                                const float *spread, bool spread_is_var, float eps, bool relu) {
+  int64_t c0 = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * V;
+  if (c0 >= cols) return;
+  float scale[V], shift[V], v_x[V], v_z[V], out[V];
+#pragma unroll
+  for (int v = 0; v < V; v++) {
+    int64_t c = c0 + v;
+    float invstd = spread_is_var ? rsqrtf(spread[c] + eps) : spread[c];
+    scale[v] = gamma[c] * invstd;
+    shift[v] = beta[c] - mean[c] * scale[v];
+  }
+  int64_t step = (int64_t)gridDim.y * blockDim.y;
+  for (int64_t r = (int64_t)blockIdx.y * blockDim.y + threadIdx.y; r < rows; r += step) {
+    int64_t e = r * cols + c0;
+    ops_pack_load<T, V>(x + e, v_x);
+    if (z) ops_pack_load<T, V>(z + e, v_z);
+#pragma unroll
+    for (int v = 0; v < V; v++) {
+      float o = scale[v] * v_x[v] + shift[v];
+      if (z) o += v_z[v];
+      out[v] = relu && !(o > 0) ? 0.0f : o;
+    }
+    ops_pack_store<T, V>(y + e, out);
+  }
+}
+
+// dx = gamma invstd (g - mean(g) - xhat mean(g xhat)), dz = g; coef holds the
+// two means (2, cols).
+template <typename T, int V>
+__global__ void bn_dx_kernel(const T *x, const T *y, const T *dy, T *dx, T *dz, int64_t rows,
+                             int64_t cols, const float *gamma, const float *mean,
+                             const float *invstd, const float *coef, bool relu) {
+  int64_t c0 = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * V;
+  if (c0 >= cols) return;
+  float mu[V], is[V], k[V], mg[V], mgx[V], v_x[V], v_y[V] = {}, v_dy[V], g[V], out[V];
+#pragma unroll
+  for (int v = 0; v < V; v++) {
+    int64_t c = c0 + v;
+    mu[v] = mean[c], is[v] = invstd[c], k[v] = gamma[c] * is[v];
+    mg[v] = coef[c], mgx[v] = coef[cols + c];
+  }
+  int64_t step = (int64_t)gridDim.y * blockDim.y;
+  for (int64_t r = (int64_t)blockIdx.y * blockDim.y + threadIdx.y; r < rows; r += step) {
+    int64_t e = r * cols + c0;
+    ops_pack_load<T, V>(x + e, v_x);
+    ops_pack_load<T, V>(dy + e, v_dy);
+    if (relu) ops_pack_load<T, V>(y + e, v_y);
+#pragma unroll
+    for (int v = 0; v < V; v++) {
+      g[v] = relu && !(v_y[v] > 0) ? 0.0f : v_dy[v];
+      out[v] = k[v] * (g[v] - mg[v] - (v_x[v] - mu[v]) * is[v] * mgx[v]);
+    }
+    // dx may be dy (in place): every read of this row is done.
+    if (dz) ops_pack_store<T, V>(dz + e, g);
+    ops_pack_store<T, V>(dx + e, out);
+  }
+}
+
+// Block (cw, 256 / cw) with cw the channel groups per block (a power of two
+// up to 32); grid (channel blocks, row blocks).
+static void bn_elementwise_grid(int64_t rows, int64_t groups, dim3 *grid, dim3 *block) {
+  unsigned cw = 1;
+  while (cw < 32 && cw < groups) cw *= 2;
+  *block = dim3(cw, 256 / cw);
+  int64_t row_blocks = (rows + block->y - 1) / block->y;
+  *grid = dim3((unsigned)((groups + cw - 1) / cw),
+               (unsigned)(row_blocks < 1 ? 1 : row_blocks < 65535 ? row_blocks : 65535));
+}
+
+// How the partial-sum kernels split (rows, groups of channels): block shape
+// and number of row parts, within the workspace (2 parts floats per column
+// plus 2 more).
+typedef struct BnSplit {
+  dim3 block, grid;
+  int64_t parts, rows_per_part;
+} BnSplit;
+
+static BnSplit bn_split(const Device *dev, int64_t rows, int64_t cols, int64_t groups) {
+  BnSplit s;
+  unsigned cw = 1;
+  while (cw < 32 && cw < groups) cw *= 2;
+  int64_t col_blocks = (groups + cw - 1) / cw;
+  int64_t parts = (rows + 255) / 256;
+  int64_t want = (4 * (int64_t)dev->sm_count + col_blocks - 1) / col_blocks;
+  int64_t fit = (int64_t)(dev->workspace_bytes / sizeof(float)) / cols / 2 - 1;
+  parts = parts < want ? parts : want;
+  parts = parts < fit ? parts : fit;
+  parts = parts < 65535 ? parts : 65535;
+  OP_REQUIRE("batch norm", parts >= 1);
+  s.parts = parts;
+  s.rows_per_part = (rows + parts - 1) / parts;
+  s.block = dim3(cw, 256 / cw);
+  s.grid = dim3((unsigned)col_blocks, (unsigned)parts);
+  return s;
+}
+
+static void bn_require(const char *op, const Tensor *x, const Tensor *other) {
+  OP_REQUIRE(op, !other || (other->dtype == x->dtype && tensor_numel(other) == tensor_numel(x)));
+}
+
+template <typename T, int V>
+static void bn_fwd_train_launch(const Device *dev, const BatchNorm *bn, const Tensor *x,
+                                const Tensor *z, bool relu, const Tensor *y, int64_t m,
+                                int64_t c) {
+  BnSplit s = bn_split(dev, m, c, c / V);
+  float *part_a = (float *)dev->workspace, *part_b = part_a + s.parts * c;
+  BnPartialArgs<T> a = {(const T *)x->data, NULL, NULL, NULL, NULL, m, c,
+                        s.rows_per_part, part_a, part_b, relu};
+  bn_stats_kernel<T, V><<<s.grid, s.block, 0, dev->stream>>>(a);
+  CHECK_LAUNCH();
+  bn_stats_finalize_kernel<T><<<ops_blocks(c, 256), 256, 0, dev->stream>>>(
+      (const T *)x->data, part_a, part_b, s.parts, m, c, *bn);
+  CHECK_LAUNCH();
+  dim3 grid, block;
+  bn_elementwise_grid(m, c / V, &grid, &block);
+  bn_apply_kernel<T, V><<<grid, block, 0, dev->stream>>>(
+      (const T *)x->data, z ? (const T *)z->data : NULL, (T *)y->data, m, c,
+      (const float *)bn->gamma.data, (const float *)bn->beta.data,
+      (const float *)bn->save_mean.data, (const float *)bn->save_invstd.data, false, bn->eps,
+      relu);
+  CHECK_LAUNCH();
+}
+
+void op_batchnorm_fwd_train_cuda(const Device *dev, const BatchNorm *bn, const Tensor *x,
+                                 const Tensor *z, bool relu, const Tensor *y) {
+  int64_t m, c;
+  batchnorm_geometry("op_batchnorm_fwd_train", bn, x, &m, &c);
+  bn_require("op_batchnorm_fwd_train", x, z);
+  bn_require("op_batchnorm_fwd_train", x, y);
+  OP_REQUIRE("op_batchnorm_fwd_train", m >= 2);
+  OPS_FLOAT_DISPATCH("op_batchnorm_fwd_train", x->dtype, {
+    typedef scalar_t T;
+    if (ops_channel_width<T>(c, {x->data, z ? z->data : NULL, y->data}) > 1)
+      bn_fwd_train_launch<T, 16 / sizeof(T)>(dev, bn, x, z, relu, y, m, c);
+    else
+      bn_fwd_train_launch<T, 1>(dev, bn, x, z, relu, y, m, c);
+  });
+}
+
+void op_batchnorm_fwd_infer_cuda(const Device *dev, const BatchNorm *bn, const Tensor *x,
+                                 const Tensor *z, bool relu, const Tensor *y) {
+  int64_t m, c;
+  batchnorm_geometry("op_batchnorm_fwd_infer", bn, x, &m, &c);
+  bn_require("op_batchnorm_fwd_infer", x, z);
+  bn_require("op_batchnorm_fwd_infer", x, y);
+  if (m * c == 0) return;
+  OPS_FLOAT_DISPATCH("op_batchnorm_fwd_infer", x->dtype, {
+    typedef scalar_t T;
+    int v = ops_channel_width<T>(c, {x->data, z ? z->data : NULL, y->data});
+    dim3 grid, block;
+    bn_elementwise_grid(m, c / v, &grid, &block);
+    const T *pz = z ? (const T *)z->data : NULL;
+    const float *g = (const float *)bn->gamma.data, *b = (const float *)bn->beta.data;
+    const float *rm = (const float *)bn->running_mean.data;
+    const float *rv = (const float *)bn->running_var.data;
+    if (v > 1)
+      bn_apply_kernel<T, 16 / sizeof(T)><<<grid, block, 0, dev->stream>>>(
+          (const T *)x->data, pz, (T *)y->data, m, c, g, b, rm, rv, true, bn->eps, relu);
+    else
+      bn_apply_kernel<T, 1><<<grid, block, 0, dev->stream>>>(
+          (const T *)x->data, pz, (T *)y->data, m, c, g, b, rm, rv, true, bn->eps, relu);
+  });
+  CHECK_LAUNCH();
+}
+
+template <typename T, int V>
+static void bn_bwd_launch(const Device *dev, const BatchNorm *bn, const Tensor *x,
+                          const Tensor *y, const Tensor *dy, bool relu, const Tensor *dx,
+                          const Tensor *dz, const Tensor *dgamma, const Tensor *dbeta,
+                          bool accumulate, int64_t m, int64_t c) {
+  BnSplit s = bn_split(dev, m, c, c / V);
+  float *part_a = (float *)dev->workspace, *part_b = part_a + s.parts * c;
+  float *coef = part_b + s.parts * c;  // (2, C)
+  const float *mean = (const float *)bn->save_mean.data;
+  const float *invstd = (const float *)bn->save_invstd.data;
+  BnPartialArgs<T> a = {(const T *)x->data, (const T *)y->data, (const T *)dy->data, mean,
+                        invstd, m, c, s.rows_per_part, part_a, part_b, relu};
+  bn_grad_sums_kernel<T, V><<<s.grid, s.block, 0, dev->stream>>>(a);
+  CHECK_LAUNCH();
+  bn_grad_finalize_kernel<<<ops_blocks(c, 256), 256, 0, dev->stream>>>(
+      part_a, part_b, s.parts, m, c, (float *)dgamma->data, (float *)dbeta->data, accumulate,
+      coef);
+  CHECK_LAUNCH();
+  dim3 grid, block;
+  bn_elementwise_grid(m, c / V, &grid, &block);
+  bn_dx_kernel<T, V><<<grid, block, 0, dev->stream>>>(
+      (const T *)x->data, (const T *)y->data, (const T *)dy->data, (T *)dx->data,
+      dz ? (T *)dz->data : NULL, m, c, (const float *)bn->gamma.data, mean, invstd, coef, relu);
+  CHECK_LAUNCH();
+}
+
+void op_batchnorm_bwd_cuda(const Device *dev, const BatchNorm *bn, const Tensor *x,
+                           const Tensor *y, const Tensor *dy, bool relu, const Tensor *dx,
+                           const Tensor *dz, const Tensor *dgamma, const Tensor *dbeta,
+                           bool accumulate) {
+  int64_t m, c;
+  batchnorm_geometry("op_batchnorm_bwd", bn, x, &m, &c);
+  bn_require("op_batchnorm_bwd", x, y);
+  bn_require("op_batchnorm_bwd", x, dy);
+  bn_require("op_batchnorm_bwd", x, dx);
+  bn_require("op_batchnorm_bwd", x, dz);
+  OP_REQUIRE("op_batchnorm_bwd", dgamma->dtype == DT_F32 && tensor_numel(dgamma) == c);
+  OP_REQUIRE("op_batchnorm_bwd", dbeta->dtype == DT_F32 && tensor_numel(dbeta) == c);
+  if (m == 0) {  // no rows: sums of nothing, 0 as on the CPU
+    if (!accumulate) {
+      CHECK_CUDA(cudaMemsetAsync(dgamma->data, 0, tensor_bytes(dgamma), dev->stream));
+      CHECK_CUDA(cudaMemsetAsync(dbeta->data, 0, tensor_bytes(dbeta), dev->stream));
+    }
+    return;
+  }
+  OPS_FLOAT_DISPATCH("op_batchnorm_bwd", x->dtype, {
+    typedef scalar_t T;
+    if (ops_channel_width<T>(c, {x->data, y->data, dy->data, dx->data, dz ? dz->data : NULL}) > 1)
+      bn_bwd_launch<T, 16 / sizeof(T)>(dev, bn, x, y, dy, relu, dx, dz, dgamma, dbeta,
+                                       accumulate, m, c);
+    else
+      bn_bwd_launch<T, 1>(dev, bn, x, y, dy, relu, dx, dz, dgamma, dbeta, accumulate, m, c);
+  });
 }

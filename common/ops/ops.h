@@ -6,10 +6,11 @@
 //   layout       concat, split, permute (data movement, any dtype)
 //   reduce       sum, mean, top-k
 //   activation   GELU, softmax, dropout
-//   norm         layer norm (batch norm sits with the convolutions)
+//   norm         layer norm, batch norm (fused with ReLU and residual add)
 //   attention    multi-head scaled dot-product attention
 //   dense        GEMM, linear layer, embedding lookup
-//   conv         convolution, batch norm, ReLU, pooling
+//   conv         convolution, ReLU
+//   pool         max, average and global average pooling
 //   loss         softmax cross-entropy, BCE on logits, smooth L1
 //
 // - Each op has a CPU reference and a CUDA implementation with the same name

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -176,6 +177,16 @@ static inline void golden_i32(GoldenFile *g, const char *name, int32_t *dst, int
   const float *v = golden_get(g, name, &numel);
   REQUIRE(numel == n);
   for (int64_t i = 0; i < n; i++) dst[i] = (int32_t)v[i];
+}
+
+// The golden tensor name "case.field" (conv.gld's layout); the last four
+// names it gave stay valid.
+static inline const char *golden_key(const char *c, const char *field) {
+  static char buf[4][128];
+  static int slot;
+  slot = (slot + 1) % 4;
+  snprintf(buf[slot], sizeof buf[slot], "%s.%s", c, field);
+  return buf[slot];
 }
 
 // A malloc'd fp32 host copy of n elements at src on device (dtype dt).

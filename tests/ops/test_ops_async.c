@@ -20,6 +20,7 @@
 #include "ops/layout.h"
 #include "ops/loss.h"
 #include "ops/norm.h"
+#include "ops/pool.h"
 #include "ops/reduce.h"
 #include "tests/harness/test.h"
 

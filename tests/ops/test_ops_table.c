@@ -40,6 +40,7 @@
 #include "ops/layout.h"
 #include "ops/loss.h"
 #include "ops/norm.h"
+#include "ops/pool.h"
 #include "ops/reduce.h"
 #include "ops_test_util.h"
 #include "tests/harness/test.h"
@@ -334,6 +335,30 @@ RUN(run_layernorm) {
   op_layernorm_fwd(dev, &t[0], &t[1], &t[2], 1e-5f, &t[4], &t[5], &t[6]);
   op_layernorm_bwd(dev, &t[0], &t[1], &t[5], &t[6], &t[3], &t[7], &t[8], &t[9], r->k[0] != 0);
 }
+// Batch norm's parameters and statistics, from t[first] on: gamma beta
+// running_mean running_var save_mean save_invstd.
+static BatchNorm bn_of(const Tensor *t, int first) {
+  const Tensor *p = &t[first];
+  return (BatchNorm){p[0], p[1], p[2], p[3], p[4], p[5], 0.1f, 1e-5f};
+}
+// k[0] fused add + ReLU, k[1] accumulate dgamma, dbeta.
+RUN(run_batchnorm) {
+  bool fused = r->k[0] != 0;
+  BatchNorm bn = bn_of(t, 7);
+  const Tensor *z = fused ? &t[1] : NULL;
+  op_batchnorm_fwd_train(dev, &bn, &t[0], z, fused, &t[3]);
+  op_batchnorm_fwd_infer(dev, &bn, &t[0], z, fused, &t[4]);
+  op_batchnorm_bwd(dev, &bn, &t[0], &t[3], &t[2], fused, &t[5], fused ? &t[6] : NULL, &t[13],
+                   &t[14], r->k[1] != 0);
+}
+// The backward in place: dx overwrites dy (t[2]).
+RUN(run_batchnorm_in_place) {
+  bool fused = r->k[0] != 0;
+  BatchNorm bn = bn_of(t, 5);
+  op_batchnorm_fwd_train(dev, &bn, &t[0], fused ? &t[1] : NULL, fused, &t[3]);
+  op_batchnorm_bwd(dev, &bn, &t[0], &t[3], &t[2], fused, &t[2], fused ? &t[4] : NULL, &t[11],
+                   &t[12], false);
+}
 
 // rsqrtf is within 2 ulp of 1/sqrt: y and dx tol_rounded; mean, rstd and
 // the fp32 column sums dgamma, dbeta (over rows, in another order)
@@ -346,6 +371,40 @@ RUN(run_layernorm) {
    ALL_DT, tol_rounded, .k = {accumulate}, .fd = grad}
 #define GRAD_LN {.y = 4, .dy = 3, .n_wrt = 3, .wrt = {0, 1, 2}, .grad = {7, 8, 9}}
 
+// gamma .. dbeta (8 fp32 tensors on [0.5, 1.5)): tol_bn_param.
+#define BN_PARAM(name) {name, 'a', "3", 0.5f, 1.5f, .tol = tol_bn_param}
+#define BN_STATE                                                                       \
+  BN_PARAM("gamma"), BN_PARAM("beta"), BN_PARAM("running_mean"), BN_PARAM("running_var"), \
+      BN_PARAM("save_mean"), BN_PARAM("save_invstd")
+// d = (N, H, W, C); activations tol_rounded_chain.
+#define BATCHNORM(n, h, w, c, fused, accumulate, xlo, dtypes, grad)                             \
+  {"batchnorm", run_batchnorm, {n, h, w, c},                                                    \
+   {{"x", 'x', "0123", xlo, 3}, {"z", 'x', "0123", -1, 1}, {"dy", 'x', "0123", -1, 1},           \
+    {"y", 'o', "0123"}, {"y_infer", 'o', "0123"}, {"dx", 'o', "0123"}, {"dz", 'o', "0123"},      \
+    BN_STATE, BN_PARAM("dgamma"), BN_PARAM("dbeta")},                                           \
+   dtypes, tol_rounded_chain, .k = {fused, accumulate}, .fd = grad}
+#define BATCHNORM_GPU(n, h, w, c)                                          \
+  BATCHNORM(n, h, w, c, 0, 1, -1, ALL_DT, NO_GRAD),                        \
+      BATCHNORM(n, h, w, c, 1, 1, -1, ALL_DT, NO_GRAD),                    \
+      {"batchnorm in place", run_batchnorm_in_place, {n, h, w, c},         \
+       {{"x", 'x', "0123", -1, 3}, {"z", 'x', "0123", -1, 1},              \
+        {"dy, then dx", 'u', "0123", -1, 1}, {"y", 'o', "0123"},           \
+        {"dz", 'o', "0123"}, BN_STATE, BN_PARAM("dgamma"), BN_PARAM("dbeta")}, \
+       ALL_DT, tol_rounded_chain, .k = {0}},                               \
+      {"batchnorm in place", run_batchnorm_in_place, {n, h, w, c},         \
+       {{"x", 'x', "0123", -1, 3}, {"z", 'x', "0123", -1, 1},              \
+        {"dy, then dx", 'u', "0123", -1, 1}, {"y", 'o', "0123"},           \
+        {"dz", 'o', "0123"}, BN_STATE, BN_PARAM("dgamma"), BN_PARAM("dbeta")}, \
+       ALL_DT, tol_rounded_chain, .k = {1}}
+// Batch norm is nonlinear: central differences carry an O(eps^2) truncation
+// error plus the fp32 rounding of the loss (~1e-6 absolute) / (2 eps). eps =
+// 1e-2 keeps both small (measured worst 7e-4); with the fused ReLU a step
+// that large can cross a kink, so those cases use eps = 1e-3, where rounding
+// dominates (measured worst 7e-3 relative to the 0.05 floor). Bound: 2e-2.
+#define GRAD_BN(step, count)                                                                  \
+  ((Grad){.y = 3, .dy = 2, .n_wrt = count, .wrt = {0, 7, 8, 1}, .grad = {5, 13, 14, 6},       \
+          .eps = step, .floor = 0.05, .tol = 2e-2, .points = 80})
+
 static const Row kNorm[] = {
     // More rows than reduction groups, an odd width; small ones for the check.
     LAYERNORM(301, 1031, 0, NO_GRAD),
@@ -353,6 +412,12 @@ static const Row kNorm[] = {
     LAYERNORM(3, 7, 0, GRAD_LN),
     LAYERNORM(1, 5, 0, GRAD_LN),
     LAYERNORM(4, 33, 0, GRAD_LN),
+    // {5, 13, 11, 40}: 715 rows in 3 uneven parts, a half-used channel block.
+    BATCHNORM_GPU(4, 9, 7, 6), BATCHNORM_GPU(8, 14, 14, 64), BATCHNORM_GPU(3, 5, 5, 13),
+    BATCHNORM_GPU(5, 13, 11, 40),
+    BATCHNORM(2, 3, 5, 7, 0, 0, -2, FP32_DT, GRAD_BN(1e-2f, 3)),
+    BATCHNORM(1, 4, 3, 5, 1, 0, -2, FP32_DT, GRAD_BN(1e-3f, 4)),
+    BATCHNORM(3, 1, 1, 9, 1, 0, -2, FP32_DT, GRAD_BN(1e-3f, 4)),
 };
 
 // ================================================================ attention
@@ -482,42 +547,6 @@ RUN(run_conv) {
   if (tf32) op_conv2d_set_tf32(dev, false);
   free(scratch);
 }
-// Batch norm's parameters and statistics, from t[first] on: gamma beta
-// running_mean running_var save_mean save_invstd.
-static BatchNorm bn_of(const Tensor *t, int first) {
-  const Tensor *p = &t[first];
-  return (BatchNorm){p[0], p[1], p[2], p[3], p[4], p[5], 0.1f, 1e-5f};
-}
-// k[0] fused add + ReLU, k[1] accumulate dgamma, dbeta.
-RUN(run_batchnorm) {
-  bool fused = r->k[0] != 0;
-  BatchNorm bn = bn_of(t, 7);
-  const Tensor *z = fused ? &t[1] : NULL;
-  op_batchnorm_fwd_train(dev, &bn, &t[0], z, fused, &t[3]);
-  op_batchnorm_fwd_infer(dev, &bn, &t[0], z, fused, &t[4]);
-  op_batchnorm_bwd(dev, &bn, &t[0], &t[3], &t[2], fused, &t[5], fused ? &t[6] : NULL, &t[13],
-                   &t[14], r->k[1] != 0);
-}
-// The backward in place: dx overwrites dy (t[2]).
-RUN(run_batchnorm_in_place) {
-  bool fused = r->k[0] != 0;
-  BatchNorm bn = bn_of(t, 5);
-  op_batchnorm_fwd_train(dev, &bn, &t[0], fused ? &t[1] : NULL, fused, &t[3]);
-  op_batchnorm_bwd(dev, &bn, &t[0], &t[3], &t[2], fused, &t[2], fused ? &t[4] : NULL, &t[11],
-                   &t[12], false);
-}
-RUN(run_maxpool) {
-  op_maxpool_fwd(dev, &t[0], &t[2], &r->pool);
-  op_maxpool_bwd(dev, &t[0], &t[2], &t[1], &t[3], &r->pool);
-}
-RUN(run_avgpool) {
-  op_avgpool_fwd(dev, &t[0], &t[2], &r->pool);
-  op_avgpool_bwd(dev, &t[1], &t[3], &r->pool);
-}
-RUN(run_global_avgpool) {
-  op_global_avgpool_fwd(dev, &t[0], &t[2]);
-  op_global_avgpool_bwd(dev, &t[1], &t[3]);
-}
 RUN(run_relu) {
   op_relu_fwd(dev, &t[0], &t[2]);
   op_relu_bwd(dev, &t[2], &t[1], &t[3]);
@@ -558,72 +587,21 @@ RUN(run_relu) {
       M(2, 9, 9, 16, 32, 1, 1, 2, 2, 0, 0, 1, 1),          \
       M(2, 12, 11, 8, 8, 3, 3, 1, 1, 2, 2, 2, 2)
 
-// gamma .. dbeta (8 fp32 tensors on [0.5, 1.5)): tol_bn_param.
-#define BN_PARAM(name) {name, 'a', "3", 0.5f, 1.5f, .tol = tol_bn_param}
-#define BN_STATE                                                                       \
-  BN_PARAM("gamma"), BN_PARAM("beta"), BN_PARAM("running_mean"), BN_PARAM("running_var"), \
-      BN_PARAM("save_mean"), BN_PARAM("save_invstd")
-// d = (N, H, W, C); activations tol_rounded_chain.
-#define BATCHNORM(n, h, w, c, fused, accumulate, xlo, dtypes, grad)                             \
-  {"batchnorm", run_batchnorm, {n, h, w, c},                                                    \
-   {{"x", 'x', "0123", xlo, 3}, {"z", 'x', "0123", -1, 1}, {"dy", 'x', "0123", -1, 1},           \
-    {"y", 'o', "0123"}, {"y_infer", 'o', "0123"}, {"dx", 'o', "0123"}, {"dz", 'o', "0123"},      \
-    BN_STATE, BN_PARAM("dgamma"), BN_PARAM("dbeta")},                                           \
-   dtypes, tol_rounded_chain, .k = {fused, accumulate}, .fd = grad}
-#define BATCHNORM_GPU(n, h, w, c)                                          \
-  BATCHNORM(n, h, w, c, 0, 1, -1, ALL_DT, NO_GRAD),                        \
-      BATCHNORM(n, h, w, c, 1, 1, -1, ALL_DT, NO_GRAD),                    \
-      {"batchnorm in place", run_batchnorm_in_place, {n, h, w, c},         \
-       {{"x", 'x', "0123", -1, 3}, {"z", 'x', "0123", -1, 1},              \
-        {"dy, then dx", 'u', "0123", -1, 1}, {"y", 'o', "0123"},           \
-        {"dz", 'o', "0123"}, BN_STATE, BN_PARAM("dgamma"), BN_PARAM("dbeta")}, \
-       ALL_DT, tol_rounded_chain, .k = {0}},                               \
-      {"batchnorm in place", run_batchnorm_in_place, {n, h, w, c},         \
-       {{"x", 'x', "0123", -1, 3}, {"z", 'x', "0123", -1, 1},              \
-        {"dy, then dx", 'u', "0123", -1, 1}, {"y", 'o', "0123"},           \
-        {"dz", 'o', "0123"}, BN_STATE, BN_PARAM("dgamma"), BN_PARAM("dbeta")}, \
-       ALL_DT, tol_rounded_chain, .k = {1}}
-// Batch norm is nonlinear: central differences carry an O(eps^2) truncation
-// error plus the fp32 rounding of the loss (~1e-6 absolute) / (2 eps). eps =
-// 1e-2 keeps both small (measured worst 7e-4); with the fused ReLU a step
-// that large can cross a kink, so those cases use eps = 1e-3, where rounding
-// dominates (measured worst 7e-3 relative to the 0.05 floor). Bound: 2e-2.
-#define GRAD_BN(step, count)                                                                  \
-  ((Grad){.y = 3, .dy = 2, .n_wrt = count, .wrt = {0, 7, 8, 1}, .grad = {5, 13, 14, 6},       \
-          .eps = step, .floor = 0.05, .tol = 2e-2, .points = 80})
-
-// d = (N, H, W, C, P, Q); the pooling window as PoolParams.
-#define POOL(name, fn, n, h, w, c, wh, ww, sh, sw, ph, pw, lo, xfill, ytol, dtypes, grad)        \
-  {name, fn, {n, h, w, c, OUT_EXTENT(h, wh, sh, ph, 1), OUT_EXTENT(w, ww, sw, pw, 1)},        \
-   {{"x", 'x', "0123", lo, 1, .fill = xfill}, {"dy", 'x', "0453", -1, 1},                      \
-    {"y", 'o', "0453", .tol = ytol}, {"dx", 'o', "0123"}},                                    \
-   dtypes, tol_rounded_chain, .pool = {wh, ww, sh, sw, ph, pw}, .fd = grad}
-// Max pooling selects (y exact); its dx sums up to 4 dy, rounded once.
-#define POOLS_GPU(n, h, w, c, wh, ww, sh, sw, ph, pw)                                      \
-  POOL("maxpool", run_maxpool, n, h, w, c, wh, ww, sh, sw, ph, pw, 0, fill_distinct,        \
-       tol_exact, ALL_DT, NO_GRAD),                                                         \
-      POOL("avgpool", run_avgpool, n, h, w, c, wh, ww, sh, sw, ph, pw, 0, fill_distinct,    \
-           tol_rounded_chain, ALL_DT, NO_GRAD)
 // Piecewise linear ops: exact differences away from kinks
 // (fill_away_from_kinks); what is left is fp32 rounding (measured worst
 // 2e-4), bound 2e-3.
 #define GRAD_PIECEWISE                                                                       \
   ((Grad){.y = 2, .dy = 1, .n_wrt = 1, .wrt = {0}, .grad = {3}, .eps = 1e-3f, .floor = 0.05,  \
           .tol = 2e-3, .points = 200})
-#define POOL_FD(name, fn, n, h, w, c, wh, ww, sh, sw, ph, pw, ytol)                           \
-  POOL(name, fn, n, h, w, c, wh, ww, sh, sw, ph, pw, 0.05f, fill_away_from_kinks, ytol, FP32_DT, \
-       GRAD_PIECEWISE)
-// Global average pooling (tol_rounded_chain) and ReLU (exact): x (N, H, W, C).
-#define GAP(n, h, w, c, lo, xfill, dtypes, grad)                                                 \
-  {"global_avgpool", run_global_avgpool, {n, h, w, c},                                         \
-   {{"x", 'x', "0123", lo, 1, .fill = xfill}, {"dy", 'x', "03", -1, 1}, {"y", 'o', "03"},         \
+// An op of x (N, H, W, C) with y and dy on the axes `ydims` of (N, H, W, C),
+// dx x's shape: ReLU here, global average pooling (GAP, below).
+#define NHWC_UNARY(name, fn, n, h, w, c, ydims, lo, xfill, dtypes, tol, grad)                 \
+  {name, fn, {n, h, w, c},                                                                     \
+   {{"x", 'x', "0123", lo, 1, .fill = xfill}, {"dy", 'x', ydims, -1, 1}, {"y", 'o', ydims},       \
     {"dx", 'o', "0123"}},                                                                      \
-   dtypes, tol_rounded_chain, .fd = grad}
-#define RELU(n, h, w, c, lo, xfill, dtypes, grad)                                                \
-  {"relu", run_relu, {n, h, w, c},                                                             \
-   {{"x", 'x', "0123", lo, 1, .fill = xfill}, {"dy", 'x', "0123", -1, 1}, {"y", 'o', "0123"},     \
-    {"dx", 'o', "0123"}},                                                                      \
-   dtypes, tol_exact, .fd = grad}
+   dtypes, tol, .fd = grad}
+#define RELU(n, h, w, c, lo, xfill, dtypes, grad) \
+  NHWC_UNARY("relu", run_relu, n, h, w, c, "0123", lo, xfill, dtypes, tol_exact, grad)
 
 static const Row kConv[] = {
     CONV_SHAPES(CONV_GPU),
@@ -649,12 +627,46 @@ static const Row kConv[] = {
     CONV_FD(1, 7, 6, 5, 3, 1, 1, 2, 2, 0, 0, 1, 1),
     CONV_FD(1, 9, 9, 3, 3, 3, 3, 1, 1, 2, 2, 2, 2),
     CONV_FD(1, 6, 7, 7, 2, 2, 3, 1, 2, 1, 0, 1, 1),
-    // {5, 13, 11, 40}: 715 rows in 3 uneven parts, a half-used channel block.
-    BATCHNORM_GPU(4, 9, 7, 6), BATCHNORM_GPU(8, 14, 14, 64), BATCHNORM_GPU(3, 5, 5, 13),
-    BATCHNORM_GPU(5, 13, 11, 40),
-    BATCHNORM(2, 3, 5, 7, 0, 0, -2, FP32_DT, GRAD_BN(1e-2f, 3)),
-    BATCHNORM(1, 4, 3, 5, 1, 0, -2, FP32_DT, GRAD_BN(1e-3f, 4)),
-    BATCHNORM(3, 1, 1, 9, 1, 0, -2, FP32_DT, GRAD_BN(1e-3f, 4)),
+    // ReLU (exact): x (N, H, W, C).
+    RELU(2, 9, 9, 12, -1, NULL, ALL_DT, NO_GRAD),
+    RELU(2, 3, 5, 4, 0.05f, fill_away_from_kinks, FP32_DT, GRAD_PIECEWISE),
+};
+
+// ================================================================ pool
+RUN(run_maxpool) {
+  op_maxpool_fwd(dev, &t[0], &t[2], &r->pool);
+  op_maxpool_bwd(dev, &t[0], &t[2], &t[1], &t[3], &r->pool);
+}
+RUN(run_avgpool) {
+  op_avgpool_fwd(dev, &t[0], &t[2], &r->pool);
+  op_avgpool_bwd(dev, &t[1], &t[3], &r->pool);
+}
+RUN(run_global_avgpool) {
+  op_global_avgpool_fwd(dev, &t[0], &t[2]);
+  op_global_avgpool_bwd(dev, &t[1], &t[3]);
+}
+
+// d = (N, H, W, C, P, Q); the pooling window as PoolParams.
+#define POOL(name, fn, n, h, w, c, wh, ww, sh, sw, ph, pw, lo, xfill, ytol, dtypes, grad)        \
+  {name, fn, {n, h, w, c, OUT_EXTENT(h, wh, sh, ph, 1), OUT_EXTENT(w, ww, sw, pw, 1)},        \
+   {{"x", 'x', "0123", lo, 1, .fill = xfill}, {"dy", 'x', "0453", -1, 1},                      \
+    {"y", 'o', "0453", .tol = ytol}, {"dx", 'o', "0123"}},                                    \
+   dtypes, tol_rounded_chain, .pool = {wh, ww, sh, sw, ph, pw}, .fd = grad}
+// Max pooling selects (y exact); its dx sums up to 4 dy, rounded once.
+#define POOLS_GPU(n, h, w, c, wh, ww, sh, sw, ph, pw)                                      \
+  POOL("maxpool", run_maxpool, n, h, w, c, wh, ww, sh, sw, ph, pw, 0, fill_distinct,        \
+       tol_exact, ALL_DT, NO_GRAD),                                                         \
+      POOL("avgpool", run_avgpool, n, h, w, c, wh, ww, sh, sw, ph, pw, 0, fill_distinct,    \
+           tol_rounded_chain, ALL_DT, NO_GRAD)
+#define POOL_FD(name, fn, n, h, w, c, wh, ww, sh, sw, ph, pw, ytol)                           \
+  POOL(name, fn, n, h, w, c, wh, ww, sh, sw, ph, pw, 0.05f, fill_away_from_kinks, ytol, FP32_DT, \
+       GRAD_PIECEWISE)
+// Global average pooling (tol_rounded_chain): x (N, H, W, C), y (N, C).
+#define GAP(n, h, w, c, lo, xfill, dtypes, grad)                                              \
+  NHWC_UNARY("global_avgpool", run_global_avgpool, n, h, w, c, "03", lo, xfill, dtypes,     \
+             tol_rounded_chain, grad)
+
+static const Row kPool[] = {
     // fill_distinct's limit is 2048 elements. 12 channels take the
     // one-channel kernels in fp16/bf16 and the 4-channel ones in fp32; 16
     // channels the 8-channel ones in fp16/bf16.
@@ -662,13 +674,11 @@ static const Row kConv[] = {
     POOLS_GPU(2, 9, 9, 12, 3, 2, 1, 2, 1, 0), POOLS_GPU(2, 7, 7, 16, 3, 3, 2, 2, 1, 1),
     POOLS_GPU(2, 7, 7, 16, 2, 2, 2, 2, 0, 0), POOLS_GPU(2, 7, 7, 16, 3, 2, 1, 2, 1, 0),
     GAP(2, 9, 9, 12, -1, NULL, ALL_DT, NO_GRAD),
-    RELU(2, 9, 9, 12, -1, NULL, ALL_DT, NO_GRAD),
     POOL_FD("maxpool", run_maxpool, 1, 7, 7, 3, 3, 3, 2, 2, 1, 1, tol_exact),
     POOL_FD("maxpool", run_maxpool, 2, 5, 6, 2, 2, 2, 2, 2, 0, 0, tol_exact),
     POOL_FD("avgpool", run_avgpool, 1, 6, 5, 3, 3, 3, 2, 2, 1, 1, tol_rounded_chain),
     POOL_FD("avgpool", run_avgpool, 2, 4, 4, 5, 2, 2, 2, 2, 0, 0, tol_rounded_chain),
     GAP(2, 3, 5, 4, 0.05f, fill_away_from_kinks, FP32_DT, GRAD_PIECEWISE),
-    RELU(2, 3, 5, 4, 0.05f, fill_away_from_kinks, FP32_DT, GRAD_PIECEWISE),
 };
 
 // ================================================================ loss
@@ -732,7 +742,8 @@ typedef struct Family {
 static const Family kFamilies[] = {
     FAMILY("elementwise", kElementwise), FAMILY("layout", kLayout), FAMILY("reduce", kReduce),
     FAMILY("activation", kActivation),   FAMILY("norm", kNorm),     FAMILY("attention", kAttention),
-    FAMILY("dense", kDense),             FAMILY("conv", kConv),     FAMILY("loss", kLoss),
+    FAMILY("dense", kDense),             FAMILY("conv", kConv),     FAMILY("pool", kPool),
+    FAMILY("loss", kLoss),
 };
 #define N_FAMILIES (int)(sizeof kFamilies / sizeof kFamilies[0])
 
