@@ -15,8 +15,8 @@
 # faults are read against, from the same tree, data and flags (a line
 # "fault none ...: REACHED" is expected and is not a failure).
 # Long (each fault trains the whole small run): run by hand, not by make test.
-# With TESTS=1 nothing trains: each fault's copy is built (make all) and
-# runs every C test program and the task's Python tests instead, and
+# With TESTS=1 nothing trains: each fault's copy builds and runs every C
+# test program and the task's Python tests instead, and
 # prints one line a fault:
 #   fault NAME: caught by PROGRAM (its failing cases); ... | no test fails (what)
 # exiting 1 when a fault fails no test: the unit tests' answer for the
@@ -76,14 +76,19 @@ selected() {
   return 1
 }
 
-# run_tests_in TREE NAME WHAT (TESTS=1): builds TREE (make all: the Python
-# tests run its tools and trainers), runs its test programs and the task's
-# Python tests there and says which fail (a program that exits non-zero
-# without a FAIL line fails as a whole); sets status=1 when none fails, or,
-# for `none`, when any does.
+# run_tests_in TREE NAME WHAT (TESTS=1): builds the selected test programs
+# in TREE (make all when a Python test is among them: those run the tools
+# and trainers), runs them there and says which fail (a program that exits
+# non-zero without a FAIL line fails as a whole); sets status=1 when none
+# fails, or, for `none`, when any does.
 run_tests_in() {
-  local tree=$1 name=$2 what=$3 caught=() t prog rc first
-  if ! make -C "$tree" -j2 BUILD="$build" all >"$tmp/make-$name.out" 2>&1; then
+  local tree=$1 name=$2 what=$3 caught=() targets=() t prog rc first
+  for t in "${test_bins[@]}" tests/$task/test_*.py; do
+    selected "$(basename "$t")" || continue
+    [[ $t == *.py ]] && targets=(all) && break
+    targets+=("$t")
+  done
+  if ! make -C "$tree" -j2 BUILD="$build" "${targets[@]}" >"$tmp/make-$name.out" 2>&1; then
     echo "fault $name: the build failed: $(grep -m1 error "$tmp/make-$name.out")"
     status=1
     return
