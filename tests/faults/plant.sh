@@ -16,8 +16,8 @@
 # "fault none ...: REACHED" is expected and is not a failure).
 # Long (each fault trains the whole small run): run by hand, not by make test.
 # With TESTS=1 nothing trains: each fault's copy builds and runs every C
-# test program and the task's Python tests instead, and
-# prints one line a fault:
+# test program and the task's Python tests instead, and prints one line a
+# fault:
 #   fault NAME: caught by PROGRAM (its failing cases); ... | no test fails (what)
 # exiting 1 when a fault fails no test: the unit tests' answer for the
 # faults that a small target cannot see (the name `none` there checks
@@ -88,6 +88,10 @@ run_tests_in() {
     [[ $t == *.py ]] && targets=(all) && break
     targets+=("$t")
   done
+  if ((${#targets[@]} == 0)); then
+    echo "plant: TEST_PROGRAMS='${TEST_PROGRAMS:-}' names no test program" >&2
+    exit 2
+  fi
   if ! make -C "$tree" -j2 BUILD="$build" "${targets[@]}" >"$tmp/make-$name.out" 2>&1; then
     echo "fault $name: the build failed: $(grep -m1 error "$tmp/make-$name.out")"
     status=1
@@ -97,9 +101,9 @@ run_tests_in() {
     [[ -e $tree/$t ]] || continue
     prog=$(basename "$t")
     selected "$prog" || continue
-    case $t in
-      *.py) (cd "$tree" && python3 "$t" "$build") >"$tmp/test.out" 2>&1 ;;
-      *) (cd "$tree" && "$t") >"$tmp/test.out" 2>&1 ;;
+    case $t in  # TEST_ONLY would pick a program's cases (tests/harness): unset
+      *.py) (cd "$tree" && env -u TEST_ONLY python3 "$t" "$build") >"$tmp/test.out" 2>&1 ;;
+      *) (cd "$tree" && env -u TEST_ONLY "$t") >"$tmp/test.out" 2>&1 ;;
     esac
     rc=$?
     first=$(grep '^FAIL ' "$tmp/test.out" | sed 's/^FAIL \([^:]*\).*/\1/' | sort -u | paste -sd' ')
