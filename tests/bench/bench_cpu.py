@@ -40,7 +40,8 @@ our trainer then its folder's pytorch_reference.py (the same model, data,
 augmentation, optimizer, schedule and eval cadence; the clock from run_start,
 decoding included), at the largest --threads, the small data sets made
 under data/ when missing; also the mean time of an eval of the val set.
-This part takes minutes per config.
+These are tests/bench/ttt.py's runs and table (which also runs several
+seeds, and the medium configs on a GPU). This part takes minutes per config.
 
 Prints the tables with ours / PyTorch and writes
 tests/bench/results/cpu_<moment>_<machine>.{json,md}.
@@ -50,6 +51,7 @@ tests/bench/results/cpu_<moment>_<machine>.{json,md}.
         [--bert_data data/bert/small] [--ttt resnet,ncf,transformer,ssd,bert|none]
         [--ttt_seed 1]
 """
+import argparse
 import importlib.util
 import os
 import re
@@ -59,11 +61,10 @@ import sys
 import tempfile
 
 import benchlib
+import ttt
 from benchlib import ROOT
 
 NAME = "bench_cpu"
-sys.path.insert(0, os.path.join(ROOT, "logs"))
-import system_desc  # noqa: E402  (logs/system_desc.py: /proc/cpuinfo's fields)
 
 
 def load(path, name):
@@ -73,16 +74,6 @@ def load(path, name):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
-
-
-def read_conf(path):
-    conf = {}
-    for line in open(os.path.join(ROOT, path)):
-        line = line.split("#", 1)[0].strip()
-        if "=" in line:
-            k, v = (s.strip() for s in line.split("=", 1))
-            conf[k] = v
-    return conf
 
 
 def run_ours(cmd, threads):
@@ -112,7 +103,7 @@ class ResNetRows:
     def __init__(self, torch, args):
         self.torch, self.args = torch, args
         self.conf_path = "image_classification/configs/small.conf"
-        self.conf = read_conf(self.conf_path)
+        self.conf = ttt.read_conf(self.conf_path)
         self.ref = load("image_classification/pytorch_reference.py", "resnet_reference")
 
     def ours(self, threads):
@@ -155,7 +146,7 @@ class NCFRows:
     def __init__(self, torch, args):
         self.torch, self.args = torch, args
         self.conf_path = "recommendation/configs/small.conf"
-        self.conf = read_conf(self.conf_path)
+        self.conf = ttt.read_conf(self.conf_path)
         self.bench_ncf = load("tests/bench/bench_ncf.py", "bench_ncf")
         self.bench_ncf.ref = load("recommendation/pytorch_reference.py", "ncf_reference")
         if not os.path.exists(os.path.join(args.data_dir, "ncf.bin")):
@@ -184,7 +175,7 @@ class TransformerRows:
 
     def __init__(self, torch, args):
         self.torch, self.args = torch, args
-        conf = read_conf("translation/configs/small.conf")
+        conf = ttt.read_conf("translation/configs/small.conf")
         self.bench = load("tests/bench/bench_transformer.py", "bench_transformer")
         self.dims = {k: int(conf[k]) for k in ("d_model", "d_ff", "heads", "enc_layers", "dec_layers")}
         self.dims["vocab"] = args.nmt_vocab
@@ -307,89 +298,19 @@ class BertRows:
 KINDS = {"resnet": ResNetRows, "ncf": NCFRows, "transformer": TransformerRows, "ssd": SSDRows,
          "bert": BertRows}
 
-# Time to target: each small config trained to its target by our trainer and
-# by its PyTorch reference (which trains the same way and prints the same
-# epoch lines, "pytorch" for the benchmark's name). Per benchmark: its
-# folder, its small data set's folder and the reference's flags besides
-# --config, --device, --threads and --seed ({data}: the data folder).
-TTT = {
-    "resnet": ("image_classification", "data/resnet/small", ["--raw={data}/raw"]),
-    "ncf": ("recommendation", "data/ncf/small", ["--data_dir={data}"]),
-    # The trainer's own dropout masks cost the reference a Philox pass in
-    # tensor ops per mask: PyTorch's dropout there (the same rates).
-    "transformer": ("translation", "data/transformer/small",
-                    ["--data_dir={data}", "--torch_dropout"]),
-    "ssd": ("object_detection", "data/ssd/small",
-            ["--data_dir={data}", "--coco_eval={build}/bin/coco_eval"]),
-    # As for the Transformer: PyTorch's dropout rather than the trainer's masks.
-    "bert": ("language", "data/bert/small", ["--data_dir={data}", "--dropout_rng=torch"]),
-}
-
-
-def ttt_parse(out, name):
-    """What a run to target printed: its epoch lines' train and eval seconds
-    ("NAME: epoch N: ...; train T s ..., eval E s") and its last line ("NAME:
-    target reached, time to train S s")."""
-    epochs = re.findall(rf"^{name}: epoch (\d+):.*; train ([0-9.]+) s(?:.*, eval ([0-9.]+) s)?", out, re.M)
-    end = re.search(rf"^{name}: (target reached|target NOT reached).*, time to train ([0-9.]+) s", out, re.M)
-    if not end or not epochs:
-        sys.exit(f"{NAME}: no epoch lines or time to train from {name}:\n" + out[-2000:])
-    evals = [float(e) for _, _, e in epochs if e]
-    return dict(reached=end.group(1) == "target reached", seconds=float(end.group(2)),
-                epochs=int(epochs[-1][0]), train_s=statistics.mean(float(t) for _, t, _ in epochs),
-                eval_s=statistics.mean(evals) if evals else None)
-
-
-def ttt_row(bench, args, threads):
-    """Ours, then PyTorch's reference, from the same seed to the small
-    config's target at `threads` (the data made first when missing)."""
-    folder, data, ref_flags = TTT[bench]
-    conf = f"{folder}/configs/small.conf"
-    subprocess.run(["bash", os.path.join(ROOT, folder, "prepare_data.sh"), "small", data, args.build],
-                   check=True, stdout=subprocess.DEVNULL, cwd=ROOT)
-    print(f"time to target: {bench}, ours ...", flush=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        ours = subprocess.run([os.path.join(args.build, "bin", bench), f"--config={conf}", f"--data_dir={data}",
-                               "--device=cpu", f"--threads={threads}", f"--seed={args.ttt_seed}",
-                               f"--log_file={os.path.join(tmp, 'ttt.log')}"],
-                              capture_output=True, text=True, cwd=ROOT)
-    print(f"time to target: {bench}, PyTorch ...", flush=True)
-    ref = subprocess.run([sys.executable, os.path.join(folder, "pytorch_reference.py"), f"--config={conf}",
-                          "--device=cpu", f"--threads={threads}", f"--seed={args.ttt_seed}"] +
-                         [f.format(data=data, build=args.build) for f in ref_flags],
-                         capture_output=True, text=True, cwd=ROOT)
-    for who, proc in (("ours", ours), ("PyTorch", ref)):
-        if proc.returncode != 0:
-            sys.exit(f"{NAME}: the {who} {bench} run to target failed with status {proc.returncode}:\n"
-                     + proc.stdout[-2000:] + proc.stderr[-2000:])
-    return dict(bench=bench, threads=threads, seed=args.ttt_seed, ours=ttt_parse(ours.stdout, bench),
-                pytorch=ttt_parse(ref.stdout, "pytorch"))
-
-
-def ttt_table(rows):
-    """The time-to-target rows as markdown lines: PyTorch's seconds over
-    ours (above 1: ours reaches the target sooner), and the same for a
-    mean eval of the val set."""
-    def side(r):
-        return f"{r['seconds']:.1f} s, {r['epochs']} epochs" + ("" if r["reached"] else " (NOT reached)")
-
-    def ev(r):
-        return "-" if r["eval_s"] is None else f"{r['eval_s']:.2f} s"
-
-    md = ["| small config | threads | ours | PyTorch | PyTorch / ours | ours: eval | PyTorch: eval | "
-          "PyTorch / ours |", "|---|---:|---|---|---:|---:|---:|---:|"]
-    for r in rows:
-        o, t = r["ours"], r["pytorch"]
-        ratio = t["seconds"] / o["seconds"] if o["reached"] and t["reached"] else float("nan")
-        eratio = t["eval_s"] / o["eval_s"] if o["eval_s"] and t["eval_s"] else float("nan")
-        md.append(f"| {r['bench']} | {r['threads']} | {side(o)} | {side(t)} | {ratio:.2f} | {ev(o)} | "
-                  f"{ev(t)} | {eratio:.2f} |")
-    return md
+def ttt_runs(benches, args, threads):
+    """Each small config from --ttt_seed to its target, ours then its
+    PyTorch reference, at threads (tests/bench/ttt.py's runs)."""
+    opts = argparse.Namespace(build=args.build, scale="small", device="cpu", threads=threads,
+                              machine=machine(), seeds=[args.ttt_seed], benches=benches,
+                              sides=list(ttt.SIDES), budget=None)
+    with tempfile.TemporaryDirectory() as logs:
+        return ttt.plan_and_run(opts, lambda b, side, seed, timeout: ttt.run_side(b, side, seed, opts, timeout, logs),
+                                lambda b, timeout: ttt.prepare(b, opts, timeout))
 
 
 def machine():
-    model = system_desc.cpuinfo_field("model name") or "CPU"
-    return f"{os.cpu_count()}-core {model}"
+    return benchlib.machine_name("cpu")
 
 
 def main():
@@ -408,16 +329,16 @@ def main():
     p.add_argument("--nmt_length", type=int, default=16,
                    help="tokens a side of the random pairs (the small set's sentences are short)")
     p.add_argument("--nmt_vocab", type=int, default=2048, help="the small set's vocabulary size")
-    p.add_argument("--ttt", default=",".join(TTT),
+    p.add_argument("--ttt", default=",".join(ttt.BENCHES),
                    help="small configs timed to their targets beside their PyTorch references, at the "
                         "largest --threads ('none': no such runs)")
     p.add_argument("--ttt_seed", type=int, default=1)
     p.add_argument("--no_write", action="store_true", help="print the table only")
     args = p.parse_args()
-    ttt = [] if args.ttt == "none" else args.ttt.split(",")
-    for bench in ttt:
-        if bench not in TTT:
-            p.error(f"--ttt: '{bench}' is none of {', '.join(TTT)} (or 'none')")
+    ttt_benches = [] if args.ttt == "none" else args.ttt.split(",")
+    for bench in ttt_benches:
+        if bench not in ttt.BENCHES:
+            p.error(f"--ttt: '{bench}' is none of {', '.join(ttt.BENCHES)} (or 'none')")
     torch = benchlib.require_torch(NAME, cuda=False)
     threads = [int(t) for t in args.threads.split(",")]
     kinds = [KINDS[k](torch, args) for k in args.rows.split(",")]
@@ -454,11 +375,11 @@ def main():
         md += ["", "Ours on 2 threads over ours on 1:", ""]
         md += [f"- {kind_row}: {ours_at[(kind_row, 2)] / ours_at[(kind_row, 1)]:.2f}"
                for kind in kinds for kind_row in kind.rows]
-    ttt_rows = [ttt_row(bench, args, max(threads)) for bench in ttt]
+    ttt_rows = ttt_runs(ttt_benches, args, max(threads)) if ttt_benches else []
     if ttt_rows:
-        md += ["", f"Time to target from seed {args.ttt_seed}, one run a side, the clock from run_start "
-               "(data decoding included); eval: the mean of the epochs' evals of the val set.", ""]
-        md += ttt_table(ttt_rows)
+        # The time-to-target tables without their title line.
+        md += ["", f"Time to target from seed {args.ttt_seed} at {max(threads)} threads, one run a side:", ""]
+        md += ttt.table(ttt_rows).splitlines()[2:]
     text = "\n".join(md) + "\n"
     print(text)
     if not args.no_write:

@@ -202,6 +202,32 @@ def profile_block(text):
     return ""
 
 
+def gpu_names():
+    """The GPUs nvidia-smi lists ([] without a working nvidia-smi)."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []
+
+
+def cpu_model():
+    """The CPU's model name (/proc/cpuinfo, through logs/system_desc.py)."""
+    sys.path.insert(0, os.path.join(ROOT, "logs"))
+    import system_desc
+    import platform
+    return system_desc.cpuinfo_field("model name") or platform.processor() or "CPU"
+
+
+def machine_name(device):
+    """What a results file names the machine by: the first GPU for cuda,
+    else "<cores>-core <CPU model>"."""
+    if device == "cuda" and gpu_names():
+        return gpu_names()[0]
+    return f"{os.cpu_count() or 1}-core {cpu_model()}"
+
+
 def utc_stamp(seconds=False):
     """Today's UTC date (2026-11-22), or the moment (20261122T114500Z)."""
     now = datetime.datetime.now(datetime.timezone.utc)

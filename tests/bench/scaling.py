@@ -37,7 +37,6 @@ sys.path.insert(0, os.path.join(ROOT, "logs"))
 import benchlib  # noqa: E402
 import plot  # noqa: E402  (logs/plot.py: the figure and its lines)
 import result  # noqa: E402  (logs/result.py: the MLPerf log reader)
-import system_desc  # noqa: E402  (logs/system_desc.py: /proc/cpuinfo's fields)
 
 # name: program, config, the config key whose value is one rank's batch and
 # is multiplied by the ranks (None: the config's max_tokens already is per
@@ -99,19 +98,6 @@ def config_int(path, key):
 def links(program, library):
     out = subprocess.run(["ldd", program], capture_output=True, text=True).stdout
     return library in out
-
-
-def gpu_names():
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    return [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []
-
-
-def cpu_model():
-    return system_desc.cpuinfo_field("model name") or platform.processor() or "CPU"
 
 
 def prerequisites(name, args):
@@ -241,7 +227,7 @@ def main():
         ap.error("--steps: %d is not a positive step count" % args.steps)
     os.chdir(ROOT)
 
-    gpus = gpu_names()
+    gpus = benchlib.gpu_names()
     built = [n for n in args.trainers if os.access(os.path.join(args.build, "bin", TRAINERS[n][0]), os.X_OK)]
     for n in sorted(set(args.trainers) - set(built)):
         print("SKIP scaling %s: %s/bin/%s is not built" % (n, args.build, TRAINERS[n][0]))
@@ -267,7 +253,7 @@ def main():
     if args.device == "cuda":
         machine = "%dx%s" % (len(gpus), gpus[0])
     else:
-        machine = "%d-core %s" % (os.cpu_count() or 1, cpu_model())
+        machine = "%d-core %s" % (os.cpu_count() or 1, benchlib.cpu_model())
     print("scaling: %s on %s, ranks %s, %s" % (",".join(built), machine, ",".join(map(str, ranks)),
                                               ",".join(precisions)))
 
