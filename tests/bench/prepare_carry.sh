@@ -27,8 +27,18 @@
 #                       there by squad_to_lmdb)
 #   minilm-f16/         the pretrained MiniLM with its weights as F16 (44 MB;
 #                       the F32 file is 91 MB), config.json and vocab.txt
+# With CARRY_TTT=1, for the ttt part's Transformer and BERT pairs
+# (gpu_session.sh ... ttt:transformer,bert), instead of fashion-mnist/,
+# opencv-photos/ and transformer-small/:
+#   minilm-f16/         as with CARRY_BERT=1
+#   bert-medium.tar.xz  the medium SQuAD set's JSON (language/prepare_data.sh
+#                       medium; about 1 MB packed), converted there
+#   transformer-medium.tar.xz  the medium translation set's raw text
+#                       (translation/prepare_data.sh medium, made from
+#                       Debian's trans-de-en; about 1 MB packed), converted
+#                       there
 # tests/bench/gpu_session.sh unpacks and installs all of it there.
-# Usage: [CARRY_BERT=1] tests/bench/prepare_carry.sh [BUILD_DIR] [DIR]
+# Usage: [CARRY_BERT=1 | CARRY_TTT=1] tests/bench/prepare_carry.sh [BUILD_DIR] [DIR]
 set -euo pipefail
 build=${1:-build} dir=${2:-.carry}
 cd "$(dirname "$0")/../.."
@@ -55,11 +65,18 @@ cp "$(command -v mdb_stat)" "$dir/bin/"
 version=$(python3 -c 'import importlib.metadata as m; print(m.version("mlperf-logging"))')
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
   --implementation cp --platform manylinux2014_x86_64 -d "$dir" "mlperf-logging==$version"
-rm -rf "$dir/fashion-mnist" "$dir/opencv-photos" "$dir/bert-small" "$dir/minilm-f16"
-if [[ ${CARRY_BERT:-0} == 1 ]]; then
-  mkdir -p "$dir/bert-small" "$dir/minilm-f16"
-  bash language/prepare_data.sh small "$dir/bert-prep" "$build" >/dev/null
-  mv "$dir/bert-prep/raw/"*.json "$dir/bert-small/"
+rm -rf "$dir/fashion-mnist" "$dir/opencv-photos" "$dir/bert-small" "$dir/minilm-f16" "$dir/transformer-small" \
+  "$dir"/*-medium.tar.xz
+if [[ ${CARRY_BERT:-0} == 1 || ${CARRY_TTT:-0} == 1 ]]; then
+  mkdir -p "$dir/minilm-f16"
+  scale=small
+  [[ ${CARRY_TTT:-0} == 1 ]] && scale=medium
+  bash language/prepare_data.sh $scale "$dir/bert-prep" "$build" >/dev/null
+  if [[ $scale == small ]]; then
+    mkdir -p "$dir/bert-small" && mv "$dir/bert-prep/raw/"*.json "$dir/bert-small/"
+  else
+    tar -C "$dir/bert-prep/raw" -cJf "$dir/bert-medium.tar.xz" train-v1.1.json dev-v1.1.json
+  fi
   model=$(realpath "$dir/bert-prep/model")
   rm -rf "$dir/bert-prep"
   cp "$model/config.json" "$model/vocab.txt" "$dir/minilm-f16/"
@@ -91,9 +108,14 @@ else
   mkdir -p "$dir/opencv-photos"
   cp /usr/share/doc/opencv-doc/examples/data/*.{jpg,png} "$dir/opencv-photos/"
 fi
-rm -rf "$dir/transformer-small"
-bash translation/prepare_data.sh small "$dir/transformer-small" "$build" >/dev/null
-rm -rf "$dir/transformer-small/raw"
+if [[ ${CARRY_TTT:-0} == 1 ]]; then
+  bash translation/prepare_data.sh medium "$dir/transformer-prep" "$build" >/dev/null
+  tar -C "$dir/transformer-prep/raw" -cJf "$dir/transformer-medium.tar.xz" .
+  rm -rf "$dir/transformer-prep"
+else
+  bash translation/prepare_data.sh small "$dir/transformer-small" "$build" >/dev/null
+  rm -rf "$dir/transformer-small/raw"
+fi
 rm -rf "$dir/lib"  # what a local run of gpu_session.sh unpacked
 tar -tJf "$dir/libs.tar.xz" | sed "s|^./||" | grep . | tr "\n" " "; echo
 du -sh "$dir"
