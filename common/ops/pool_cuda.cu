@@ -74,7 +74,10 @@ __global__ void pool_fwd_kernel(const T *x, T *y, PoolShape s) {
 
 // dx at each input: the sum over the outputs covering it (in row-major
 // output order) of dy, where max pooling counts an output only when this
-// input is the first in its window holding the output's value.
+// input is the first in its window holding the output's value. That test
+// reads the input once, and the positions before it in the window only for
+// an output whose value it holds (in some of its V channels); dy only for
+// an output it counts.
 template <typename T, bool kMax, int V>
 __global__ void pool_bwd_kernel(const T *x, const T *y, const T *dy, T *dx, PoolShape s) {
   int64_t groups = s.c / V, total = s.n * s.h * s.w * groups;
@@ -86,33 +89,39 @@ __global__ void pool_bwd_kernel(const T *x, const T *y, const T *dy, T *dx, Pool
     int64_t oh0, oh1, ow0, ow1;
     pool_covering(ih, s.stride_h, s.pad_h, s.window_h, s.p, &oh0, &oh1);
     pool_covering(iw, s.stride_w, s.pad_w, s.window_w, s.q, &ow0, &ow1);
-    float acc[V], g[V], top[V], v[V];
+    float acc[V], g[V], top[V], v[V], own[V];
 #pragma unroll
     for (int k = 0; k < V; k++) acc[k] = 0.0f;
+    if (kMax) ops_pack_load<T, V>(x + pixel * s.c + c0, own);
     for (int64_t oh = oh0; oh < oh1; oh++)
       for (int64_t ow = ow0; ow < ow1; ow++) {
         int64_t o = ((n * s.p + oh) * s.q + ow) * s.c + c0;
-        ops_pack_load<T, V>(dy + o, g);
         if (kMax) {
-          // Per channel: is this input the first of the window to hold the max?
-          bool found[V], mine[V];
-#pragma unroll
-          for (int k = 0; k < V; k++) found[k] = mine[k] = false;
+          // Per channel: this input holds the output's value, and no
+          // position before it in the window (row-major) does.
           ops_pack_load<T, V>(y + o, top);
+          bool mine[V], any = false;
+#pragma unroll
+          for (int k = 0; k < V; k++) mine[k] = own[k] == top[k], any |= mine[k];
           int64_t h0, h1, w0, w1;
           pool_window_dev(s, oh, ow, &h0, &h1, &w0, &w1);
-          for (int64_t jh = h0; jh < h1; jh++)
-            for (int64_t jw = w0; jw < w1; jw++) {
+          for (int64_t jh = h0; jh <= ih && any; jh++)
+            for (int64_t jw = w0; jw < (jh == ih ? iw : w1) && any; jw++) {
               ops_pack_load<T, V>(x + ((n * s.h + jh) * s.w + jw) * s.c + c0, v);
-              bool here = jh == ih && jw == iw;
+              any = false;
 #pragma unroll
-              for (int k = 0; k < V; k++)
-                if (!found[k] && v[k] == top[k]) found[k] = true, mine[k] = here;
+              for (int k = 0; k < V; k++) {
+                if (v[k] == top[k]) mine[k] = false;
+                any |= mine[k];
+              }
             }
+          if (!any) continue;
+          ops_pack_load<T, V>(dy + o, g);
 #pragma unroll
           for (int k = 0; k < V; k++)
             if (mine[k]) acc[k] = __fadd_rn(acc[k], g[k]);
         } else {
+          ops_pack_load<T, V>(dy + o, g);
 #pragma unroll
           for (int k = 0; k < V; k++) acc[k] = __fadd_rn(acc[k], __fmul_rn(g[k], inv_area));
         }

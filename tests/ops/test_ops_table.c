@@ -181,8 +181,7 @@ static void fill_inf_at_1(float *x, int64_t n) {
 }
 // Distinct values exact in fp16 and bf16, (1 + m/128) 2^e for j = 128 (e +
 // 8) + m < 2048, shuffled (j = 1237 i mod n, a permutation as 1237 is prime),
-// so max pooling has no ties whose winner could differ between cuDNN and the
-// CPU. Odd j are negated.
+// so max pooling has no ties (fill_relu_ties below makes them). Odd j are negated.
 static void fill_distinct(float *x, int64_t n) {
   REQUIRE(n <= 2048 && n % 1237 != 0);
   for (int64_t i = 0; i < n; i++) {
@@ -190,6 +189,13 @@ static void fill_distinct(float *x, int64_t n) {
     x[i] = (1.0f + (float)(j % 128) / 128.0f) * ldexpf(1.0f, (int)(j / 128) - 8) *
            (j % 2 ? -1.0f : 1.0f);
   }
+}
+// Max pooling's ties, as after a ReLU: x from (-1, 1) clamped at 0 and
+// rounded to quarters (exact in fp16 and bf16), so about half the values are
+// 0 and the rest take four values; most windows hold their maximum more than
+// once, and the gradient must go to the first (pool.h) on every device.
+static void fill_relu_ties(float *x, int64_t n) {
+  for (int64_t i = 0; i < n; i++) x[i] = fmaxf(0.0f, roundf(x[i] * 4.0f) / 4.0f);
 }
 // Piecewise linear ops' gradient checks: |x| >= 0.05 and distinct values
 // at least 0.95 / n apart (a shuffled ramp, every third negated), far above
@@ -653,6 +659,9 @@ RUN(run_global_avgpool) {
     {"y", 'o', "0453", .tol = ytol}, {"dx", 'o', "0123"}},                                    \
    dtypes, tol_rounded_chain, .pool = {wh, ww, sh, sw, ph, pw}, .fd = grad}
 // Max pooling selects (y exact); its dx sums up to 4 dy, rounded once.
+#define MAXPOOL_TIES(n, h, w, c, wh, ww, sh, sw, ph, pw)                                   \
+  POOL("maxpool", run_maxpool, n, h, w, c, wh, ww, sh, sw, ph, pw, -1, fill_relu_ties,      \
+       tol_exact, ALL_DT, NO_GRAD)
 #define POOLS_GPU(n, h, w, c, wh, ww, sh, sw, ph, pw)                                      \
   POOL("maxpool", run_maxpool, n, h, w, c, wh, ww, sh, sw, ph, pw, 0, fill_distinct,        \
        tol_exact, ALL_DT, NO_GRAD),                                                         \
@@ -673,6 +682,9 @@ static const Row kPool[] = {
     POOLS_GPU(2, 9, 9, 12, 3, 3, 2, 2, 1, 1), POOLS_GPU(2, 9, 9, 12, 2, 2, 2, 2, 0, 0),
     POOLS_GPU(2, 9, 9, 12, 3, 2, 1, 2, 1, 0), POOLS_GPU(2, 7, 7, 16, 3, 3, 2, 2, 1, 1),
     POOLS_GPU(2, 7, 7, 16, 2, 2, 2, 2, 0, 0), POOLS_GPU(2, 7, 7, 16, 3, 2, 1, 2, 1, 0),
+    // Ties (ReLU-like zeros and repeats): overlapping windows, both kernels.
+    MAXPOOL_TIES(2, 9, 9, 12, 3, 3, 2, 2, 1, 1), MAXPOOL_TIES(2, 7, 7, 16, 3, 3, 2, 2, 1, 1),
+    MAXPOOL_TIES(2, 6, 7, 16, 2, 2, 1, 1, 0, 0), MAXPOOL_TIES(1, 8, 8, 12, 3, 2, 1, 2, 1, 0),
     GAP(2, 9, 9, 12, -1, NULL, ALL_DT, NO_GRAD),
     POOL_FD("maxpool", run_maxpool, 1, 7, 7, 3, 3, 3, 2, 2, 1, 1, tol_exact),
     POOL_FD("maxpool", run_maxpool, 2, 5, 6, 2, 2, 2, 2, 2, 0, 0, tol_exact),
