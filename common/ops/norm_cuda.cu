@@ -216,17 +216,51 @@ __global__ void bn_grad_sums_kernel(BnPartialArgs<T> a) {
   bn_block_pair_sums<V>(s1, s2, a.part_a, a.part_b, a.cols, c0);
 }
 
-// Adds up the parts in order; the training forward's statistics.
+// The finalize kernels' block: kFinCols channels along x and kFinLanes
+// lanes along y, lane l adding parts l, l + kFinLanes, ... of its channel,
+// then the lanes' sums added in a fixed tree, so that a channel's sum takes
+// parts / kFinLanes dependent loads rather than parts and does not depend on
+// timing. Launched with bn_finalize_grid.
+constexpr int kFinCols = 32, kFinLanes = 8;
+
+static dim3 bn_finalize_grid(int64_t cols) {
+  return dim3((unsigned)((cols + kFinCols - 1) / kFinCols));
+}
+
+// Channel c's sums of part_a and part_b (parts, cols) over the parts, in
+// every thread of its column. Every thread of the block calls it.
+__device__ __forceinline__ void bn_sum_parts(const float *part_a, const float *part_b,
+                                             int64_t parts, int64_t cols, int64_t c, float *s1,
+                                             float *s2) {
+  __shared__ float lane_a[kFinLanes][kFinCols], lane_b[kFinLanes][kFinCols];
+  float a = 0, b = 0;
+  if (c < cols)
+    for (int64_t i = threadIdx.y; i < parts; i += kFinLanes) {
+      a += part_a[i * cols + c];
+      b += part_b[i * cols + c];
+    }
+  lane_a[threadIdx.y][threadIdx.x] = a;
+  lane_b[threadIdx.y][threadIdx.x] = b;
+  __syncthreads();
+  for (unsigned half = kFinLanes / 2; half > 0; half /= 2) {
+    if (threadIdx.y < half) {
+      lane_a[threadIdx.y][threadIdx.x] += lane_a[threadIdx.y + half][threadIdx.x];
+      lane_b[threadIdx.y][threadIdx.x] += lane_b[threadIdx.y + half][threadIdx.x];
+    }
+    __syncthreads();
+  }
+  *s1 = lane_a[0][threadIdx.x];
+  *s2 = lane_b[0][threadIdx.x];
+}
+
+// The training forward's statistics from the parts.
 template <typename T>
 __global__ void bn_stats_finalize_kernel(const T *x, const float *part_a, const float *part_b,
                                          int64_t parts, int64_t rows, int64_t cols, BatchNorm bn) {
-  int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= cols) return;
-  float s1 = 0, s2 = 0;
-  for (int64_t i = 0; i < parts; i++) {
-    s1 += part_a[i * cols + c];
-    s2 += part_b[i * cols + c];
-  }
+  int64_t c = (int64_t)blockIdx.x * kFinCols + threadIdx.x;
+  float s1, s2;
+  bn_sum_parts(part_a, part_b, parts, cols, c, &s1, &s2);
+  if (threadIdx.y != 0 || c >= cols) return;
   float m = (float)rows, d_mean = s1 / m;
   float var = fmaxf(s2 / m - d_mean * d_mean, 0.0f);
   float mean = ops_f32(x[c]) + d_mean;
@@ -242,13 +276,10 @@ __global__ void bn_stats_finalize_kernel(const T *x, const float *part_a, const 
 __global__ void bn_grad_finalize_kernel(const float *part_a, const float *part_b, int64_t parts,
                                         int64_t rows, int64_t cols, float *dgamma, float *dbeta,
                                         bool accumulate, float *coef) {
-  int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= cols) return;
-  float s1 = 0, s2 = 0;
-  for (int64_t i = 0; i < parts; i++) {
-    s1 += part_a[i * cols + c];
-    s2 += part_b[i * cols + c];
-  }
+  int64_t c = (int64_t)blockIdx.x * kFinCols + threadIdx.x;
+  float s1, s2;
+  bn_sum_parts(part_a, part_b, parts, cols, c, &s1, &s2);
+  if (threadIdx.y != 0 || c >= cols) return;
   dbeta[c] = s1 + (accumulate ? dbeta[c] : 0.0f);
   dgamma[c] = s2 + (accumulate ? dgamma[c] : 0.0f);
   coef[c] = s1 / (float)rows;
@@ -374,7 +405,7 @@ static void bn_fwd_train_launch(const Device *dev, const BatchNorm *bn, const Te
                         s.rows_per_part, part_a, part_b, relu};
   bn_stats_kernel<T, V><<<s.grid, s.block, 0, dev->stream>>>(a);
   CHECK_LAUNCH();
-  bn_stats_finalize_kernel<T><<<ops_blocks(c, 256), 256, 0, dev->stream>>>(
+  bn_stats_finalize_kernel<T><<<bn_finalize_grid(c), dim3(kFinCols, kFinLanes), 0, dev->stream>>>(
       (const T *)x->data, part_a, part_b, s.parts, m, c, *bn);
   CHECK_LAUNCH();
   dim3 grid, block;
@@ -443,7 +474,7 @@ static void bn_bwd_launch(const Device *dev, const BatchNorm *bn, const Tensor *
                         invstd, m, c, s.rows_per_part, part_a, part_b, relu};
   bn_grad_sums_kernel<T, V><<<s.grid, s.block, 0, dev->stream>>>(a);
   CHECK_LAUNCH();
-  bn_grad_finalize_kernel<<<ops_blocks(c, 256), 256, 0, dev->stream>>>(
+  bn_grad_finalize_kernel<<<bn_finalize_grid(c), dim3(kFinCols, kFinLanes), 0, dev->stream>>>(
       part_a, part_b, s.parts, m, c, (float *)dgamma->data, (float *)dbeta->data, accumulate,
       coef);
   CHECK_LAUNCH();

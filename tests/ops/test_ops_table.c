@@ -421,6 +421,9 @@ static const Row kNorm[] = {
     // {5, 13, 11, 40}: 715 rows in 3 uneven parts, a half-used channel block.
     BATCHNORM_GPU(4, 9, 7, 6), BATCHNORM_GPU(8, 14, 14, 64), BATCHNORM_GPU(3, 5, 5, 13),
     BATCHNORM_GPU(5, 13, 11, 40),
+    // 4,356 rows: 18 parts, so each of the finalize kernels' 8 lanes adds
+    // two or three of them; 40 channels: a second, half-used finalize block.
+    BATCHNORM(4, 33, 33, 40, 1, 1, -1, ALL_DT, NO_GRAD),
     BATCHNORM(2, 3, 5, 7, 0, 0, -2, FP32_DT, GRAD_BN(1e-2f, 3)),
     BATCHNORM(1, 4, 3, 5, 1, 0, -2, FP32_DT, GRAD_BN(1e-3f, 4)),
     BATCHNORM(3, 1, 1, 9, 1, 0, -2, FP32_DT, GRAD_BN(1e-3f, 4)),
