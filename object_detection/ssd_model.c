@@ -220,12 +220,11 @@ void ssd_model_init(SsdModel *m, const SsdModelConfig *cfg, int64_t max_batch, i
     add_conv(m, &name_used, &mp->loc, prefix, s, s, mp->channels, 4 * mp->boxes, 3, 1, 1, false);
     snprintf(prefix, sizeof prefix, "head%d.conf", k);
     add_conv(m, &name_used, &mp->conf, prefix, s, s, mp->channels, nc * mp->boxes, 3, 1, 1, false);
-    mp->loc_part = alloc_act(m, dt, 3, (int64_t[]){n, boxes, 4});
-    mp->conf_part = alloc_act(m, dt, 3, (int64_t[]){n, boxes, nc});
+    mp->loc_grad = alloc_act(m, dt, 4, (int64_t[]){n, s, s, 4 * mp->boxes});
+    mp->conf_grad = alloc_act(m, dt, 4, (int64_t[]){n, s, s, nc * mp->boxes});
     mp->dx = alloc_act(m, dt, 4, (int64_t[]){n, s, s, mp->channels});
     int64_t map = s * s * mp->channels, d = nc > 4 ? nc : 4;
     if (map > most_map) most_map = map;
-    if (boxes * d > most_y) most_y = boxes * d;
     if (d * mp->boxes > most_c) most_c = d * mp->boxes;
     if (mp->channels > most_c) most_c = mp->channels;
   }
@@ -261,8 +260,8 @@ void ssd_model_free(SsdModel *m) {
   int count = own_convs(m, convs);
   for (int i = 0; i < count; i++) device_free(d, convs[i]->y.data);
   for (int k = 0; k < m->cfg.n_maps; k++) {
-    device_free(d, m->map[k].loc_part.data);
-    device_free(d, m->map[k].conf_part.data);
+    device_free(d, m->map[k].loc_grad.data);
+    device_free(d, m->map[k].conf_grad.data);
     device_free(d, m->map[k].dx.data);
   }
   void *owned[] = {m->loc.data, m->logits.data, m->loc_lowp.data, m->logits_lowp.data,
@@ -293,30 +292,22 @@ static const Tensor *conv_fwd(SsdModel *m, const Device *dev, SsdConv *c, const 
   return &c->y;
 }
 
-// A head's NHWC output (n, H, W, D * boxes), channel d * boxes + k, as the
-// 5-D view (n, H, W, D, boxes); its permuted part (n, boxes * H * W, D) as
-// (n, boxes, H, W, D).
-static Tensor head_view(const SsdMap *mp, const Tensor *t, int64_t n, int64_t d) {
-  return tensor_make(t->data, t->dtype, t->device, 5, (int64_t[]){n, mp->side, mp->side, d, mp->boxes});
-}
-static Tensor part_view(const SsdMap *mp, const Tensor *t, int64_t n, int64_t d) {
-  return tensor_make(t->data, t->dtype, t->device, 5, (int64_t[]){n, mp->boxes, mp->side, mp->side, d});
-}
+_Static_assert(SSD_MAX_MAPS <= LAYOUT_MAX_HEADS, "op_heads_to_boxes takes every map's head");
 
-static const int kToBoxes[5] = {0, 4, 1, 2, 3};    // (n, H, W, D, boxes) -> (n, boxes, H, W, D)
-static const int kFromBoxes[5] = {0, 2, 3, 4, 1};  // the inverse
-
-// The maps' parts of both outputs, for op_concat / op_split along the box axis.
-static void parts(SsdModel *m, int64_t n, Tensor *loc, Tensor *conf) {
+// The maps' head outputs, or their gradients, in the heads' layout (n, H, W,
+// D * boxes), and their anchor counts, for op_heads_to_boxes and back.
+static void heads(SsdModel *m, int64_t n, bool grads, Tensor *loc, Tensor *conf, int *anchors) {
   for (int k = 0; k < m->cfg.n_maps; k++) {
-    loc[k] = tensor_rows(&m->map[k].loc_part, 0, n);
-    conf[k] = tensor_rows(&m->map[k].conf_part, 0, n);
+    SsdMap *mp = &m->map[k];
+    loc[k] = tensor_rows(grads ? &mp->loc_grad : &mp->loc.y, 0, n);
+    conf[k] = tensor_rows(grads ? &mp->conf_grad : &mp->conf.y, 0, n);
+    anchors[k] = (int)mp->boxes;
   }
 }
 
 void ssd_model_forward(SsdModel *m, const Device *dev, const Tensor *x, bool train,
                        const Tensor **loc, const Tensor **logits) {
-  int64_t n = x->shape[0], nc = m->cfg.n_classes;
+  int64_t n = x->shape[0];
   if (n > m->max_batch) DIE("ssd_model_forward: batch %lld over the %lld allocated", (long long)n,
                             (long long)m->max_batch);
   DType dt = m->cfg.dtype;
@@ -332,23 +323,22 @@ void ssd_model_forward(SsdModel *m, const Device *dev, const Tensor *x, bool tra
     SsdMap *mp = &m->map[k];
     if (k > 0) h = conv_fwd(m, dev, &m->extra[k - 1][1], conv_fwd(m, dev, &m->extra[k - 1][0], h));
     mp->x = h;
-    const Tensor *l = conv_fwd(m, dev, &mp->loc, h), *c = conv_fwd(m, dev, &mp->conf, h);
-    Tensor lv = head_view(mp, l, n, 4), lp = part_view(mp, &mp->loc_part, n, 4);
-    Tensor cv = head_view(mp, c, n, nc), cp = part_view(mp, &mp->conf_part, n, nc);
-    op_permute(dev, &lv, kToBoxes, &lp);
-    op_permute(dev, &cv, kToBoxes, &cp);
+    conv_fwd(m, dev, &mp->loc, h);
+    conv_fwd(m, dev, &mp->conf, h);
   }
-  Tensor lparts[SSD_MAX_MAPS], cparts[SSD_MAX_MAPS];
-  parts(m, n, lparts, cparts);
+  // Every head's boxes into the outputs' box order, one op an output.
+  Tensor lheads[SSD_MAX_MAPS], cheads[SSD_MAX_MAPS];
+  int anchors[SSD_MAX_MAPS];
+  heads(m, n, false, lheads, cheads, anchors);
   m->loc = tensor_rows(&m->loc, 0, n);
   m->logits = tensor_rows(&m->logits, 0, n);
   if (dt == DT_F32) {
-    op_concat(dev, lparts, m->cfg.n_maps, 1, &m->loc);
-    op_concat(dev, cparts, m->cfg.n_maps, 1, &m->logits);
+    op_heads_to_boxes(dev, lheads, anchors, m->cfg.n_maps, &m->loc);
+    op_heads_to_boxes(dev, cheads, anchors, m->cfg.n_maps, &m->logits);
   } else {
     Tensor l = tensor_rows(&m->loc_lowp, 0, n), c = tensor_rows(&m->logits_lowp, 0, n);
-    op_concat(dev, lparts, m->cfg.n_maps, 1, &l);
-    op_concat(dev, cparts, m->cfg.n_maps, 1, &c);
+    op_heads_to_boxes(dev, lheads, anchors, m->cfg.n_maps, &l);
+    op_heads_to_boxes(dev, cheads, anchors, m->cfg.n_maps, &c);
     op_cast(dev, &l, &m->loc);
     op_cast(dev, &c, &m->logits);
   }
@@ -394,15 +384,11 @@ static void conv_bwd(SsdModel *m, const Device *dev, SsdConv *c, const Tensor *d
   if (add) op_add(dev, dx, &tmp, dx);
 }
 
-// One head: its permuted part's gradient back to (n, H, W, D * boxes) in
-// grad_y, then the conv's backward into the map's gradient.
-static void head_bwd(SsdModel *m, const Device *dev, SsdMap *mp, SsdConv *c, const Tensor *part,
-                     int64_t n, int64_t d, bool add) {
-  Tensor dy = grad_as(&m->grad_y, &c->y), dyv = head_view(mp, &dy, n, d);
-  Tensor pv = part_view(mp, part, n, d);
-  op_permute(dev, &pv, kFromBoxes, &dyv);
+// One head's backward from its output's gradient dy into the map's gradient.
+static void head_bwd(SsdModel *m, const Device *dev, SsdMap *mp, SsdConv *c, const Tensor *dy,
+                     int64_t n, bool add) {
   Tensor dx = tensor_rows(&mp->dx, 0, n);
-  conv_bwd(m, dev, c, &dy, &dx, add);
+  conv_bwd(m, dev, c, dy, &dx, add);
 }
 
 void ssd_model_backward(SsdModel *m, const Device *dev, const Tensor *dloc,
@@ -416,8 +402,9 @@ void ssd_model_backward(SsdModel *m, const Device *dev, const Tensor *dloc,
     DIE("ssd_model_backward: gradients do not match the latest forward's (%lld, %lld, 4/%lld) outputs",
         (long long)n, (long long)m->n_boxes, (long long)nc);
   m->hook = hook;
-  Tensor lparts[SSD_MAX_MAPS], cparts[SSD_MAX_MAPS];
-  parts(m, n, lparts, cparts);
+  Tensor lgrads[SSD_MAX_MAPS], cgrads[SSD_MAX_MAPS];
+  int anchors[SSD_MAX_MAPS];
+  heads(m, n, true, lgrads, cgrads, anchors);
   const Tensor *gl = dloc, *gc = dlogits;
   Tensor l = tensor_rows(&m->loc_lowp, 0, n), c = tensor_rows(&m->logits_lowp, 0, n);
   if (m->cfg.dtype != DT_F32) {
@@ -426,12 +413,13 @@ void ssd_model_backward(SsdModel *m, const Device *dev, const Tensor *dloc,
     gl = &l;
     gc = &c;
   }
-  op_split(dev, gl, 1, lparts, m->cfg.n_maps);
-  op_split(dev, gc, 1, cparts, m->cfg.n_maps);
+  // The outputs' gradients back into each head's layout, one op an output.
+  op_boxes_to_heads(dev, gl, anchors, lgrads, m->cfg.n_maps);
+  op_boxes_to_heads(dev, gc, anchors, cgrads, m->cfg.n_maps);
   for (int k = m->cfg.n_maps - 1; k >= 0; k--) {
     SsdMap *mp = &m->map[k];
-    head_bwd(m, dev, mp, &mp->loc, &lparts[k], n, 4, false);
-    head_bwd(m, dev, mp, &mp->conf, &cparts[k], n, nc, true);
+    head_bwd(m, dev, mp, &mp->loc, &lgrads[k], n, false);
+    head_bwd(m, dev, mp, &mp->conf, &cgrads[k], n, true);
     if (k == m->cfg.n_maps - 1) continue;
     // Extra block k (map k -> k + 1): map k + 1's gradient is complete.
     SsdConv *a = &m->extra[k][0], *b = &m->extra[k][1];

@@ -101,8 +101,8 @@ typedef struct SsdMap {
   const Tensor *x;        // (N, H, W, C) the map: the backbone's output or an extra's
   int64_t side, channels, boxes, first_box;
   SsdConv loc, conf;      // heads: y is (N, H, W, 4 * boxes) and (N, H, W, C * boxes)
-  Tensor loc_part;        // (N, boxes * H * W, 4) the permuted head outputs,
-  Tensor conf_part;       // (N, boxes * H * W, n_classes); their gradients in backward
+  Tensor loc_grad;        // (N, H, W, 4 * boxes) and (N, H, W, n_classes * boxes):
+  Tensor conf_grad;       // the heads' output gradients, in the heads' layout
   Tensor dx;              // (N, H, W, C) the map's gradient
 } SsdMap;
 
@@ -123,7 +123,7 @@ typedef struct SsdModel {
   // dtype before the cast, and the own tensors' weights and filter gradients.
   Tensor loc_lowp, logits_lowp;
   void *lowp_weights, *lowp_grads;
-  // Backward scratch: a head or 1x1 output's gradient, and a data gradient
+  // Backward scratch: an extra block's 1x1 output gradient, and a data gradient
   // to add, each as large as the largest; fp32 bias gradient.
   Tensor grad_y, grad_x;
   float *dbias;

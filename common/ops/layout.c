@@ -1,5 +1,6 @@
-// layout.c: CPU reference of concat, split and permute (layout.h) and the
-// shape checks both backends share. Any dtype: these only move bytes.
+// layout.c: CPU reference of concat, split, permute and the detection heads'
+// moves (layout.h), and the shape checks both backends share. Any dtype:
+// these only move bytes.
 #include "ops/layout.h"
 
 #include <string.h>
@@ -41,6 +42,24 @@ void layout_permute_strides(const Tensor *x, const int *perm, const Tensor *y,
     OP_REQUIRE("op_permute", y->shape[k] == x->shape[perm[k]]);
     in_strides[k] = stride[perm[k]];
   }
+}
+
+HeadsGeometry layout_heads_geometry(const char *op, const Tensor *xs, const int *anchors,
+                                    int count, const Tensor *y) {
+  OP_REQUIRE(op, count >= 1 && count <= LAYOUT_MAX_HEADS && y->ndim == 3);
+  HeadsGeometry g = {.count = count, .n = y->shape[0], .boxes = y->shape[1], .d = y->shape[2]};
+  int64_t first = 0;
+  for (int k = 0; k < count; k++) {
+    const Tensor *x = &xs[k];
+    OP_REQUIRE(op, anchors[k] >= 1 && x->ndim == 4 && x->dtype == y->dtype);
+    OP_REQUIRE(op, x->shape[0] == g.n && x->shape[3] == g.d * anchors[k]);
+    g.positions[k] = x->shape[1] * x->shape[2];
+    g.anchors[k] = anchors[k];
+    g.first[k] = first;
+    first += g.positions[k] * anchors[k];
+  }
+  OP_REQUIRE(op, first == g.boxes);
+  return g;
 }
 
 // ---------------------------------------------------------------- CPU: data movement
@@ -125,4 +144,40 @@ void op_permute_cpu(const Device *dev, const Tensor *x, const int *perm, const T
     }
     layout_permute_row(out + (size_t)(r * row) * es, in, src, in_strides[last], row, es);
   }
+}
+
+// Heads to boxes (to_boxes) or back: y's rows (sample, box) on the team, each
+// moving its D values from or to its head.
+static void layout_heads_cpu(const char *op, const Tensor *xs, const int *anchors, int count,
+                             const Tensor *y, bool to_boxes) {
+  HeadsGeometry g = layout_heads_geometry(op, xs, anchors, count, y);
+  size_t es = dtype_size(y->dtype);
+  int64_t rows = g.n * g.boxes;
+  uint8_t *yd = y->data;
+#pragma omp parallel for if (rows * g.d >= parallel_min_work)
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t i = r / g.boxes, b = r % g.boxes;
+    for (int64_t j = 0; j < g.d; j++) {
+      int k;
+      int64_t at = layout_head_offset(&g, i, b, j, &k);
+      uint8_t *head = (uint8_t *)xs[k].data + (size_t)at * es;
+      uint8_t *box = yd + (size_t)(r * g.d + j) * es;
+      if (to_boxes)
+        memcpy(box, head, es);
+      else
+        memcpy(head, box, es);
+    }
+  }
+}
+
+void op_heads_to_boxes_cpu(const Device *dev, const Tensor *xs, const int *anchors, int count,
+                           const Tensor *y) {
+  (void)dev;
+  layout_heads_cpu("op_heads_to_boxes", xs, anchors, count, y, true);
+}
+
+void op_boxes_to_heads_cpu(const Device *dev, const Tensor *y, const int *anchors, const Tensor *xs,
+                           int count) {
+  (void)dev;
+  layout_heads_cpu("op_boxes_to_heads", xs, anchors, count, y, false);
 }

@@ -1,5 +1,6 @@
-// layout_cuda.cu: the CUDA side of layout.h: strided copies and a permute
-// kernel, on dev->stream without a host synchronisation.
+// layout_cuda.cu: the CUDA side of layout.h: strided copies, a permute
+// kernel and the detection heads' gather and scatter, on dev->stream without
+// a host synchronisation.
 #include "ops/cuda.cuh"
 #include "ops/layout.h"
 
@@ -35,6 +36,12 @@ extern "C" void op_split_cuda(const Device *dev, const Tensor *x, int axis, cons
                               int count) {
   layout_copy_parts_cuda(dev, "op_split", x, ys, count, axis, false);
 }
+
+// The heads' data pointers, passed by value to the heads kernel.
+template <typename E>
+struct LayoutHeadPointers {
+  E *p[LAYOUT_MAX_HEADS];
+};
 
 struct PermuteGeometry {
   int ndim;
@@ -74,4 +81,54 @@ extern "C" void op_permute_cuda(const Device *dev, const Tensor *x, const int *p
     default: layout_permute_kernel<<<grid, 256, 0, s>>>((const uint64_t *)x->data, (uint64_t *)y->data, n, g); break;
   }
   CHECK_LAUNCH();
+}
+
+// Heads to boxes (to_boxes) or back: one thread per element of y (consecutive
+// threads, consecutive boxes' values: y's side coalesces).
+template <typename E>
+__global__ void layout_heads_kernel(E *y, HeadsGeometry g, bool to_boxes,
+                                    LayoutHeadPointers<E> heads) {
+  int64_t n = g.n * g.boxes * g.d, stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += stride) {
+    int64_t j = e % g.d, r = e / g.d;
+    int k;
+    int64_t at = layout_head_offset(&g, r / g.boxes, r % g.boxes, j, &k);
+    if (to_boxes)
+      y[e] = heads.p[k][at];
+    else
+      heads.p[k][at] = y[e];
+  }
+}
+
+template <typename E>
+static void layout_heads_launch(const Device *dev, const Tensor *xs, const HeadsGeometry &g,
+                                const Tensor *y, bool to_boxes) {
+  LayoutHeadPointers<E> heads;
+  for (int k = 0; k < g.count; k++) heads.p[k] = (E *)xs[k].data;
+  int64_t n = g.n * g.boxes * g.d;
+  layout_heads_kernel<E><<<ops_blocks(n, 256), 256, 0, dev->stream>>>((E *)y->data, g, to_boxes,
+                                                                      heads);
+  CHECK_LAUNCH();
+}
+
+static void layout_heads_cuda(const Device *dev, const char *op, const Tensor *xs,
+                              const int *anchors, int count, const Tensor *y, bool to_boxes) {
+  HeadsGeometry g = layout_heads_geometry(op, xs, anchors, count, y);
+  if (g.n * g.boxes * g.d == 0) return;
+  switch (dtype_size(y->dtype)) {
+    case 1: layout_heads_launch<uint8_t>(dev, xs, g, y, to_boxes); break;
+    case 2: layout_heads_launch<uint16_t>(dev, xs, g, y, to_boxes); break;
+    case 4: layout_heads_launch<uint32_t>(dev, xs, g, y, to_boxes); break;
+    default: layout_heads_launch<uint64_t>(dev, xs, g, y, to_boxes); break;
+  }
+}
+
+extern "C" void op_heads_to_boxes_cuda(const Device *dev, const Tensor *xs, const int *anchors,
+                                       int count, const Tensor *y) {
+  layout_heads_cuda(dev, "op_heads_to_boxes", xs, anchors, count, y, true);
+}
+
+extern "C" void op_boxes_to_heads_cuda(const Device *dev, const Tensor *y, const int *anchors,
+                                       const Tensor *xs, int count) {
+  layout_heads_cuda(dev, "op_boxes_to_heads", xs, anchors, count, y, false);
 }

@@ -1,5 +1,5 @@
-// Concat, split and permute: hand-checked CPU cases, the preconditions'
-// error messages. CUDA against CPU: test_ops_table.c.
+// Concat, split, permute and the detection heads' moves: hand-checked CPU
+// cases, the preconditions' error messages. CUDA against CPU: test_ops_table.c.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,6 +90,51 @@ static void permutes_large_tensors_on_the_team(void) {
   free(x), free(y), free(xh), free(yh);
 }
 
+// Detection heads to boxes against what it stands for: each head viewed
+// (N, H, W, D, A), permuted to (N, A, H, W, D), and the heads concatenated
+// along the boxes; then back. Three heads of other sizes and anchor counts,
+// large enough to go on the team, in fp32 and in 2-byte elements.
+static void heads_to_boxes_is_permute_then_concat(void) {
+  enum { N = 8, D = 5, K = 3 };
+  const int side[K] = {13, 5, 2}, anchors[K] = {4, 6, 1};
+  float *head[K], *part[K];
+  uint16_t *hhead[K], *hback[K];
+  Tensor heads[K], parts[K], hheads[K], hbacks[K];
+  int64_t boxes = 0;
+  for (int k = 0; k < K; k++) {
+    int64_t n = (int64_t)N * side[k] * side[k] * D * anchors[k];
+    head[k] = test_iota(n), part[k] = malloc((size_t)n * sizeof(float));
+    hhead[k] = malloc((size_t)n * 2), hback[k] = calloc((size_t)n, 2);
+    for (int64_t i = 0; i < n; i++) hhead[k][i] = (uint16_t)(1000 * k + i);
+    heads[k] = TENSOR(head[k], DT_F32, DEVICE_CPU, N, side[k], side[k], D * anchors[k]);
+    hheads[k] = TENSOR(hhead[k], DT_BF16, DEVICE_CPU, N, side[k], side[k], D * anchors[k]);
+    hbacks[k] = TENSOR(hback[k], DT_BF16, DEVICE_CPU, N, side[k], side[k], D * anchors[k]);
+    Tensor view = TENSOR(head[k], DT_F32, DEVICE_CPU, N, side[k], side[k], D, anchors[k]);
+    Tensor pv = TENSOR(part[k], DT_F32, DEVICE_CPU, N, anchors[k], side[k], side[k], D);
+    op_permute(&kCpu, &view, (int[]){0, 4, 1, 2, 3}, &pv);
+    parts[k] = TENSOR(part[k], DT_F32, DEVICE_CPU, N, (int64_t)anchors[k] * side[k] * side[k], D);
+    boxes += (int64_t)anchors[k] * side[k] * side[k];
+  }
+  int64_t total = N * boxes * D;
+  CHECK(total >= parallel_min_work);
+  float *want = malloc((size_t)total * sizeof(float)), *got = malloc((size_t)total * sizeof(float));
+  uint16_t *hgot = malloc((size_t)total * 2);
+  Tensor tw = TENSOR(want, DT_F32, DEVICE_CPU, N, boxes, D), tg = TENSOR(got, DT_F32, DEVICE_CPU, N, boxes, D);
+  Tensor th = TENSOR(hgot, DT_BF16, DEVICE_CPU, N, boxes, D);
+  op_concat(&kCpu, parts, K, 1, &tw);
+  op_heads_to_boxes(&kCpu, heads, anchors, K, &tg);
+  CHECK(memcmp(want, got, (size_t)total * sizeof(float)) == 0);
+  // The inverse gives the heads back, and 2-byte elements move as 4-byte ones.
+  op_heads_to_boxes(&kCpu, hheads, anchors, K, &th);
+  op_boxes_to_heads(&kCpu, &th, anchors, hbacks, K);
+  for (int k = 0; k < K; k++) {
+    int64_t n = (int64_t)N * side[k] * side[k] * D * anchors[k];
+    CHECK_MSG(memcmp(hhead[k], hback[k], (size_t)n * 2) == 0, "head %d not restored", k);
+    free(head[k]), free(part[k]), free(hhead[k]), free(hback[k]);
+  }
+  free(want), free(got), free(hgot);
+}
+
 // ---------------------------------------------------------------- bad input
 
 static void concat_mismatch(void *ctx) {
@@ -107,7 +152,27 @@ static void permute_repeated_axis(void *ctx) {
   op_permute(&kCpu, &x, (int[]){0, 0}, &y);
 }
 
+// A head whose channels are not D times its anchors.
+static void heads_wrong_channels(void *ctx) {
+  (void)ctx;
+  float buf[64];
+  Tensor heads[2] = {TENSOR(buf, DT_F32, DEVICE_CPU, 1, 2, 2, 6), TENSOR(buf, DT_F32, DEVICE_CPU, 1, 1, 1, 5)};
+  Tensor y = TENSOR(buf, DT_F32, DEVICE_CPU, 1, 9, 2);
+  op_heads_to_boxes(&kCpu, heads, (int[]){2, 3}, 2, &y);
+}
+
+// Boxes that do not add up to y's.
+static void heads_wrong_box_count(void *ctx) {
+  (void)ctx;
+  float buf[64];
+  Tensor heads[1] = {TENSOR(buf, DT_F32, DEVICE_CPU, 1, 2, 2, 6)};
+  Tensor y = TENSOR(buf, DT_F32, DEVICE_CPU, 1, 13, 2);
+  op_boxes_to_heads(&kCpu, &y, (int[]){3}, heads, 1);
+}
+
 static void preconditions_name_the_op(void) {
+  CHECK_DIES_WITH(heads_wrong_channels, NULL, "op_heads_to_boxes: precondition failed");
+  CHECK_DIES_WITH(heads_wrong_box_count, NULL, "op_boxes_to_heads: precondition failed");
   CHECK_DIES_WITH(concat_mismatch, NULL, "op_concat: precondition failed");
   CHECK_DIES_WITH(permute_repeated_axis, NULL, "op_permute: precondition failed");
 }
@@ -116,6 +181,7 @@ int main(void) {
   TEST_RUN(concat_split_hand_checked);
   TEST_RUN(permutes_move_every_element);
   TEST_RUN(permutes_large_tensors_on_the_team);
+  TEST_RUN(heads_to_boxes_is_permute_then_concat);
   TEST_RUN(preconditions_name_the_op);
   return test_finish();
 }

@@ -255,14 +255,31 @@ RUN(run_permute) { op_permute(dev, &t[0], r->k, &t[1]); }
 RUN(run_concat) { op_concat(dev, &t[0], 3, 1, &t[3]); }
 RUN(run_split) { op_split(dev, &t[0], 1, &t[1], 3); }
 
+RUN(run_heads_to_boxes) {
+  op_heads_to_boxes(dev, &t[0], (const int[]){(int)r->k[0], (int)r->k[1], (int)r->k[2]}, 3, &t[3]);
+}
+RUN(run_boxes_to_heads) {
+  op_boxes_to_heads(dev, &t[0], (const int[]){(int)r->k[0], (int)r->k[1], (int)r->k[2]}, &t[1], 3);
+}
+
 #define PERMUTE(a, b, c, d)                                                                \
   {"permute", run_permute, {3, 5, 7, 9}, {{"x", 'x', "0123", -1, 1}, {"y", 'o', #a #b #c #d}}, \
    ALL_DT, tol_exact, .k = {a, b, c, d}}
 // Along the middle axis: (3, 5 | 2 | 8, 21) <-> (3, 15, 21).
 #define CONCAT_DIMS {3, 5, 2, 8, 21, 15}
 
+// Three detection heads of sides 5, 3 and 1 with 4, 6 and 2 anchors of 7
+// values (channels 28, 42, 14) <-> (2, 156 boxes, 7).
+#define HEADS_DIMS {2, 5, 28, 3, 42, 1, 14, 156, 7}
+
 static const Row kLayout[] = {
     PERMUTE(0, 2, 3, 1), PERMUTE(0, 3, 1, 2), PERMUTE(0, 2, 1, 3),
+    {"heads_to_boxes", run_heads_to_boxes, HEADS_DIMS,
+     {{"a", 'x', "0112", -1, 1}, {"b", 'x', "0334", -1, 1}, {"c", 'x', "0556", -1, 1}, {"y", 'o', "078"}},
+     ALL_DT, tol_exact, .k = {4, 6, 2}},
+    {"boxes_to_heads", run_boxes_to_heads, HEADS_DIMS,
+     {{"y", 'x', "078", -1, 1}, {"a", 'o', "0112"}, {"b", 'o', "0334"}, {"c", 'o', "0556"}},
+     ALL_DT, tol_exact, .k = {4, 6, 2}},
     {"concat", run_concat, CONCAT_DIMS,
      {{"a", 'x', "014", -1, 1}, {"b", 'x', "024", -1, 1}, {"c", 'x', "034", -1, 1}, {"y", 'o', "054"}},
      ALL_DT, tol_exact},
