@@ -13,10 +13,11 @@
 #           phrasings), 2,000 train / 200 dev, windows of at most 96 tokens
 #           (stride 48): one epoch is about a minute and a half on two CPU
 #           cores
-#   medium  the same model and generator with paragraphs of four glosses
-#           (--questions=glosses: one phrasing each of its meaning, its word,
-#           a synonym, an example), 20,000 train / 2,000 dev questions,
-#           windows of 192 (stride 64): a GPU's few minutes
+#   medium  the same model and questions, ten times as many: 20,000 train /
+#           2,000 dev, windows of at most 128 tokens (stride 64): for one
+#           GPU (the former medium set, paragraphs of four glosses asked in
+#           one phrasing each, saturated at F1 100 after one epoch;
+#           QUESTIONS=glosses ENTRIES=4 MAX_SEQ_LENGTH=192 makes it again)
 #   full    real SQuAD v1.1 and a real BERT checkpoint, which the user
 #           brings: $SQUAD_DIR (default DATA_DIR/raw) holding train-v1.1.json
 #           and dev-v1.1.json, and $BERT_DIR (default DATA_DIR/bert) holding
@@ -39,7 +40,7 @@ scale=$1 data=$2 build=${3:-build}
 cd "$(dirname "$0")/.."
 case $scale in
   small) train=2000 dev=200 entries=2 seq=96 stride=48 questions=senses ;;
-  medium) train=20000 dev=2000 entries=4 seq=192 stride=64 questions=glosses ;;
+  medium) train=20000 dev=2000 entries=2 seq=128 stride=64 questions=senses ;;
   full*) seq=384 stride=128 ;;
   *) echo "prepare_data: unknown scale '$scale' (small, medium or full)" >&2; exit 2 ;;
 esac
