@@ -9,7 +9,8 @@
 #                       them), OpenBLAS with libgfortran, oneDNN (~7 MB
 #                       packed) with libOpenCL, libpng, zlib - all
 #                       but glibc, the C++ runtime, CUDA's and Open MPI's
-#                       (those must be the machine's own); ~5 MB packed
+#                       (those must be the machine's own); ~6 MB packed
+#                       from a DNNL=0 build, ~13 MB with oneDNN
 #   bin/mdb_stat        lmdb-utils' tool, which a converter test counts entries with
 #   mlperf_logging-*.whl              the compliance checker (logs/result.py;
 #                                     its dependencies are on that machine)
@@ -118,4 +119,15 @@ else
 fi
 rm -rf "$dir/lib"  # what a local run of gpu_session.sh unpacked
 tar -tJf "$dir/libs.tar.xz" | sed "s|^./||" | grep . | tr "\n" " "; echo
-du -sh "$dir"
+# A call carries at most 64 MiB: the working tree (tracked and untracked,
+# not ignored) and this folder together.
+tree=$({ git ls-files -z; git ls-files -z -o --exclude-standard; } | xargs -0 stat -c %s 2>/dev/null |
+  awk '{s += $1} END {print s + 0}')
+carry=$(du -sb "$dir" | cut -f1)
+echo "prepare_carry: $dir $((carry >> 20)) MiB and the working tree $((tree >> 20)) MiB:" \
+  "$(((tree + carry) >> 20)) MiB of the 64 a call may carry"
+if ((tree + carry > 64 << 20)); then
+  echo "prepare_carry: over the 64 MiB a call may carry; a build without oneDNN (make DNNL=0, as the" \
+    "GPU runs do not use it) carries about 6 MB less" >&2
+  exit 1
+fi

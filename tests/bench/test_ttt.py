@@ -5,6 +5,7 @@
   the time to train is run_stop - run_start (to the 0.1 s the trainer
   prints), the last metric the last eval_accuracy, the compliance verdict
   SUCCESS, the status reached; the Markdown's mean is the records' mean.
+- Our command on the CPU: fp32 where a GPU config says bf16.
 - The output readers on the lines each trainer (common/train/run.c) and each
   pytorch_reference.py print, with an epoch without an eval and a run that
   ends short of its target.
@@ -98,6 +99,18 @@ case("ttt_parse_reference_first_metric", got and got["metric"] == "HR@10 0.6400"
 case("ttt_parse_needs_the_last_line", ttt.parse_run(OURS.splitlines()[0] + "\n", "bert") is None and
      ttt.parse_run(OURS, "pytorch") is None, "a run without its last line, or another program's lines, read")
 
+
+# Ours on the CPU computes in fp32: a GPU config's bf16 is set aside there
+# (the trainer refuses bf16 on the CPU), not on the GPU, and a config
+# without a precision gets no flag.
+def cmd(bench, scale, device):
+    return ttt.command(bench, "ours", 1, argparse.Namespace(build="build", scale=scale, device=device, threads=None),
+                       "x.log")
+
+
+case("ttt_cpu_runs_gpu_configs_in_fp32", "--precision=fp32" in cmd("bert", "medium", "cpu") and
+     "--precision=fp32" not in cmd("bert", "medium", "cuda") and "--precision=fp32" not in cmd("ncf", "small", "cpu"),
+     [cmd("bert", "medium", "cpu"), cmd("bert", "medium", "cuda"), cmd("ncf", "small", "cpu")])
 
 # ---------------------------------------------------------------- the table
 def rec(bench, side, seed, status, seconds, machine="m", scale="medium"):

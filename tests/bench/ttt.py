@@ -126,7 +126,11 @@ def command(bench, side, seed, args, log):
     if args.threads:
         common.append(f"--threads={args.threads}")
     if side == "ours":
-        return [os.path.join(args.build, "bin", bench), f"--data_dir={data}", f"--log_file={log}"] + common
+        # The CPU computes in fp32 (the references do too there): a GPU
+        # config's bf16 or fp16 is set aside.
+        lowp = args.device == "cpu" and read_conf(conf).get("precision", "fp32") != "fp32"
+        return ([os.path.join(args.build, "bin", bench), f"--data_dir={data}", f"--log_file={log}"] + common +
+                (["--precision=fp32"] if lowp else []))
     return ([sys.executable, os.path.join(folder, "pytorch_reference.py")] + common +
             [f.format(data=data, build=args.build) for f in ref_flags])
 
