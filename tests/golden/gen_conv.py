@@ -1,5 +1,6 @@
 """Writes conv.gld: PyTorch's results for the convolutional ops, in the
-suite's layouts (activations NHWC, filters KRSC), for tests/ops/test_ops_conv.c.
+suite's layouts (activations NHWC, filters KRSC), for tests/ops/test_ops_conv.c,
+test_ops_norm.c (batch norm) and test_ops_pool.c.
 
 Each case stores its inputs, its geometry as a small tensor and PyTorch's
 outputs and gradients (of sum(out * dy) for a stored random dy), so the C test
