@@ -130,10 +130,12 @@ struct BnPartialArgs {
   bool relu;
 };
 
+// The block's sums of a[v] and b[v] over its lanes along y (a power of two,
+// blockDim.x * blockDim.y <= 256), added in a fixed tree; the threads of
+// row 0 (threadIdx.y == 0) get their column's sums back in a and b. Every
+// thread of the block calls it.
 template <int V>
-__device__ __forceinline__ void bn_block_pair_sums(const float (&a)[V], const float (&b)[V],
-                                                   float *part_a, float *part_b, int64_t cols,
-                                                   int64_t c0) {
+__device__ __forceinline__ void bn_lane_sums(float (&a)[V], float (&b)[V]) {
   __shared__ float lanes_a[V][256], lanes_b[V][256];
   int slot = threadIdx.y * blockDim.x + threadIdx.x;
 #pragma unroll
@@ -153,12 +155,27 @@ __device__ __forceinline__ void bn_block_pair_sums(const float (&a)[V], const fl
     }
     __syncthreads();
   }
+  if (threadIdx.y == 0) {
+#pragma unroll
+    for (int v = 0; v < V; v++) {
+      a[v] = lanes_a[v][threadIdx.x];
+      b[v] = lanes_b[v][threadIdx.x];
+    }
+  }
+}
+
+// The block's part of the per-channel sums, written to row blockIdx.y of
+// part_a and part_b.
+template <int V>
+__device__ __forceinline__ void bn_block_pair_sums(float (&a)[V], float (&b)[V], float *part_a,
+                                                   float *part_b, int64_t cols, int64_t c0) {
+  bn_lane_sums<V>(a, b);
   if (threadIdx.y == 0 && c0 < cols) {
     int64_t at = (int64_t)blockIdx.y * cols + c0;
 #pragma unroll
     for (int v = 0; v < V; v++) {
-      part_a[at + v] = lanes_a[v][threadIdx.x];
-      part_b[at + v] = lanes_b[v][threadIdx.x];
+      part_a[at + v] = a[v];
+      part_b[at + v] = b[v];
     }
   }
 }
@@ -218,9 +235,9 @@ __global__ void bn_grad_sums_kernel(BnPartialArgs<T> a) {
 
 // The finalize kernels' block: kFinCols channels along x and kFinLanes
 // lanes along y, lane l adding parts l, l + kFinLanes, ... of its channel,
-// then the lanes' sums added in a fixed tree, so that a channel's sum takes
-// parts / kFinLanes dependent loads rather than parts and does not depend on
-// timing. Launched with bn_finalize_grid.
+// then the lanes' sums added in a fixed tree (bn_lane_sums), so that a
+// channel's sum takes parts / kFinLanes dependent loads rather than parts
+// and does not depend on timing. Launched with bn_finalize_grid.
 constexpr int kFinCols = 32, kFinLanes = 8;
 
 static dim3 bn_finalize_grid(int64_t cols) {
@@ -228,29 +245,19 @@ static dim3 bn_finalize_grid(int64_t cols) {
 }
 
 // Channel c's sums of part_a and part_b (parts, cols) over the parts, in
-// every thread of its column. Every thread of the block calls it.
+// the threads of row 0. Every thread of the block calls it.
 __device__ __forceinline__ void bn_sum_parts(const float *part_a, const float *part_b,
                                              int64_t parts, int64_t cols, int64_t c, float *s1,
                                              float *s2) {
-  __shared__ float lane_a[kFinLanes][kFinCols], lane_b[kFinLanes][kFinCols];
-  float a = 0, b = 0;
+  float a[1] = {0}, b[1] = {0};
   if (c < cols)
     for (int64_t i = threadIdx.y; i < parts; i += kFinLanes) {
-      a += part_a[i * cols + c];
-      b += part_b[i * cols + c];
+      a[0] += part_a[i * cols + c];
+      b[0] += part_b[i * cols + c];
     }
-  lane_a[threadIdx.y][threadIdx.x] = a;
-  lane_b[threadIdx.y][threadIdx.x] = b;
-  __syncthreads();
-  for (unsigned half = kFinLanes / 2; half > 0; half /= 2) {
-    if (threadIdx.y < half) {
-      lane_a[threadIdx.y][threadIdx.x] += lane_a[threadIdx.y + half][threadIdx.x];
-      lane_b[threadIdx.y][threadIdx.x] += lane_b[threadIdx.y + half][threadIdx.x];
-    }
-    __syncthreads();
-  }
-  *s1 = lane_a[0][threadIdx.x];
-  *s2 = lane_b[0][threadIdx.x];
+  bn_lane_sums<1>(a, b);
+  *s1 = a[0];
+  *s2 = b[0];
 }
 
 // The training forward's statistics from the parts.
