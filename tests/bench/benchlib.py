@@ -223,9 +223,8 @@ def cpu_model():
 def machine_name(device):
     """What a results file names the machine by: the first GPU for cuda,
     else "<cores>-core <CPU model>"."""
-    if device == "cuda" and gpu_names():
-        return gpu_names()[0]
-    return f"{os.cpu_count() or 1}-core {cpu_model()}"
+    gpus = gpu_names() if device == "cuda" else []
+    return gpus[0] if gpus else f"{os.cpu_count() or 1}-core {cpu_model()}"
 
 
 def utc_stamp(seconds=False):

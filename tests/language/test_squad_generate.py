@@ -253,14 +253,24 @@ def target_f1(build, scale):
     return 100 * float(re.search(r"^config: target_accuracy = ([0-9.]+)", p.stdout, re.M).group(1))
 
 
+def generate_set(build, dir_, scale):
+    """The set as prepare_data.sh SCALE makes it, generated once into
+    dir_/<scale>_set; its folder, or the generator's error line."""
+    out = os.path.join(dir_, f"{scale}_set")
+    if not os.path.isfile(os.path.join(out, "dev-v1.1.json")):
+        p = generate(build, out, "--seed=1", *SETS[scale][0], "--entries=2", "--questions=senses")
+        if p.returncode != 0:
+            return None, p.stderr.strip()
+    return out, None
+
+
 def check_set_baselines(build, dir_, scale):
     """A set as prepare_data.sh SCALE makes it: the trivial answers stay well
     below SCALE.conf's target."""
-    out = os.path.join(dir_, f"{scale}_set")
-    sizes, share = SETS[scale]
-    p = generate(build, out, "--seed=1", *sizes, "--entries=2", "--questions=senses")
-    if p.returncode != 0:
-        return p.stderr.strip()
+    out, why = generate_set(build, dir_, scale)
+    if why:
+        return why
+    share = SETS[scale][1]
     most = share * target_f1(build, scale)
     for name, answer in (("first_sentence", first_sentence), ("whole_context", lambda c: c)):
         f1, why = baseline_f1(build, dir_, out, name, answer)
@@ -271,8 +281,8 @@ def check_set_baselines(build, dir_, scale):
 
 
 def check_medium(build, dir_):
-    out = os.path.join(dir_, "medium_set")
-    return check_format(load(out, "train"), 20000, (1, 1)) or check_format(load(out, "dev"), 2000, (1, 3))
+    out, why = generate_set(build, dir_, "medium")
+    return why or check_format(load(out, "train"), 20000, (1, 1)) or check_format(load(out, "dev"), 2000, (1, 3))
 
 
 BAD_FLAGS = [
