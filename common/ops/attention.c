@@ -4,10 +4,12 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/check.h"
 #include "core/parallel.h"
+#include "core/rng.h"
 #include "ops/activation.h"
 
 // ---------------------------------------------------------------- attention
@@ -174,4 +176,167 @@ void op_attention_bwd_cpu(const Device *dev, const Tensor *q, const Tensor *k,
     attn_gemm(true, false, s.tk, s.dh, s.tq, 1.0f, ds, tk, head_of(q, &s, b, h), ld, 0.0f,
               head_of(dk, &s, b, h), ld);
   }
+}
+
+// ---------------------------------------------------------------- fused attention
+AttnShape op_attention_fused_shape(const char *name, const Tensor *q, const Tensor *k,
+                                   const Tensor *v, const Tensor *lse, const Tensor *delta,
+                                   const Tensor *out) {
+  OP_REQUIRE(name, q->ndim == 4 && k->ndim == 4 && v->ndim == 4);
+  AttnShape s = {q->shape[0], q->shape[2], q->shape[1], k->shape[1], q->shape[3]};
+  OP_REQUIRE(name, tensor_same_shape(k, v) && tensor_same_shape(out, q));
+  OP_REQUIRE(name, k->shape[0] == s.b && k->shape[2] == s.h && k->shape[3] == s.dh);
+  OP_REQUIRE(name, k->dtype == q->dtype && v->dtype == q->dtype && out->dtype == q->dtype);
+  const Tensor *rows[2] = {lse, delta};
+  for (int i = 0; i < 2; i++)
+    OP_REQUIRE(name, !rows[i] || (rows[i]->dtype == DT_F32 && rows[i]->ndim == 3 &&
+                                  rows[i]->shape[0] == s.b && rows[i]->shape[1] == s.h &&
+                                  rows[i]->shape[2] == s.tq));
+  return s;
+}
+
+bool op_attention_fused_supported(const Device *dev, DType dtype, int64_t dh) {
+  if (dev->kind != DEVICE_CUDA) return true;
+  return (dtype == DT_F16 || dtype == DT_BF16) && (dh == 16 || dh == 32 || dh == 64);
+}
+
+// The keep probability of drop (1: no dropout), checked.
+static float fused_keep(const char *name, const AttnDropout *drop) {
+  if (!drop || drop->keep_prob >= 1.0f) return 1.0f;
+  OP_REQUIRE(name, drop->keep_prob > 0.0f);
+  return drop->keep_prob;
+}
+
+// One query row's probabilities over its `seen` keys: p[j] = exp(s_j - lse),
+// s_j = scale q . k_j; returns lse (+inf when seen is 0).
+static float fused_row_probs(const float *q, const float *k, int ld, int64_t dh, int64_t seen,
+                             float scale, float *p) {
+  float m = -INFINITY;
+  for (int64_t j = 0; j < seen; j++) {
+    float dot = 0.0f;
+    for (int64_t c = 0; c < dh; c++) dot += q[c] * k[j * ld + c];
+    p[j] = dot * scale;
+    m = fmaxf(m, p[j]);
+  }
+  if (seen == 0) return INFINITY;
+  float sum = 0.0f;
+  for (int64_t j = 0; j < seen; j++) sum += expf(p[j] - m);
+  float lse = m + logf(sum);
+  for (int64_t j = 0; j < seen; j++) p[j] = expf(p[j] - lse);
+  return lse;
+}
+
+// Dropout's factor for element (row r of the (B, H, Tq) rows, key j): 1 /
+// keep_prob where kept, 0 where dropped (op_attention_fwd's mask).
+static float fused_drop_factor(const AttnDropout *drop, float keep, int64_t r, int64_t tk,
+                               int64_t j) {
+  if (keep >= 1.0f) return 1.0f;
+  return rng_bernoulli(drop->seed, drop->stream, (uint64_t)(r * tk + j), keep) ? 1.0f / keep : 0.0f;
+}
+
+// The fused op's arguments, for the per-head loops below.
+typedef struct Fused {
+  AttnShape s;
+  const Tensor *q, *k, *v, *key_len, *out, *lse, *dout, *delta, *dq, *dk, *dv;
+  bool causal;
+  const AttnDropout *drop;
+  float keep, scale;
+} Fused;
+
+// head(f, b, h) for every head, on the team's threads when worth waking
+// (each head writes only its own rows: the same bits on any team).
+static void fused_heads(const Fused *f, void (*head)(const Fused *, int64_t, int64_t)) {
+  int64_t heads = f->s.b * f->s.h, work = attn_head_work(&f->s);
+  (void)work;  // read by the pragma alone
+#pragma omp parallel for if (work >= parallel_min_work)
+  for (int64_t bh = 0; bh < heads; bh++) head(f, bh / f->s.h, bh % f->s.h);
+}
+
+// Query row i of head (b, h): the row's probabilities (a Tk-float buffer),
+// lse, and out_i = sum_j dropout(p)_j v_j.
+static void fused_head_fwd(const Fused *f, int64_t b, int64_t h) {
+  const AttnShape *s = &f->s;
+  int ld = attn_ld(s);
+  int64_t valid = keys_valid(s, f->key_len, b), bh = b * s->h + h;
+  float *p = xmalloc((size_t)(s->tk > 0 ? s->tk : 1) * sizeof(float));
+  const float *kh = head_of(f->k, s, b, h), *vh = head_of(f->v, s, b, h);
+  for (int64_t i = 0; i < s->tq; i++) {
+    int64_t seen = keys_seen(valid, f->causal, i), r = bh * s->tq + i;
+    const float *qi = head_of(f->q, s, b, h) + i * ld;
+    ((float *)f->lse->data)[r] = fused_row_probs(qi, kh, ld, s->dh, seen, f->scale, p);
+    float *o = head_of(f->out, s, b, h) + i * ld;
+    for (int64_t c = 0; c < s->dh; c++) o[c] = 0.0f;
+    for (int64_t j = 0; j < seen; j++) {
+      float w = p[j] * fused_drop_factor(f->drop, f->keep, r, s->tk, j);
+      for (int64_t c = 0; c < s->dh; c++) o[c] += w * vh[j * ld + c];
+    }
+  }
+  free(p);
+}
+
+void op_attention_fused_fwd_cpu(const Device *dev, const Tensor *q, const Tensor *k,
+                                const Tensor *v, const Tensor *key_len, bool causal,
+                                const AttnDropout *drop, const Tensor *lse, const Tensor *out) {
+  (void)dev;
+  const char *name = "op_attention_fused_fwd";
+  Fused f = {.s = op_attention_fused_shape(name, q, k, v, lse, NULL, out),
+             .q = q, .k = k, .v = v, .key_len = key_len, .out = out, .lse = lse,
+             .causal = causal, .drop = drop, .keep = fused_keep(name, drop)};
+  op_attention_mask_check(&f.s, key_len, causal);
+  OP_REQUIRE(name, q->dtype == DT_F32);
+  f.scale = 1.0f / sqrtf((float)f.s.dh);
+  fused_heads(&f, fused_head_fwd);
+}
+
+// delta_i = dout_i . out_i; then per row i and seen key j: P recomputed from
+// lse, W = dropout(P), dP = dropout_bwd(dout_i . v_j), dS = P (dP - delta_i)
+// / sqrt(Dh); dq_i = sum_j dS k_j, dk_j += dS q_i, dv_j += W dout_i (rows in
+// order).
+static void fused_head_bwd(const Fused *f, int64_t b, int64_t h) {
+  const AttnShape *s = &f->s;
+  int ld = attn_ld(s);
+  int64_t valid = keys_valid(s, f->key_len, b), bh = b * s->h + h;
+  const float *kh = head_of(f->k, s, b, h), *vh = head_of(f->v, s, b, h);
+  float *dkh = head_of(f->dk, s, b, h), *dvh = head_of(f->dv, s, b, h);
+  for (int64_t j = 0; j < s->tk; j++)
+    for (int64_t c = 0; c < s->dh; c++) dkh[j * ld + c] = dvh[j * ld + c] = 0.0f;
+  for (int64_t i = 0; i < s->tq; i++) {
+    int64_t seen = keys_seen(valid, f->causal, i), r = bh * s->tq + i;
+    const float *qi = head_of(f->q, s, b, h) + i * ld, *oi = head_of(f->out, s, b, h) + i * ld;
+    const float *doi = head_of(f->dout, s, b, h) + i * ld;
+    float *dqi = head_of(f->dq, s, b, h) + i * ld, d = 0.0f;
+    float row_lse = ((float *)f->lse->data)[r];
+    for (int64_t c = 0; c < s->dh; c++) d += doi[c] * oi[c], dqi[c] = 0.0f;
+    ((float *)f->delta->data)[r] = d;
+    for (int64_t j = 0; j < seen; j++) {
+      float dot = 0.0f, dp = 0.0f;
+      for (int64_t c = 0; c < s->dh; c++) dot += qi[c] * kh[j * ld + c], dp += doi[c] * vh[j * ld + c];
+      float p = expf(dot * f->scale - row_lse);
+      float w = fused_drop_factor(f->drop, f->keep, r, s->tk, j), ds = p * (dp * w - d) * f->scale;
+      for (int64_t c = 0; c < s->dh; c++) {
+        dqi[c] += ds * kh[j * ld + c];
+        dkh[j * ld + c] += ds * qi[c];
+        dvh[j * ld + c] += p * w * doi[c];
+      }
+    }
+  }
+}
+
+void op_attention_fused_bwd_cpu(const Device *dev, const Tensor *q, const Tensor *k,
+                                const Tensor *v, const Tensor *key_len, bool causal,
+                                const AttnDropout *drop, const Tensor *out, const Tensor *lse,
+                                const Tensor *dout, const Tensor *delta, const Tensor *dq,
+                                const Tensor *dk, const Tensor *dv) {
+  (void)dev;
+  const char *name = "op_attention_fused_bwd";
+  Fused f = {.s = op_attention_fused_shape(name, q, k, v, lse, delta, out),
+             .q = q, .k = k, .v = v, .key_len = key_len, .out = out, .lse = lse, .dout = dout,
+             .delta = delta, .dq = dq, .dk = dk, .dv = dv, .causal = causal, .drop = drop,
+             .keep = fused_keep(name, drop)};
+  op_attention_mask_check(&f.s, key_len, causal);
+  OP_REQUIRE(name, q->dtype == DT_F32 && tensor_same_shape(dout, q) && dout->dtype == q->dtype);
+  OP_REQUIRE(name, tensor_same_shape(dq, q) && tensor_same_shape(dk, k) &&
+                       tensor_same_shape(dv, v));
+  f.scale = 1.0f / sqrtf((float)f.s.dh);
+  fused_heads(&f, fused_head_bwd);
 }

@@ -54,8 +54,41 @@ typedef struct AttnDropout {
     (const Device *dev, const Tensor *q, const Tensor *k, const Tensor *v,              \
      const Tensor *probs, const AttnDropout *drop, const Tensor *dout,                  \
      const Tensor *scratch, const Tensor *dq, const Tensor *dk, const Tensor *dv),      \
-    (dev, q, k, v, probs, drop, dout, scratch, dq, dk, dv))
+    (dev, q, k, v, probs, drop, dout, scratch, dq, dk, dv))                            \
+  /* The same attention fused (flash-attention style): the probabilities are            \
+     never stored. q, k, v, key_len, causal, drop and out as op_attention_fwd;          \
+       lse: (B, H, Tq) fp32, each query row's log-sum-exp of its scaled, masked         \
+         scores (+inf for a row that sees no key), all the backward keeps.              \
+     The dropout mask is op_attention_fwd's (element i of the (B, H, Tq, Tk)            \
+     probabilities, row-major), drawn where each probability is made, so the two        \
+     paths drop the same elements. CPU: a row at a time, the reference.                 \
+     CUDA: fp16 and bf16 with head size 16, 32 or 64 (op_attention_fused_supported)     \
+     on tensor cores (mma.sync m16n8k16, fp32 accumulation): one block per 64           \
+     queries of a head, K and V in 64-key tiles through shared memory, the              \
+     softmax online in registers. */                                                    \
+  X(op_attention_fused_fwd,                                                             \
+    (const Device *dev, const Tensor *q, const Tensor *k, const Tensor *v,              \
+     const Tensor *key_len, bool causal, const AttnDropout *drop, const Tensor *lse,    \
+     const Tensor *out),                                                                \
+    (dev, q, k, v, key_len, causal, drop, lse, out))                                    \
+  /* Its backward, from the forward's out and lse, with the forward's masks and         \
+     dropout: delta (B, H, Tq) fp32 scratch receives rowsum(dout * out) (the            \
+     softmax backward's row term); dq, dk, dv shaped as q, k, v, overwritten.           \
+     CUDA: dK and dV in one kernel (a block per 64 keys, walking the queries),          \
+     dQ in another (a block per 64 queries, walking the keys): each recomputes          \
+     the probabilities from lse, and no gradient is summed by atomics, so the           \
+     bits do not depend on the schedule. */                                             \
+  X(op_attention_fused_bwd,                                                             \
+    (const Device *dev, const Tensor *q, const Tensor *k, const Tensor *v,              \
+     const Tensor *key_len, bool causal, const AttnDropout *drop, const Tensor *out,    \
+     const Tensor *lse, const Tensor *dout, const Tensor *delta, const Tensor *dq,      \
+     const Tensor *dk, const Tensor *dv),                                               \
+    (dev, q, k, v, key_len, causal, drop, out, lse, dout, delta, dq, dk, dv))
 OPS_DECLARE(OPS_ATTENTION)
+
+// Whether the fused op runs on dev in dtype with head size dh (the CPU runs
+// every case in fp32; CUDA fp16 and bf16, dh 16, 32 or 64).
+bool op_attention_fused_supported(const Device *dev, DType dtype, int64_t dh);
 
 // Shape logic shared by the two backends (attention.c); each dies naming the op.
 typedef struct AttnShape {
@@ -64,6 +97,11 @@ typedef struct AttnShape {
 AttnShape op_attention_shape(const Tensor *q, const Tensor *k, const Tensor *v,
                              const Tensor *probs, const Tensor *out);
 void op_attention_mask_check(const AttnShape *s, const Tensor *key_len, bool causal);
+// The fused op's shapes: as op_attention_shape, with lse (and delta, when
+// not NULL) (B, H, Tq) fp32 in place of probs; dies naming the op.
+AttnShape op_attention_fused_shape(const char *name, const Tensor *q, const Tensor *k,
+                                   const Tensor *v, const Tensor *lse, const Tensor *delta,
+                                   const Tensor *out);
 // Whether drop asks for dropout; if so, checks it and that scratch is shaped
 // as probs (name: the op, for the error).
 bool op_attention_dropout_check(const char *name, const AttnDropout *drop,

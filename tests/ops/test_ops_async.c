@@ -234,7 +234,7 @@ static void dense_loss_family_bf16(void) { dense_family_in(DT_BF16); }
 
 typedef struct SeqCtx {
   Tensor x, y, dy, dx, gamma, beta, mean, rstd, dgamma, dbeta;
-  Tensor q, k, v, key_len, probs, out, dout, scratch, dq, dk, dv;
+  Tensor q, k, v, key_len, probs, out, dout, scratch, dq, dk, dv, lse, delta;
 } SeqCtx;
 
 static void seq_calls(void *arg) {
@@ -254,6 +254,11 @@ static void seq_calls(void *arg) {
   OP(op_attention_fwd(d, &c->q, &c->k, &c->v, NULL, true, &drop, &c->probs, &c->scratch, &c->out));
   OP(op_attention_bwd(d, &c->q, &c->k, &c->v, &c->probs, &drop, &c->dout, &c->scratch, &c->dq,
                    &c->dk, &c->dv));
+  if (c->q.dtype == DT_F32) return;  // the fused op runs fp16 and bf16 on CUDA
+  OP(op_attention_fused_fwd(d, &c->q, &c->k, &c->v, &c->key_len, false, &drop, &c->lse, &c->out));
+  OP(op_attention_fused_bwd(d, &c->q, &c->k, &c->v, &c->key_len, false, &drop, &c->out, &c->lse,
+                         &c->dout, &c->delta, &c->dq, &c->dk, &c->dv));
+  OP(op_attention_fused_fwd(d, &c->q, &c->k, &c->v, NULL, true, NULL, &c->lse, &c->out));
 }
 
 static void seq_family_in(DType dt) {
@@ -269,18 +274,20 @@ static void seq_family_in(DType dt) {
   c.rstd = DEV(DT_F32, 6);
   c.dgamma = DEV(DT_F32, 40);
   c.dbeta = DEV(DT_F32, 40);
-  // 2 sequences of 9 tokens, 2 heads of 8.
-  c.q = DEV(dt, 2, 9, 2, 8);
-  c.k = DEV(dt, 2, 9, 2, 8);
-  c.v = DEV(dt, 2, 9, 2, 8);
+  // 2 sequences of 9 tokens, 2 heads of 16 (a head size the fused op takes).
+  c.q = DEV(dt, 2, 9, 2, 16);
+  c.k = DEV(dt, 2, 9, 2, 16);
+  c.v = DEV(dt, 2, 9, 2, 16);
   c.key_len = dev_indices(2, 9);  // 0 and 1 keys: an all-masked row too
   c.probs = DEV(dt, 2, 2, 9, 9);
   c.scratch = DEV(dt, 2, 2, 9, 9);
-  c.out = DEV(dt, 2, 9, 2, 8);
-  c.dout = DEV(dt, 2, 9, 2, 8);
-  c.dq = DEV(dt, 2, 9, 2, 8);
-  c.dk = DEV(dt, 2, 9, 2, 8);
-  c.dv = DEV(dt, 2, 9, 2, 8);
+  c.out = DEV(dt, 2, 9, 2, 16);
+  c.dout = DEV(dt, 2, 9, 2, 16);
+  c.dq = DEV(dt, 2, 9, 2, 16);
+  c.dk = DEV(dt, 2, 9, 2, 16);
+  c.dv = DEV(dt, 2, 9, 2, 16);
+  c.lse = DEV(DT_F32, 2, 2, 9);
+  c.delta = DEV(DT_F32, 2, 2, 9);
   check_second_call(dtype_name(dt), seq_calls, &c);
 }
 

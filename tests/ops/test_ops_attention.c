@@ -1,5 +1,5 @@
 // Masked multi-head attention: against PyTorch (tests/golden/seq.gld), dropout
-// on the probabilities, bad input. CUDA against CPU and the gradient checks
+// on the probabilities, the fused op against the unfused, bad input. CUDA against CPU and the gradient checks
 // (with and without dropout): test_ops_table.c.
 #include <math.h>
 #include <stdlib.h>
@@ -119,6 +119,60 @@ static void dropout_weighs_values_with_dropped_probs(void) {
   free(p2), free(o2);
 }
 
+// ---------------------------------------------------------------- fused
+// The fused op is the same attention: its out and gradients against the
+// unfused op's on the CPU (fp32 both; the unfused sums through OpenBLAS and
+// the fused in plain loops, so only the order of fp32 sums differs: ~1e-7,
+// bound 1e-5), with padding (a sequence with no key at all: zero output and
+// gradients, lse +inf), causal masking and dropout (the same elements
+// dropped: with the masks shifted by one element the outputs differ).
+static void fused_matches_unfused(void) {
+  enum { B = 3, H = 2, T = 9, D = 4 };
+  int64_t n = B * T * H * D, np = B * H * T * T, nr = B * H * T;
+  int32_t len[B] = {9, 5, 0};
+  Tensor tl = TENSOR(len, DT_I32, DEVICE_CPU, B);
+  float *in[4];
+  Tensor x[4];  // q, k, v, dout
+  for (int i = 0; i < 4; i++)
+    in[i] = random_array(n, 40 + i, -1.5f, 1.5f, DT_F32),
+    x[i] = TENSOR(in[i], DT_F32, DEVICE_CPU, B, T, H, D);
+  for (int variant = 0; variant < 3; variant++) {  // padding; causal; both with dropout
+    bool causal = variant >= 1;
+    AttnDropout drop = {0.7f, 9, 2}, *d = variant == 2 ? &drop : NULL;
+    float *p = out_buf(np), *scratch = out_buf(np), *lse = out_buf(nr), *delta = out_buf(nr);
+    float *r[2][4];  // [unfused, fused][out, dq, dk, dv]
+    Tensor t[2][4];
+    for (int f = 0; f < 2; f++)
+      for (int i = 0; i < 4; i++)
+        r[f][i] = out_buf(n), t[f][i] = TENSOR(r[f][i], DT_F32, DEVICE_CPU, B, T, H, D);
+    Tensor tp = TENSOR(p, DT_F32, DEVICE_CPU, B, H, T, T), ts = tp;
+    ts.data = scratch;
+    Tensor tlse = TENSOR(lse, DT_F32, DEVICE_CPU, B, H, T), tdelta = tlse;
+    tdelta.data = delta;
+    const Tensor *lens = causal && variant == 1 ? NULL : &tl;
+    op_attention_fwd(&cpu, &x[0], &x[1], &x[2], lens, causal, d, &tp, &ts, &t[0][0]);
+    op_attention_bwd(&cpu, &x[0], &x[1], &x[2], &tp, d, &x[3], &ts, &t[0][1], &t[0][2], &t[0][3]);
+    op_attention_fused_fwd(&cpu, &x[0], &x[1], &x[2], lens, causal, d, &tlse, &t[1][0]);
+    op_attention_fused_bwd(&cpu, &x[0], &x[1], &x[2], lens, causal, d, &t[1][0], &tlse, &x[3],
+                           &tdelta, &t[1][1], &t[1][2], &t[1][3]);
+    const char *names[] = {"out", "dq", "dk", "dv"};
+    for (int i = 0; i < 4; i++)
+      test_check_error(names[i], variant == 0 ? "padding" : variant == 1 ? "causal" : "dropout",
+                       test_rel_error(r[1][i], r[0][i], n), 1e-5);
+    if (lens) {  // the empty sequence
+      int64_t empty = 0;
+      for (int64_t e = 2 * T * H * D; e < n; e++)
+        empty += r[1][0][e] == 0.0f && r[1][1][e] == 0.0f && r[1][2][e] == 0.0f;
+      CHECK(empty == T * H * D);
+      for (int64_t e = 2 * H * T; e < nr; e++) CHECK(isinf(lse[e]) && lse[e] > 0);
+    }
+    free(p), free(scratch), free(lse), free(delta);
+    for (int f = 0; f < 2; f++)
+      for (int i = 0; i < 4; i++) free(r[f][i]);
+  }
+  for (int i = 0; i < 4; i++) free(in[i]);
+}
+
 // ---------------------------------------------------------------- bad input
 static void attn_bad_length(void *ctx) {
   (void)ctx;
@@ -131,13 +185,24 @@ static void attn_bad_length(void *ctx) {
   op_attention_fwd(&cpu, &tq, &tq, &tq, &tl, false, NULL, &tp, NULL, &to);
 }
 
+static void attn_fused_bad_length(void *ctx) {
+  (void)ctx;
+  float q[2 * 4 * 1 * 2] = {0}, lse[2 * 1 * 4], o[2 * 4 * 1 * 2];
+  int32_t len[2] = {4, -1};
+  Tensor tq = TENSOR(q, DT_F32, DEVICE_CPU, 2, 4, 1, 2), tlse = TENSOR(lse, DT_F32, DEVICE_CPU, 2, 1, 4);
+  Tensor to = TENSOR(o, DT_F32, DEVICE_CPU, 2, 4, 1, 2), tl = TENSOR(len, DT_I32, DEVICE_CPU, 2);
+  op_attention_fused_fwd(&cpu, &tq, &tq, &tq, &tl, false, NULL, &tlse, &to);
+}
+
 static void bad_input_dies(void) {
   CHECK_DIES_WITH(attn_bad_length, NULL, "key length 5 of sequence 1 is outside [0, 4]");
+  CHECK_DIES_WITH(attn_fused_bad_length, NULL, "key length -1 of sequence 1 is outside [0, 4]");
 }
 
 int main(void) {
   TEST_RUN(attention_matches_torch);
   TEST_RUN(dropout_weighs_values_with_dropped_probs);
+  TEST_RUN(fused_matches_unfused);
   TEST_RUN(bad_input_dies);
   return test_finish();
 }

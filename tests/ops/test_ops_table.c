@@ -147,6 +147,15 @@ static double tol_embedding_sum(DType dtype) {
   (void)dtype;
   return 1e-6;
 }
+// The fused attention's delta = rowsum(dout * out), fp32 from an out rounded
+// to the case's dtype on CUDA (at most 2^-9 relative per element in bf16):
+// sums of Dh terms of either sign, which cancel, so the relative error of
+// the row grows past the per-element one; measured 3e-4 (fp16), 2.7e-3
+// (bf16); bound 1e-2.
+static double tol_delta(DType dtype) {
+  (void)dtype;
+  return 1e-2;
+}
 // Batch norm parameters and statistics, fp32 on both sides: ~1e-5 for the
 // statistics (fp32 one-pass shifted sums against double two-pass sums over
 // up to ~1e4 rows), dgamma / dbeta likewise; bound 1e-4.
@@ -486,6 +495,47 @@ static const Row kAttention[] = {
     ATTENTION(3, 6, 6, 1, 3, 1, kFdCausalLens, 1.5f, 0.7f, FP32_DT, GRAD_ATTN),
 };
 
+// The fused op: lse (B, H, Tq) fp32 in place of probs, and delta, the
+// backward's fp32 rowsum(dout * out) (compared too: the CUDA side's out is
+// rounded to the dtype, so the row's tolerance); otherwise as run_attention. CUDA runs fp16 and
+// bf16 only (tensor cores), so its rows' fp32 reference runs on the CPU
+// alone: against finite differences, and on 1 and 3 threads.
+RUN(run_attention_fused) {
+  AttnDropout drop = {r->f[0], 5, 11};
+  const AttnDropout *d = r->f[0] > 0 ? &drop : NULL;
+  bool causal = r->k[0] != 0;
+  op_attention_fused_fwd(dev, &t[0], &t[1], &t[2], &t[3], causal, d, &t[4], &t[5]);
+  op_attention_fused_bwd(dev, &t[0], &t[1], &t[2], &t[3], causal, d, &t[5], &t[4], &t[6], &t[7],
+                         &t[8], &t[9], &t[10]);
+}
+// lse: fp32 on both sides from the same rounded inputs (the CUDA scores are
+// exact products summed in fp32 by the tensor cores): tol_rounded(fp32).
+#define ATTENTION_FUSED(b, tq, tk, h, dh, causal, lens, qk, keep, dtypes, grad)                   \
+  {"attention_fused", run_attention_fused, {b, tq, tk, h, dh},                                   \
+   {{"q", 'x', "0134", -qk, qk}, {"k", 'x', "0234", -qk, qk}, {"v", 'x', "0234", -1, 1},           \
+    {"key_len", 'i', "0", .values = lens}, {"lse", 'g', "031", .tol = tol_fp32_sum},              \
+    {"out", 'o', "0134"}, {"dout", 'x', "0134", -1, 1}, {"delta", 'g', "031", .tol = tol_delta},      \
+    {"dq", 'o', "0134"}, {"dk", 'o', "0234"}, {"dv", 'o', "0234"}},                                 \
+   dtypes, tol_attention, .k = {causal}, .f = {keep}, .fd = grad}
+static const float kTwoTileLens[] = {70, 61}, kCausalTileLens[] = {150};
+
+static const Row kAttentionFused[] = {
+    // One tile each way: cross-attention with padding (a sequence of one
+    // key); causal self-attention with padding and dropout.
+    ATTENTION_FUSED(3, 29, 45, 4, 16, 0, kPadLens, 1, 0, LOWP_DT, NO_GRAD),
+    ATTENTION_FUSED(3, 33, 33, 2, 32, 1, kCausalLens, 1, 0.8f, LOWP_DT, NO_GRAD),
+    // Head size 64 over several tiles: 130 queries (three tiles, the last
+    // of two rows), 70 keys (the second tile six keys, and none valid in
+    // the second sequence), with dropout; causal over three tiles.
+    ATTENTION_FUSED(2, 130, 70, 2, 64, 0, kTwoTileLens, 1, 0.8f, LOWP_DT, NO_GRAD),
+    ATTENTION_FUSED(1, 150, 150, 1, 64, 1, kCausalTileLens, 1, 0, LOWP_DT, NO_GRAD),
+    // The fp32 reference against finite differences (run_attention's rows).
+    ATTENTION_FUSED(2, 3, 7, 2, 5, 0, kFdPadLens, 1.5f, 0, 0, GRAD_ATTN),
+    ATTENTION_FUSED(3, 6, 6, 1, 3, 1, kFdCausalLens, 1.5f, 0, 0, GRAD_ATTN),
+    ATTENTION_FUSED(2, 3, 7, 2, 5, 0, kFdPadLens, 1.5f, 0.7f, 0, GRAD_ATTN),
+    ATTENTION_FUSED(3, 6, 6, 1, 3, 1, kFdCausalLens, 1.5f, 0.7f, 0, GRAD_ATTN),
+};
+
 // ================================================================ dense
 // c = 0.75 a b + beta c; k[0], k[1] transpose a, b; k[2] TF32 on CUDA.
 RUN(run_gemm) {
@@ -774,6 +824,7 @@ typedef struct Family {
 static const Family kFamilies[] = {
     FAMILY("elementwise", kElementwise), FAMILY("layout", kLayout), FAMILY("reduce", kReduce),
     FAMILY("activation", kActivation),   FAMILY("norm", kNorm),     FAMILY("attention", kAttention),
+    FAMILY("attention_fused", kAttentionFused),
     FAMILY("dense", kDense),             FAMILY("conv", kConv),     FAMILY("pool", kPool),
     FAMILY("loss", kLoss),
 };
@@ -992,7 +1043,7 @@ static void cpu_threads_agree(void) {
   parallel_min_work = 1;
   for (int row = 0; row < g_family->n; row++) {
     const Row *r = &g_family->rows[row];
-    if (!(r->dtypes & DT_BIT(DT_F32))) continue;
+    if (!(r->dtypes & DT_BIT(DT_F32)) && r->fd.n_wrt == 0) continue;  // fp32 rows, and CPU-only ones
     Bufs one, three;
     bufs_make(&one, r, DT_F32, DT_I32, 3000 + 97 * (uint64_t)row, false, 0);
     bufs_make(&three, r, DT_F32, DT_I32, 3000 + 97 * (uint64_t)row, false, 0);
