@@ -136,7 +136,10 @@ void bert_model_init(BertModel *m, const BertShape *shape, int n_state, uint64_t
                       .keep_prob = 1.0f - shape->dropout,
                       .attn_keep_prob = 1.0f - shape->attention_dropout,
                       .ln_eps = shape->ln_eps, .post_norm = true, .gelu = true,
-                      .proj_bias = true, .dtype = shape->dtype};
+                      .proj_bias = true, .dtype = shape->dtype,
+                      .fused_attention = tfm_fused_attention(shape->fused_attention, device,
+                                                             shape->dtype, shape->d_model,
+                                                             shape->heads)};
   m->eval_dims = m->dims;
   m->eval_dims.keep_prob = m->eval_dims.attn_keep_prob = 1.0f;
   int count = bert_build_specs(m);

@@ -36,6 +36,7 @@ typedef struct BertShape {
   float ln_eps;
   int32_t pad_id;           // the pad token, whose embedding is not trained
   DType dtype;
+  bool fused_attention;     // asked for (TFM_FUSED_ATTENTION_KEY; tfm_fused_attention decides)
   // Buffer sizes: sequences of a batch, positions of a sequence.
   int64_t max_batch, max_len;
   // Sequences of a training batch, when fewer than max_batch (0: max_batch).

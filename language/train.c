@@ -46,6 +46,7 @@ static const ConfigKey kKeys[] = {
     {"init_checkpoint", CFG_STRING, "",
      "the pretrained model's folder: config.json and model.safetensors (Hugging Face's files); "
      "default DATA_DIR/model, where language/prepare_data.sh puts it", NULL},
+    TFM_FUSED_ATTENTION_KEY,
     {"max_seq_length", CFG_INT, "384", "the longest window the data set holds (buffer size)", "[8, 4096]"},
     {"batch_size", CFG_INT, "32", "global batch: windows per step over all ranks", "[1, inf)"},
     {"length_group", CFG_INT, "0",
@@ -170,6 +171,7 @@ static void bert_setup(BertTrainer *r) {
   shape.max_batch = r->local_batch > r->eval_batch ? r->local_batch : r->eval_batch;
   shape.max_train_batch = r->local_batch;
   shape.max_len = config_int(cfg, "max_seq_length");
+  shape.fused_attention = config_bool(cfg, "fused_attention");
   if (shape.max_len > shape.max_positions)
     die_input("--max_seq_length", "%lld is more than the model's %lld positions",
               (long long)shape.max_len, (long long)shape.max_positions);
@@ -186,12 +188,13 @@ static void bert_setup(BertTrainer *r) {
   if (r->run.dev.kind == DEVICE_CPU) snprintf(threads, sizeof threads, ", %d threads", parallel_threads());
   if (r->run.rank == 0)
     printf("bert: %s: %lld layers, width %lld, %lld heads; %lld parameters (span head %s); "
-           "%lld training windows, %lld dev windows; batch %lld (%lld a rank); %s%s\n",
+           "%lld training windows, %lld dev windows; batch %lld (%lld a rank); %s, %s attention%s\n",
            ckpt, (long long)shape.layers, (long long)shape.d_model, (long long)shape.heads,
            (long long)paramset_count_params(&r->model.ps),
            bench ? "random, as every weight of a bench run" : head ? "from the checkpoint" : "new",
            (long long)r->counts.train_windows, (long long)r->counts.dev_windows,
-           (long long)r->batch, (long long)r->local_batch, amp_precision_name(r->run.amp.precision), threads);
+           (long long)r->batch, (long long)r->local_batch, amp_precision_name(r->run.amp.precision),
+           r->model.dims.fused_attention ? "fused" : "unfused", threads);
 }
 
 // The data set into memory (after run_start: this reads it).

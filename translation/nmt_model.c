@@ -172,7 +172,10 @@ void nmt_model_init(NmtModel *m, const NmtShape *shape, int n_state, uint64_t se
   m->dims = (TfmDims){.d_model = shape->d_model, .d_ff = shape->d_ff, .heads = shape->heads,
                       .keep_prob = 1.0f - shape->dropout,
                       .attn_keep_prob = 1.0f - shape->attention_dropout, .ln_eps = NMT_LN_EPS,
-                      .dtype = shape->dtype};
+                      .dtype = shape->dtype,
+                      .fused_attention = tfm_fused_attention(shape->fused_attention, device,
+                                                             shape->dtype, shape->d_model,
+                                                             shape->heads)};
   m->eval_dims = m->dims;
   m->eval_dims.keep_prob = m->eval_dims.attn_keep_prob = 1.0f;
   int count = nmt_build_specs(m);

@@ -32,6 +32,7 @@ typedef struct NmtShape {
   float attention_dropout;  // on the attention probabilities
   float label_smoothing;
   DType dtype;
+  bool fused_attention;     // asked for (TFM_FUSED_ATTENTION_KEY; tfm_fused_attention decides)
   // Buffer sizes: token rows of a training batch (padded), positions of a
   // sequence, and sequences decoded at once (eval sentences times beam).
   int64_t max_rows, max_len, max_decode_seqs;

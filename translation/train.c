@@ -44,6 +44,7 @@ static const ConfigKey kKeys[] = {
     {"dec_layers", CFG_INT, "6", "decoder layers", "[1, 16]"},
     {"dropout", CFG_FLOAT, "0.1", "dropout on sub-layer outputs, after the ReLU and on the embedded inputs", "[0, 1)"},
     {"attention_dropout", CFG_FLOAT, "0.1", "dropout on the attention probabilities", "[0, 1)"},
+    TFM_FUSED_ATTENTION_KEY,
     {"label_smoothing", CFG_FLOAT, "0.1", "label smoothing of the training loss", "[0, 1)"},
     {"max_positions", CFG_INT, "512",
      "positions the model encodes and decodes: the longest training pair, and eval source plus "
@@ -135,6 +136,7 @@ static void nmt_setup(NmtTrainer *r) {
       .attention_dropout = (float)config_float(cfg, "attention_dropout"),
       .label_smoothing = (float)config_float(cfg, "label_smoothing"),
       .dtype = amp_compute_dtype(r->run.amp.precision),
+      .fused_attention = config_bool(cfg, "fused_attention"),
       .max_rows = r->max_tokens > eval_rows ? r->max_tokens : eval_rows,
       .max_len = r->max_positions, .max_decode_seqs = r->eval_batch * r->beam.beam};
   if (shape.d_model % shape.heads || shape.d_model % 2)
@@ -152,10 +154,11 @@ static void nmt_setup(NmtTrainer *r) {
   r->batch.src_len = xmalloc((size_t)cap * sizeof(int32_t));
   if (r->run.rank == 0)
     printf("transformer: %lld training pairs, %lld eval pairs, vocabulary %d; %lld parameters; "
-           "batches of %lld tokens per rank; %s\n",
+           "batches of %lld tokens per rank; %s, %s attention\n",
            (long long)r->counts.train_pairs, (long long)r->counts.eval_pairs,
            r->counts.vocab_size, (long long)paramset_count_params(&r->model.ps),
-           (long long)r->max_tokens, amp_precision_name(r->run.amp.precision));
+           (long long)r->max_tokens, amp_precision_name(r->run.amp.precision),
+           r->model.dims.fused_attention ? "fused" : "unfused");
 }
 
 // Splits text into lines in place; returns the count.

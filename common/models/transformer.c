@@ -68,6 +68,12 @@ void tfm_layer_init(float *host_params, const ParamSet *ps, const int index[TFM_
   }
 }
 
+bool tfm_fused_attention(bool wanted, DeviceKind device, DType dtype, int64_t d_model,
+                         int64_t heads) {
+  return wanted && device == DEVICE_CUDA && heads > 0 &&
+         op_attention_fused_supported(device, dtype, d_model / heads);
+}
+
 // ---------------------------------------------------------------- buffers
 
 static Tensor buf2(Arena *a, DType dt, int64_t rows, int64_t cols) {
@@ -83,7 +89,10 @@ static void attn_alloc(TfmAttnActs *a, Arena *arena, const TfmDims *d, int64_t r
   a->k = buf2(arena, d->dtype, key_rows, d->d_model);
   a->v = buf2(arena, d->dtype, key_rows, d->d_model);
   a->att = buf2(arena, d->dtype, rows, d->d_model);
-  a->probs = arena_tensor(arena, d->dtype, 1, (int64_t[]){max_probs});
+  if (d->fused_attention)
+    a->lse = arena_tensor(arena, DT_F32, 1, (int64_t[]){d->heads * rows});
+  else
+    a->probs = arena_tensor(arena, d->dtype, 1, (int64_t[]){max_probs});
   a->out = buf2(arena, d->dtype, rows, d->d_model);
 }
 
@@ -107,7 +116,10 @@ void tfm_scratch_alloc(TfmScratch *s, Arena *arena, const TfmDims *d, int64_t ma
   for (size_t i = 0; i < sizeof grads / sizeof grads[0]; i++)
     *grads[i] = buf2(arena, d->dtype, grad_rows, d->d_model);
   s->df = buf2(arena, d->dtype, grad_rows, d->d_ff);
-  s->attn = arena_tensor(arena, d->dtype, 1, (int64_t[]){max_probs});
+  if (d->fused_attention)
+    s->delta = arena_tensor(arena, DT_F32, 1, (int64_t[]){d->heads * grad_rows});
+  else
+    s->attn = arena_tensor(arena, d->dtype, 1, (int64_t[]){max_probs});
 }
 
 void tfm_cache_alloc(TfmCache *c, Arena *arena, const TfmDims *d, int64_t max_seqs,
@@ -202,7 +214,7 @@ static void layernorm_fwd(const TfmPass *p, const TfmLayer *l, TfmRole gamma, co
 // rows (keys and values only with_kv: a decoding step reads them from its
 // cache instead).
 typedef struct AttnViews {
-  Tensor h, mean, rstd, q, k, v, att, probs, out;
+  Tensor h, mean, rstd, q, k, v, att, probs, lse, out;  // probs or lse: unfused or fused
 } AttnViews;
 
 static AttnViews attn_views(const TfmAttnActs *a, const TfmDims *d, int64_t b, int64_t t,
@@ -211,8 +223,11 @@ static AttnViews attn_views(const TfmAttnActs *a, const TfmDims *d, int64_t b, i
   AttnViews v = {
       .h = tfm_view2(&a->h, r, dm), .mean = vec(&a->mean, r), .rstd = vec(&a->rstd, r),
       .q = tfm_view2(&a->q, r, dm), .att = tfm_view2(&a->att, r, dm),
-      .probs = view(&a->probs, 4, (int64_t[]){b, d->heads, t, tk}),
       .out = tfm_view2(&a->out, r, dm)};
+  if (d->fused_attention)
+    v.lse = view(&a->lse, 3, (int64_t[]){b, d->heads, t});
+  else
+    v.probs = view(&a->probs, 4, (int64_t[]){b, d->heads, t, tk});
   if (with_kv) v.k = tfm_view2(&a->k, rk, dm), v.v = tfm_view2(&a->v, rk, dm);
   return v;
 }
@@ -263,9 +278,14 @@ static void attn_fwd(const TfmLayer *l, const TfmAttnActs *a, const TfmPass *p,
   Tensor v4 = heads(&v.v, d, p->b, tk), att4 = heads(&v.att, d, p->b, p->t);
   Tensor key_len = vec(p->key_len, p->b);  // the batch's part of the lengths buffer
   AttnDropout drop = probs_dropout(p, cross);
-  Tensor dropped = view(&s->attn, 4, v.probs.shape);
-  op_attention_fwd(p->dev, &q4, &k4, &v4, causal ? NULL : &key_len, causal, &drop, &v.probs,
-                   &dropped, &att4);
+  if (d->fused_attention) {
+    op_attention_fused_fwd(p->dev, &q4, &k4, &v4, causal ? NULL : &key_len, causal, &drop, &v.lse,
+                           &att4);
+  } else {
+    Tensor dropped = view(&s->attn, 4, v.probs.shape);
+    op_attention_fwd(p->dev, &q4, &k4, &v4, causal ? NULL : &key_len, causal, &drop, &v.probs,
+                     &dropped, &att4);
+  }
   Tensor o = tfm_view2(&s->tmp, p->b * p->t, d->d_model);
   op_linear_fwd(p->dev, &v.att, &wo, bias.o, &o);
   residual_fwd(p, x, &o, d->post_norm ? &v.h : &v.out, cross ? DROP_CROSS : DROP_SELF);
@@ -376,9 +396,18 @@ static void attn_bwd(const TfmLayer *l, const TfmAttnActs *a, const TfmPass *p,
   Tensor v4 = heads(&v.v, d, p->b, tk), datt4 = heads(&datt, d, p->b, p->t);
   Tensor dq4 = heads(&dq, d, p->b, p->t), dk4 = heads(&dk, d, p->b, tk);
   Tensor dv4 = heads(&dv, d, p->b, tk);
-  Tensor scratch = view(&s->attn, 4, v.probs.shape);
   AttnDropout drop = probs_dropout(p, cross);
-  op_attention_bwd(p->dev, &q4, &k4, &v4, &v.probs, &drop, &datt4, &scratch, &dq4, &dk4, &dv4);
+  if (d->fused_attention) {
+    // The forward's masks: causal self-attention in decoder layers, key_len elsewhere.
+    bool causal = !cross && l->cross;
+    Tensor key_len = vec(p->key_len, p->b), att4 = heads(&v.att, d, p->b, p->t);
+    Tensor delta = view(&s->delta, 3, v.lse.shape);
+    op_attention_fused_bwd(p->dev, &q4, &k4, &v4, causal ? NULL : &key_len, causal, &drop, &att4,
+                           &v.lse, &datt4, &delta, &dq4, &dk4, &dv4);
+  } else {
+    Tensor scratch = view(&s->attn, 4, v.probs.shape);
+    op_attention_bwd(p->dev, &q4, &k4, &v4, &v.probs, &drop, &datt4, &scratch, &dq4, &dk4, &dv4);
+  }
   if (d->post_norm) {  // the projections read x: dx = dh + their input gradients
     op_linear_bwd(p->dev, x, &wq, &dq, dx, &gq, gb.q, true);
     linear_bwd_add(p, x, &wk, &dk, &gk, gb.k, &s->dtmp, dx);
@@ -475,8 +504,12 @@ static void attn_step(const TfmLayer *l, const TfmAttnActs *a, const TfmPass *p,
   Tensor q4 = heads(&w.q, d, p->b, 1), k4 = heads(k, d, p->b, len), v4 = heads(v, d, p->b, len);
   Tensor att4 = heads(&w.att, d, p->b, 1);
   Tensor lens = key_len ? vec(key_len, p->b) : (Tensor){0};
-  op_attention_fwd(p->dev, &q4, &k4, &v4, key_len ? &lens : NULL, false, NULL, &w.probs, NULL,
-                   &att4);
+  if (d->fused_attention)
+    op_attention_fused_fwd(p->dev, &q4, &k4, &v4, key_len ? &lens : NULL, false, NULL, &w.lse,
+                           &att4);
+  else
+    op_attention_fwd(p->dev, &q4, &k4, &v4, key_len ? &lens : NULL, false, NULL, &w.probs, NULL,
+                     &att4);
   Tensor o = tfm_view2(&s->tmp, p->b, d->d_model);
   op_linear_fwd(p->dev, &w.att, &wo, NULL, &o);
   residual_fwd(p, x, &o, &w.out, site);

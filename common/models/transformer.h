@@ -51,7 +51,22 @@ typedef struct TfmDims {
   // biases on the self-attention Q/K/V and output projections.
   bool post_norm, gelu, proj_bias;
   DType dtype;  // activations
+  // Attention through op_attention_fused_fwd/bwd (tfm_fused_attention):
+  // each layer keeps the rows' log-sum-exp (lse) instead of the
+  // probabilities, and the backward recomputes them.
+  bool fused_attention;
 } TfmDims;
+
+// The trainers' switch for TfmDims.fused_attention, and the rule it follows:
+// fused where asked for and op_attention_fused_supported says it runs, on
+// CUDA only (the CPU's fused op is a reference of plain loops; the unfused
+// one runs on OpenBLAS).
+#define TFM_FUSED_ATTENTION_KEY                                                              \
+  {"fused_attention", CFG_BOOL, "true",                                                     \
+   "CUDA, fp16/bf16, head size 16, 32 or 64: attention in fused kernels that never store "  \
+   "the probabilities; false, or elsewhere: GEMMs around a softmax kernel", NULL}
+bool tfm_fused_attention(bool wanted, DeviceKind device, DType dtype, int64_t d_model,
+                         int64_t heads);
 
 // Names and shapes of a layer's parameters: appended to specs (with their
 // names written into names[], 32 bytes each) from *count on; index[role] is
@@ -70,7 +85,8 @@ typedef struct TfmAttnActs {
   Tensor h, mean, rstd;  // (R, D): the layer norm's output (pre-norm) or input (post-
                          // norm: x + dropout(f(x))); its statistics (R), (R) fp32
   Tensor q, k, v, att;   // (R, D); k, v (Rk, D): Rk the key rows
-  Tensor probs;          // (B, H, T, Tk)
+  Tensor probs;          // (B, H, T, Tk); unfused only
+  Tensor lse;            // (B, H, T) fp32; fused only
   Tensor out;            // (R, D) the sub-layer's output x + dropout(att Wo)
 } TfmAttnActs;
 typedef struct TfmFfnActs {
@@ -92,7 +108,9 @@ typedef struct TfmScratch {
   Tensor tmp, dh, dq, dk, dv, datt, dtmp;  // (R, D) rows (dk, dv: max key rows)
   Tensor df;                               // (R, F)
   Tensor attn;                             // (B, H, T, Tk): the dropped attention
-                                           // probabilities (forward), the backward's scratch
+                                           // probabilities (forward), the backward's scratch;
+                                           // unfused only
+  Tensor delta;                            // (B, H, T) fp32, the fused backward's scratch
 } TfmScratch;
 
 // Where a layer's weights and gradients are: the parameter tables the ops

@@ -195,8 +195,8 @@ AttnShape op_attention_fused_shape(const char *name, const Tensor *q, const Tens
   return s;
 }
 
-bool op_attention_fused_supported(const Device *dev, DType dtype, int64_t dh) {
-  if (dev->kind != DEVICE_CUDA) return true;
+bool op_attention_fused_supported(DeviceKind device, DType dtype, int64_t dh) {
+  if (device != DEVICE_CUDA) return dtype == DT_F32;
   return (dtype == DT_F16 || dtype == DT_BF16) && (dh == 16 || dh == 32 || dh == 64);
 }
 

@@ -86,9 +86,9 @@ typedef struct AttnDropout {
     (dev, q, k, v, key_len, causal, drop, out, lse, dout, delta, dq, dk, dv))
 OPS_DECLARE(OPS_ATTENTION)
 
-// Whether the fused op runs on dev in dtype with head size dh (the CPU runs
-// every case in fp32; CUDA fp16 and bf16, dh 16, 32 or 64).
-bool op_attention_fused_supported(const Device *dev, DType dtype, int64_t dh);
+// Whether the fused op runs on the device in dtype with head size dh (the CPU
+// in fp32 at any head size; CUDA in fp16 and bf16 at head sizes 16, 32, 64).
+bool op_attention_fused_supported(DeviceKind device, DType dtype, int64_t dh);
 
 // Shape logic shared by the two backends (attention.c); each dies naming the op.
 typedef struct AttnShape {

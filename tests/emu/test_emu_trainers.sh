@@ -78,7 +78,8 @@ compare_losses() {
 # order once all have ended, with how long each took. The longest first
 # (2026-11-29, the 2-core VM: ssd about 590 s, ncf 410, resnet 254,
 # transformer 219, bert 153), so that the last to start is a short one.
-parts=(ssd ncf resnet transformer bert)
+# EMU_PARTS="bert transformer" runs those alone.
+read -ra parts <<<"${EMU_PARTS:-ssd ncf resnet transformer bert}"
 jobs=${EMU_JOBS:-2}
 root=$tmp
 for part in "${parts[@]}"; do

