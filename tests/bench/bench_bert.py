@@ -17,7 +17,9 @@ ours are; the results file names the implementation.
 
 Each side: 5 warm-up steps (the trainer's), then --steps timed steps,
 --repeats times; the table gives the medians in sequences/s and ours over
-PyTorch's. Writes tests/bench/results/bert_<date>_<gpu>.{json,md}.
+PyTorch's. Ours runs with its default attention (fused kernels on the GPU in
+fp16 and bf16) and, where that was the fused one, again with
+--fused_attention=false, in its own column. Writes tests/bench/results/bert_<date>_<gpu>.{json,md}.
 
     python3 tests/bench/bench_bert.py [--build build] [--batch 32]
         [--max_seq_length 384] [--steps 20] [--repeats 2]
@@ -51,17 +53,21 @@ def write_config(folder, dims):
     return cfg
 
 
-def run_ours(args, folder, precision):
-    """sequences/s of one bench run of our trainer and its parameter count."""
+def run_ours(args, folder, precision, flags):
+    """sequences/s of one bench run of our trainer (extra flags), and its output."""
     cmd = [os.path.join(args.build, "bin", "bert"), f"--init_checkpoint={folder}",
            f"--bench_steps={args.steps}", f"--batch_size={args.batch}",
            f"--max_seq_length={args.max_seq_length}", f"--eval_batch={args.batch}",
-           f"--precision={precision}", f"--device={args.device}"]
+           f"--precision={precision}", f"--device={args.device}"] + flags
     m, out = benchlib.trainer_throughput(NAME, cmd, r"bert: bench: .*, ([0-9.]+) sequences/s")
+    return float(m.group(1)), out
+
+
+def param_count(out):
     params = re.search(r"; (\d+) parameters ", out)
     if not params:
         sys.exit(f"{NAME}: no parameter count in the trainer's output:\n" + out[-2000:])
-    return float(m.group(1)), int(params.group(1))
+    return int(params.group(1))
 
 
 def torch_sequences_per_s(torch, transformers, args, cfg, precision):
@@ -117,14 +123,17 @@ def main():
     with tempfile.TemporaryDirectory() as folder:
         cfg = write_config(folder, dims)
         for prec in precisions:
-            ours = [run_ours(args, folder, prec) for _ in range(args.repeats)]
+            o, ours_attn, unfused, out = benchlib.fused_and_unfused(
+                NAME, lambda flags: run_ours(args, folder, prec, flags), args.repeats)
             theirs, torch_params, attn = torch_sequences_per_s(torch, transformers, args, cfg, prec)
-            o, t = statistics.median(r for r, _ in ours), statistics.median(theirs)
-            rows.append(dict(precision=prec, ours=o, pytorch=t, ratio=o / t, ours_params=ours[0][1],
+            t = statistics.median(theirs)
+            rows.append(dict(precision=prec, ours=o, ours_attention=ours_attn, ours_unfused=unfused,
+                             pytorch=t, ratio=o / t, ours_params=param_count(out),
                              torch_params=torch_params, torch_attention=attn))
-            print(f"{prec:5s}  ours {o:9.1f} sequences/s  transformers {t:9.1f} sequences/s  "
-                  f"ours/torch {o / t:.2f}  (parameters {ours[0][1]} / {torch_params}; "
-                  f"attention {attn})", flush=True)
+            both = f" (unfused {unfused:.1f})" if unfused else ""
+            print(f"{prec:5s}  ours {o:9.1f} sequences/s{both}, {ours_attn} attention  transformers "
+                  f"{t:9.1f} sequences/s  ours/torch {o / t:.2f}  (parameters {param_count(out)} / "
+                  f"{torch_params}; attention {attn})", flush=True)
     if args.smoke:
         return
     device = torch.cuda.get_device_name(0)
@@ -133,8 +142,13 @@ def main():
           f"{args.max_seq_length} tokens, span loss, AdamW, clipping at 1.0; {args.steps} steps x "
           f"{args.repeats} repeats (medians). PyTorch side: transformers {transformers.__version__} "
           f"BertForQuestionAnswering, attention '{rows[0]['torch_attention']}'.", "",
-          "| precision | ours sequences/s | transformers sequences/s | ours / PyTorch |", "|---|---|---|---|"]
-    md += [f"| {r['precision']} | {r['ours']:.1f} | {r['pytorch']:.1f} | {r['ratio']:.2f} |" for r in rows]
+          "Ours: the trainer's default attention (fused on the GPU in fp16/bf16), and beside it "
+          "the same run with --fused_attention=false where the default was the fused one.", "",
+          "| precision | ours sequences/s | ours attention | ours unfused sequences/s | "
+          "transformers sequences/s | ours / PyTorch |", "|---|---|---|---|---|---|"]
+    md += [f"| {r['precision']} | {r['ours']:.1f} | {r['ours_attention']} | "
+           f"{'%.1f' % r['ours_unfused'] if r['ours_unfused'] else '-'} | {r['pytorch']:.1f} | "
+           f"{r['ratio']:.2f} |" for r in rows]
     versions = dict(benchlib.torch_versions(torch), transformers=transformers.__version__)
     record = dict(device=device, batch=args.batch, max_seq_length=args.max_seq_length, steps=args.steps,
                   repeats=args.repeats, rows=rows, versions=versions)

@@ -17,7 +17,9 @@ block, a vector add each, nothing next to the GEMMs.
 
 Each side: 5 warm-up steps (the trainer's), then --steps timed steps,
 --repeats times; the table gives the medians in tokens/s (source and target
-tokens) and ours over PyTorch's. Writes
+tokens) and ours over PyTorch's. Ours runs with its default attention (fused
+kernels on the GPU in fp16 and bf16) and, where that was the fused one,
+again with --fused_attention=false, in its own column. Writes
 tests/bench/results/transformer_<date>_<gpu>.{json,md}.
 
     python3 tests/bench/bench_transformer.py [--build build] [--config full]
@@ -42,18 +44,22 @@ FULL = dict(d_model=1024, d_ff=4096, heads=16, enc_layers=6, dec_layers=6, vocab
 SMOKE = dict(d_model=32, d_ff=64, heads=2, enc_layers=1, dec_layers=1, vocab=100)
 
 
-def run_ours(args, dims, precision):
-    """tokens/s of one bench run of our trainer and its parameter count."""
+def run_ours(args, dims, precision, flags):
+    """tokens/s of one bench run of our trainer (extra flags), and its output."""
     cmd = [os.path.join(args.build, "bin", "transformer"),
            f"--bench_steps={args.steps}", f"--bench_vocab={dims['vocab']}",
            f"--max_tokens={args.max_tokens}", f"--max_length={args.max_length}",
            f"--precision={precision}", f"--device={args.device}", "--eval_batch=1"] + \
-        [f"--{k}={v}" for k, v in dims.items() if k != "vocab"]
+        [f"--{k}={v}" for k, v in dims.items() if k != "vocab"] + flags
     m, out = benchlib.trainer_throughput(NAME, cmd, r"transformer: bench: .*, ([0-9.]+) tokens/s")
+    return float(m.group(1)), out
+
+
+def param_count(out):
     params = re.search(r"; (\d+) parameters;", out)
     if not params:
         sys.exit(f"{NAME}: no parameter count in the trainer's output:\n" + out[-2000:])
-    return float(m.group(1)), int(params.group(1))
+    return int(params.group(1))
 
 
 def torch_model(torch, dims):
@@ -130,20 +136,28 @@ def main():
     batch = args.max_tokens // args.max_length
     rows = []
     for prec in precisions:
-        ours = [run_ours(args, dims, prec) for _ in range(args.repeats)]
+        o, ours_attn, unfused, out = benchlib.fused_and_unfused(
+            NAME, lambda flags: run_ours(args, dims, prec, flags), args.repeats)
         theirs, torch_params = torch_tokens_per_s(torch, args, dims, prec, batch)
-        o, t = statistics.median(r for r, _ in ours), statistics.median(theirs)
-        rows.append(dict(precision=prec, ours=o, pytorch=t, ratio=o / t,
-                         ours_params=ours[0][1], torch_params=torch_params))
-        print(f"{prec:5s}  ours {o:12.0f} tokens/s  PyTorch {t:12.0f} tokens/s  ratio {o / t:.2f}")
+        t = statistics.median(theirs)
+        rows.append(dict(precision=prec, ours=o, ours_attention=ours_attn, ours_unfused=unfused,
+                         pytorch=t, ratio=o / t, ours_params=param_count(out), torch_params=torch_params))
+        both = f" (unfused {unfused:.0f})" if unfused else ""
+        print(f"{prec:5s}  ours {o:12.0f} tokens/s{both}, {ours_attn} attention  PyTorch {t:12.0f} "
+              f"tokens/s  ratio {o / t:.2f}")
     if args.smoke:
         return
     device = torch.cuda.get_device_name(0)
     md = [f"# Transformer training throughput, {benchlib.utc_stamp()}, {device}", "",
           f"Batch {batch} pairs x {args.max_length} tokens a side ({args.max_tokens} tokens), "
           f"Transformer-big, {args.steps} steps x {args.repeats} repeats (medians).", "",
-          "| precision | ours tokens/s | PyTorch tokens/s | ours / PyTorch |", "|---|---|---|---|"]
-    md += [f"| {r['precision']} | {r['ours']:.0f} | {r['pytorch']:.0f} | {r['ratio']:.2f} |" for r in rows]
+          "Ours: the trainer's default attention (fused on the GPU in fp16/bf16), and beside it "
+          "the same run with --fused_attention=false where the default was the fused one.", "",
+          "| precision | ours tokens/s | ours attention | ours unfused tokens/s | PyTorch tokens/s | "
+          "ours / PyTorch |", "|---|---|---|---|---|---|"]
+    md += [f"| {r['precision']} | {r['ours']:.0f} | {r['ours_attention']} | "
+           f"{'%.0f' % r['ours_unfused'] if r['ours_unfused'] else '-'} | {r['pytorch']:.0f} | "
+           f"{r['ratio']:.2f} |" for r in rows]
     record = dict(device=device, batch=batch, max_length=args.max_length, steps=args.steps,
                   repeats=args.repeats, rows=rows, versions=benchlib.torch_versions(torch))
     benchlib.write_results("transformer", benchlib.utc_stamp(), device, record, "\n".join(md) + "\n")

@@ -13,6 +13,7 @@ import json
 import math
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -123,6 +124,23 @@ def trainer_throughput(name, cmd, pattern=r"synthetic: .*: ([0-9.]+) images/s", 
         sys.exit(f"{name}: {' '.join(cmd[1:])}: the loss is not finite, so the steps timed NaN "
                  "arithmetic:\n" + proc.stdout[-1500:] + proc.stderr[-1500:])
     return m, proc.stdout
+
+
+def fused_and_unfused(name, run_once, repeats):
+    """The attention trainers (BERT, the Transformer) both ways: run_once(flags)
+    runs one bench with the extra flags and returns (rate, the trainer's
+    output). Returns the median of `repeats` runs as configured, the attention
+    that ran (the trainer's "fused attention" / "unfused attention"), and,
+    where that was the fused one, the median of as many runs with
+    --fused_attention=false (else None)."""
+    runs = [run_once([]) for _ in range(repeats)]
+    m = re.search(r"\b(fused|unfused) attention\b", runs[0][1])
+    if not m:
+        sys.exit(f"{name}: the trainer did not say which attention it ran:\n" + runs[0][1][-2000:])
+    unfused = None
+    if m.group(1) == "fused":
+        unfused = statistics.median(run_once(["--fused_attention=false"])[0] for _ in range(repeats))
+    return statistics.median(r for r, _ in runs), m.group(1), unfused, runs[0][1]
 
 
 def torch_train_step(torch, device, precision, forward_loss, opt, clip_norm=None):
