@@ -19,6 +19,13 @@ void reduce_topk_geometry(const Tensor *x, int k, const Tensor *values, const Te
   OP_REQUIRE("op_topk", tensor_numel(values) == *rows * k && tensor_numel(indices) == *rows * k);
 }
 
+void reduce_logsumexp_geometry(const Tensor *x, const Tensor *y, int64_t *rows, int64_t *cols) {
+  OP_REQUIRE("op_logsumexp", x->ndim >= 1 && y->dtype == DT_F32);
+  *cols = x->shape[x->ndim - 1];
+  *rows = *cols ? tensor_numel(x) / *cols : 0;
+  OP_REQUIRE("op_logsumexp", *cols >= 1 && tensor_numel(y) == *rows);
+}
+
 void reduce_geometry(const char *op, const Tensor *x, int lead_axes, const Tensor *y,
                           int64_t *rows, int64_t *cols) {
   OP_REQUIRE(op, lead_axes >= 0 && lead_axes <= x->ndim && y->dtype == DT_F32);
@@ -84,5 +91,29 @@ void op_topk_cpu(const Device *dev, const Tensor *x, int k, const Tensor *values
       pv[r * k + j] = row[best_c];
       pi[r * k + j] = (int32_t)best_c;
     }
+  }
+}
+
+// ---------------------------------------------------------------- CPU: log-sum-exp
+
+void op_logsumexp_cpu(const Device *dev, const Tensor *x, const Tensor *y) {
+  (void)dev;
+  int64_t rows, cols;
+  reduce_logsumexp_geometry(x, y, &rows, &cols);
+  OP_REQUIRE("op_logsumexp", x->dtype == DT_F32);
+  const float *px = x->data;
+  float *py = y->data;
+  for (int64_t r = 0; r < rows; r++) {
+    const float *row = px + r * cols;
+    float mx = -INFINITY;
+    bool nan = false;
+    for (int64_t c = 0; c < cols; c++) nan |= isnan(row[c]), mx = row[c] > mx ? row[c] : mx;
+    if (nan || isinf(mx)) {  // NaN; every value -inf; a +inf
+      py[r] = nan ? NAN : mx;
+      continue;
+    }
+    double sum = 0;
+    for (int64_t c = 0; c < cols; c++) sum += exp((double)row[c] - mx);
+    py[r] = (float)(mx + log(sum));
   }
 }

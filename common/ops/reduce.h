@@ -1,4 +1,4 @@
-// reduce.h: reductions - column sums and means, and top-k along rows.
+// reduce.h: reductions - column sums and means; top-k and log-sum-exp along rows.
 // Conventions: see ops.h. CPU: fp32 input; CUDA: fp32, fp16 or bf16 input,
 // arithmetic in fp32.
 #pragma once
@@ -25,13 +25,20 @@ extern "C" {
   X(op_topk,                                                                            \
     (const Device *dev, const Tensor *x, int k, const Tensor *values,                   \
      const Tensor *indices),                                                            \
-    (dev, x, k, values, indices))
+    (dev, x, k, values, indices))                                                       \
+  /* For each row of x (M, N) (leading axes flattened): y[i] = log sum_j exp(x[i, j]),  \
+     the log-softmax's norm, y (M) fp32: the row's maximum m plus the log of the sum    \
+     of exp(x - m), summed in double. A row of -inf gives -inf, one holding +inf        \
+     +inf, one holding NaN NaN. CUDA: a block per row. */                               \
+  X(op_logsumexp, (const Device *dev, const Tensor *x, const Tensor *y), (dev, x, y))
 OPS_DECLARE(OPS_REDUCE)
 
 // Shared shape logic of both backends (reduce.c).
 // Checks a top-k call and returns rows M and columns N.
 void reduce_topk_geometry(const Tensor *x, int k, const Tensor *values,
                           const Tensor *indices, int64_t *rows, int64_t *cols);
+// Checks a log-sum-exp call and returns rows M and columns N.
+void reduce_logsumexp_geometry(const Tensor *x, const Tensor *y, int64_t *rows, int64_t *cols);
 // Checks a reduction and returns rows M and columns N of the (M, N) view.
 void reduce_geometry(const char *op, const Tensor *x, int lead_axes, const Tensor *y,
                      int64_t *rows, int64_t *cols);

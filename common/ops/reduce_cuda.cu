@@ -125,3 +125,49 @@ extern "C" void op_topk_cuda(const Device *dev, const Tensor *x, int k, const Te
   });
   CHECK_LAUNCH();
 }
+
+// ---------------------------------------------------------------- log-sum-exp
+
+// One block per row: the row's maximum (with NaN noted), then the sum of
+// exp(x - max) in double, each thread's share, then the warps', in a fixed
+// order (the block's shape is fixed, so the bits are too).
+template <typename T>
+__global__ void reduce_logsumexp_kernel(const T *x, float *y, int64_t cols) {
+  __shared__ float shared[32];
+  __shared__ double sums[32];
+  const T *row = x + (int64_t)blockIdx.x * cols;
+  float mx = -INFINITY, nan = 0.0f;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    float v = ops_f32(row[c]);
+    nan += isnan(v) ? 1.0f : 0.0f;
+    mx = fmaxf(mx, v);
+  }
+  mx = ops_block_max(mx, shared);
+  nan = ops_block_sum(nan, shared);
+  if (nan > 0.0f || isinf(mx)) {  // NaN; every value -inf; a +inf
+    if (threadIdx.x == 0) y[blockIdx.x] = nan > 0.0f ? NAN : mx;
+    return;
+  }
+  double sum = 0;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) sum += exp((double)ops_f32(row[c]) - mx);
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  if (threadIdx.x % 32 == 0) sums[threadIdx.x / 32] = sum;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double total = 0;
+    for (unsigned w = 0; w < blockDim.x / 32; w++) total += sums[w];
+    y[blockIdx.x] = (float)(mx + log(total));
+  }
+}
+
+extern "C" void op_logsumexp_cuda(const Device *dev, const Tensor *x, const Tensor *y) {
+  int64_t rows, cols;
+  reduce_logsumexp_geometry(x, y, &rows, &cols);
+  if (rows == 0) return;
+  OP_REQUIRE("op_logsumexp", rows <= INT32_MAX);
+  OPS_FLOAT_DISPATCH("op_logsumexp", x->dtype, {
+    reduce_logsumexp_kernel<scalar_t><<<(unsigned)rows, 256, 0, dev->stream>>>(
+        (const scalar_t *)x->data, (float *)y->data, cols);
+  });
+  CHECK_LAUNCH();
+}

@@ -297,7 +297,7 @@ static void seq_family_bf16(void) { seq_family_in(DT_BF16); }
 // ------------------------------------------------------------ elementwise
 
 typedef struct ElemCtx {
-  Tensor a, b, y, parts[2], whole, perm_in, perm_out, sum, mean, half, bytes, normed, topv, topi;
+  Tensor a, b, y, parts[2], whole, perm_in, perm_out, sum, mean, half, bytes, normed, topv, topi, lse;
 } ElemCtx;
 
 static void elem_calls(void *arg) {
@@ -316,6 +316,7 @@ static void elem_calls(void *arg) {
   OP(op_cast(d, &c->a, &c->half));
   OP(op_affine_u8(d, &c->bytes, &norm, &c->normed));
   OP(op_topk(d, &c->a, 3, &c->topv, &c->topi));
+  OP(op_logsumexp(d, &c->a, &c->lse));
 }
 
 static void elem_family(void) {
@@ -335,6 +336,7 @@ static void elem_family(void) {
   c.bytes = DEV(DT_U8, 10, 4, 3);
   c.normed = DEV(DT_BF16, 10, 4, 3);
   c.topv = DEV(DT_F32, 10, 3);
+  c.lse = DEV(DT_F32, 10);
   c.topi = DEV(DT_I32, 10, 3);
   check_second_call("elementwise", elem_calls, &c);
 }

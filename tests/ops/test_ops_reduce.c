@@ -1,6 +1,7 @@
-// Sum, mean and top-k: hand-checked CPU cases, the preconditions' error
+// Sum, mean, top-k and log-sum-exp: hand-checked cases, the preconditions' error
 // messages. CUDA against CPU: test_ops_table.c.
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,6 +56,48 @@ static void topk_hand_checked(void) {
   for (int i = 0; i < 8; i++) CHECK_EQ_INT(all_i[i], sorted_i[i]);
 }
 
+// Log-sum-exp's rows: equal values, large ones (the maximum's shift keeps
+// exp finite), all -inf, a +inf, a NaN; on the CPU, and on CUDA in every
+// dtype (the same values, exact in each).
+static const float kLseRows[5][4] = {{0, 0, 0, 0},
+                                     {1000, 1000, -INFINITY, 1000},
+                                     {-INFINITY, -INFINITY, -INFINITY, -INFINITY},
+                                     {1, INFINITY, 2, 3},
+                                     {1, NAN, 2, 3}};
+
+static void lse_check(const float *y, const char *where) {
+  printf("  %s: %g %g %g %g %g\n", where, y[0], y[1], y[2], y[3], y[4]);
+  CHECK_NEAR(y[0], logf(4.0f), 1e-6);
+  CHECK_NEAR(y[1], 1000.0f + logf(3.0f), 1e-4);  // 1000 in fp32 carries 6e-5
+  CHECK(isinf(y[2]) && y[2] < 0);
+  CHECK(isinf(y[3]) && y[3] > 0);
+  CHECK(isnan(y[4]));
+}
+
+static void logsumexp_special_rows(void) {
+  float y[5];
+  Tensor tx = TENSOR((float *)kLseRows, DT_F32, DEVICE_CPU, 5, 4), ty = T1(y, 5);
+  op_logsumexp(&kCpu, &tx, &ty);
+  lse_check(y, "cpu");
+}
+
+static void logsumexp_special_rows_cuda(void) {
+  Device gpu;
+  open_gpu_or_skip(&gpu);
+  const DType dts[] = {DT_F32, DT_F16, DT_BF16};
+  for (int d = 0; d < 3; d++) {
+    void *x = upload(&kLseRows[0][0], 20, dts[d]), *y = upload((float[5]){0}, 5, DT_F32);
+    Tensor tx = TENSOR(x, dts[d], DEVICE_CUDA, 5, 4), ty = TENSOR(y, DT_F32, DEVICE_CUDA, 5);
+    op_logsumexp(&gpu, &tx, &ty);
+    float got[5];
+    download(got, y, 5, DT_F32);
+    lse_check(got, dtype_name(dts[d]));
+    device_free(DEVICE_CUDA, x);
+    device_free(DEVICE_CUDA, y);
+  }
+  device_close(&gpu);
+}
+
 static void topk_too_many(void *ctx) {
   (void)ctx;
   float buf[32];
@@ -71,6 +114,8 @@ int main(void) {
   TEST_RUN(reductions_hand_checked);
   TEST_RUN(reduction_over_zero_axes_copies);
   TEST_RUN(topk_hand_checked);
+  TEST_RUN(logsumexp_special_rows);
+  TEST_RUN(logsumexp_special_rows_cuda);
   TEST_RUN(preconditions_name_the_op);
   return test_finish();
 }

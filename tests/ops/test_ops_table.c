@@ -312,6 +312,13 @@ RUN(run_topk) { op_topk(dev, &t[0], (int)r->d[2], &t[1], &t[2]); }
    {{"x", 'x', "01", -4, 4, .fill = fill_ties}, {"values", 'o', "02"},                      \
     {"indices", 'o', "02", .dt = DT_I32}},                                                   \
    ALL_DT, tol_exact}
+RUN(run_logsumexp) { op_logsumexp(dev, &t[0], &t[1]); }
+// Log-sum-exp: fp32 results of double sums on both sides, from the same
+// rounded inputs: tol_fp32_sum (its infinite and NaN rows:
+// test_ops_reduce.c).
+#define LOGSUMEXP(m, n, lo, hi) \
+  {"logsumexp", run_logsumexp, {m, n}, {{"x", 'x', "01", lo, hi}, {"y", 'g', "0"}}, ALL_DT, \
+   tol_fp32_sum}
 
 static const Row kReduce[] = {
     // Many rows and few columns, few rows and many, one column, odd both.
@@ -321,6 +328,8 @@ static const Row kReduce[] = {
     REDUCE("sum", run_sum, 1, 33, "1"), REDUCE("mean", run_mean, 1, 33, "1"),
     REDUCE("sum", run_sum, 4099, 65, "1"), REDUCE("mean", run_mean, 4099, 65, "1"),
     TOPK(97, 101, 10), TOPK(3, 8732, 200), TOPK(5, 384, 20), TOPK(2, 7, 7),
+    // Rows of a vocabulary's logits (the beam search's norm); few columns.
+    LOGSUMEXP(9, 33001, -30, 30), LOGSUMEXP(300, 5, -2, 2),
 };
 
 // ================================================================ activation
