@@ -29,15 +29,6 @@ static double length_penalty(const BeamConfig *c, int64_t len) {
   return pow((5.0 + (double)len) / 6.0, (double)c->alpha);
 }
 
-// Natural-log softmax of row (vocab) into lp.
-static void log_softmax(const float *row, int64_t vocab, double *lp) {
-  double mx = -INFINITY, sum = 0;
-  for (int64_t v = 0; v < vocab; v++) mx = row[v] > mx ? row[v] : mx;
-  for (int64_t v = 0; v < vocab; v++) sum += exp((double)row[v] - mx);
-  double norm = mx + log(sum);
-  for (int64_t v = 0; v < vocab; v++) lp[v] = (double)row[v] - norm;
-}
-
 // Inserts c into the k best so far (best first; ties keep the earlier).
 static void keep_best(Cand *best, int *count, int k, Cand c) {
   if (*count == k && !(c.lp > best[k - 1].lp)) return;
@@ -49,16 +40,21 @@ static void keep_best(Cand *best, int *count, int k, Cand c) {
   best[i] = c;
 }
 
-// The 2 beam best one-token extensions of s's alive hypotheses.
-static int extend(const BeamSentence *s, const BeamConfig *c, const float *logits,
-                  int64_t vocab, double *lp, Cand *best) {
-  int count = 0;
+// The 2 beam best one-token extensions of s's alive hypotheses, from each
+// one's 2 beam best tokens (top, top_ids, norm: the sentence's rows of the
+// step's). The k best of all extensions are among them: an extension
+// outside its hypothesis's own k best ranks below k of its siblings. In
+// the order the tokens come (a hypothesis's best first, ties the smaller
+// id first) keep_best ranks ties as over the whole vocabulary.
+static int extend(const BeamSentence *s, const BeamConfig *c, const float *top,
+                  const int32_t *top_ids, const float *norm, Cand *best) {
+  int count = 0, k2 = 2 * c->beam;
   for (int k = 0; k < c->beam; k++) {
     if (isinf(s->alive_lp[k])) continue;  // the first step has one hypothesis
-    log_softmax(logits + (int64_t)k * vocab, vocab, lp);
-    for (int64_t v = 0; v < vocab; v++)
-      keep_best(best, &count, 2 * c->beam,
-                (Cand){.lp = s->alive_lp[k] + lp[v], .parent = k, .token = (int32_t)v});
+    for (int j = 0; j < k2; j++)
+      keep_best(best, &count, k2,
+                (Cand){.lp = s->alive_lp[k] + ((double)top[k * k2 + j] - (double)norm[k]),
+                       .parent = k, .token = top_ids[k * k2 + j]});
   }
   return count;
 }
@@ -124,8 +120,9 @@ void beam_search(const BeamModel *model, const BeamConfig *cfg, int64_t b,
   int32_t *tokens = xcalloc((size_t)(2 * b * beam * width), sizeof(int32_t));  // alive, fin
   double *scores = xmalloc((size_t)(2 * n) * sizeof(double));
   int64_t *fin_len = xcalloc((size_t)n, sizeof(int64_t));
-  float *logits = xmalloc((size_t)(n * vocab) * sizeof(float));         // (n, vocab)
-  double *lp = xmalloc((size_t)vocab * sizeof(double));
+  int k2 = 2 * beam;  // each hypothesis's best tokens, (n, k2), and its norm (n)
+  float *top = xmalloc((size_t)(n * k2) * sizeof(float)), *norm = xmalloc((size_t)n * sizeof(float));
+  int32_t *top_ids = xmalloc((size_t)(n * k2) * sizeof(int32_t));
   int32_t *ids = xcalloc((size_t)n, sizeof(int32_t)), *parent = xmalloc((size_t)n * sizeof(int32_t));
   int32_t *scratch = xmalloc((size_t)(beam + 1) * (size_t)width * sizeof(int32_t));
   Cand *best = xmalloc((size_t)(2 * beam) * sizeof(Cand));
@@ -144,11 +141,12 @@ void beam_search(const BeamModel *model, const BeamConfig *cfg, int64_t b,
     bool any = false;
     for (int64_t i = 0; i < b; i++) any |= !s[i].done;
     if (!any) break;
-    model->step(model->ctx, ids, n, t, logits);
+    model->step(model->ctx, ids, n, t, k2, top, top_ids, norm);
     for (int64_t i = 0; i < b; i++) {
       int32_t *par = parent + i * beam, *next = ids + i * beam;
       if (s[i].done) continue;
-      int count = extend(&s[i], cfg, logits + i * beam * vocab, vocab, lp, best);
+      int64_t row = i * beam;
+      int count = extend(&s[i], cfg, top + row * k2, top_ids + row * k2, norm + row, best);
       advance(&s[i], cfg, best, count, t, par, next, scratch);
       for (int k = 0; k < beam; k++) par[k] += (int32_t)(i * beam);
     }
@@ -171,8 +169,9 @@ void beam_search(const BeamModel *model, const BeamConfig *cfg, int64_t b,
   free(scratch);
   free(parent);
   free(ids);
-  free(lp);
-  free(logits);
+  free(top_ids);
+  free(norm);
+  free(top);
   free(fin_len);
   free(scores);
   free(tokens);

@@ -1,5 +1,5 @@
 // beam.h: beam search as the MLPerf Transformer reference decodes (beam 4,
-// length penalty alpha 0.6), on the host over a model's per-step logits.
+// length penalty alpha 0.6), on the host over each step's best candidates.
 //
 // Per source sentence: `beam` alive hypotheses (at the start one, the empty
 // prefix), each step extended by every token; of the 2 beam best
@@ -27,14 +27,20 @@ typedef struct BeamConfig {
   int32_t eos;
 } BeamConfig;
 
-// The model as the search sees it. step: the log-probabilities (not yet
-// normalised: logits) of the next token for n hypotheses fed ids (n) at
-// position t, into logits (n, vocab) on the host. reorder: hypothesis i
+// The model as the search sees it. step: for n hypotheses fed ids (n) at
+// position t, the k best next tokens of each by its logits, as op_topk
+// gives them (best first, equal logits the smaller id first): the logits
+// top (n, k) and the ids top_ids (n, k), and each row's log-sum-exp over
+// the whole vocabulary, norm (n), as op_logsumexp gives it; all on the
+// host. A token's log-probability is top - norm (in double). The search
+// needs only the 2 beam best of each hypothesis, so a model on a GPU
+// copies those instead of its (n, vocab) logits. reorder: hypothesis i
 // continues from hypothesis parent[i] (its cached state), after step t.
 typedef struct BeamModel {
   void *ctx;
   int64_t vocab;
-  void (*step)(void *ctx, const int32_t *ids, int64_t n, int64_t t, float *logits);
+  void (*step)(void *ctx, const int32_t *ids, int64_t n, int64_t t, int k, float *top,
+               int32_t *top_ids, float *norm);
   void (*reorder)(void *ctx, const int32_t *parent, int64_t n, int64_t t);
 } BeamModel;
 

@@ -27,6 +27,7 @@
 #include "train/optim.h"
 #include "train/run.h"
 #include "train/schedule.h"
+#include "ops/reduce.h"
 #include "translation/beam.h"
 #include "translation/bleu.h"
 #include "translation/nmt_model.h"
@@ -241,25 +242,40 @@ static int64_t nmt_train_step(void *trainer, int64_t epoch, int64_t i) {
   return r->plan.count[i] * r->run.dist.size;
 }
 
-// The beam search's view of the model.
-static void beam_step(void *ctx, const int32_t *ids, int64_t n, int64_t t, float *logits) {
-  NmtTrainer *r = ctx;
-  Tensor out = nmt_model_decode_step(&r->model, &r->run.dev, ids, t);
-  if (out.dtype == DT_F32) {
-    device_copy(DEVICE_CPU, logits, r->run.dev.kind, out.data, (size_t)(n * r->model.shape.vocab) * sizeof(float));
-    return;
-  }
-  size_t bytes = tensor_bytes(&out);
+// The beam search's view of the model: each hypothesis's k best tokens and
+// its log-sum-exp picked where the logits are (op_topk, op_logsumexp), so
+// a GPU copies (n, k) values per step instead of (n, vocab) logits.
+typedef struct BeamPick {
+  NmtTrainer *r;
+  void *top, *ids, *norm;  // on the device: (n, k) logits' dtype, (n, k) int32, (n) fp32
+  int k;
+} BeamPick;
+
+static void beam_step(void *ctx, const int32_t *ids, int64_t n, int64_t t, int k, float *top,
+                      int32_t *top_ids, float *norm) {
+  BeamPick *bp = ctx;
+  NmtTrainer *r = bp->r;
+  const Device *dev = &r->run.dev;
+  Tensor logits = nmt_model_decode_step(&r->model, dev, ids, t);
+  if (k != bp->k) DIE("beam_step: %d best tokens asked for, buffers of %d", k, bp->k);
+  Tensor dtop = tensor_make(bp->top, logits.dtype, dev->kind, 2, (int64_t[]){n, k});
+  Tensor dids = tensor_make(bp->ids, DT_I32, dev->kind, 2, (int64_t[]){n, k});
+  Tensor dnorm = tensor_make(bp->norm, DT_F32, dev->kind, 1, (int64_t[]){n});
+  op_topk(dev, &logits, k, &dtop, &dids);
+  op_logsumexp(dev, &logits, &dnorm);
+  size_t bytes = tensor_bytes(&dtop);
   void *raw = xmalloc(bytes);
-  device_copy(DEVICE_CPU, raw, r->run.dev.kind, out.data, bytes);
-  for (int64_t i = 0; i < n * r->model.shape.vocab; i++) logits[i] = dtype_load_f32(raw, out.dtype, i);
+  device_copy(DEVICE_CPU, raw, dev->kind, dtop.data, bytes);
+  for (int64_t i = 0; i < n * k; i++) top[i] = dtype_load_f32(raw, dtop.dtype, i);
   free(raw);
+  device_copy(DEVICE_CPU, top_ids, dev->kind, dids.data, tensor_bytes(&dids));
+  device_copy(DEVICE_CPU, norm, dev->kind, dnorm.data, tensor_bytes(&dnorm));
 }
 
 static void beam_reorder(void *ctx, const int32_t *parent, int64_t n, int64_t t) {
-  NmtTrainer *r = ctx;
+  BeamPick *bp = ctx;
   (void)n;
-  nmt_model_reorder(&r->model, &r->run.dev, parent, t);
+  nmt_model_reorder(&bp->r->model, &bp->r->run.dev, parent, t);
 }
 
 // Translates this rank's share of the eval set, eval_batch sentences at a
@@ -271,7 +287,12 @@ static void nmt_translate(NmtTrainer *r, char **hyps) {
   for (int64_t i = 0; i < all.n_batches; i++) n_order += all.count[i];
   int32_t *out = xmalloc((size_t)(r->eval_batch * width) * sizeof(int32_t));
   int64_t *out_len = xmalloc((size_t)r->eval_batch * sizeof(int64_t));
-  BeamModel bm = {.ctx = r, .vocab = r->model.shape.vocab, .step = beam_step, .reorder = beam_reorder};
+  int64_t seqs = r->model.shape.max_decode_seqs;
+  BeamPick pick = {r, NULL, NULL, NULL, 2 * r->beam.beam};
+  pick.top = device_alloc(r->run.dev.kind, (size_t)(seqs * pick.k) * dtype_size(r->model.dims.dtype));
+  pick.ids = device_alloc(r->run.dev.kind, (size_t)(seqs * pick.k) * sizeof(int32_t));
+  pick.norm = device_alloc(r->run.dev.kind, (size_t)seqs * sizeof(float));
+  BeamModel bm = {.ctx = &pick, .vocab = r->model.shape.vocab, .step = beam_step, .reorder = beam_reorder};
   WmtBatches chunk = all;  // eval_batch pairs at a time, in the sorted order
   int64_t first = all.n_batches ? all.first[0] : 0;
   for (int64_t done = 0; done < n_order; done += r->eval_batch) {
@@ -289,6 +310,9 @@ static void nmt_translate(NmtTrainer *r, char **hyps) {
       subword_decode(r->vocab, out + j * width, out_len[j], hyps[pair], need + 1);
     }
   }
+  device_free(r->run.dev.kind, pick.norm);
+  device_free(r->run.dev.kind, pick.ids);
+  device_free(r->run.dev.kind, pick.top);
   free(out_len);
   free(out);
   wmt_batches_free(&all);

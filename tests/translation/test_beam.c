@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "../translation/beam.h"
+#include "ops/reduce.h"
 #include "tests/harness/test.h"
 
 #define EOS 1
@@ -134,7 +135,7 @@ static void ref_sentence(const Synth *sy, const BeamConfig *cfg, int64_t sent, i
       synth_logits(sy, sent, alive[k].tok, alive[k].len, row);
       for (int64_t v = 0; v < sy->vocab; v++) mx = fmax(mx, row[v]);
       for (int64_t v = 0; v < sy->vocab; v++) lse += exp(row[v] - mx);
-      lse = mx + log(lse);
+      lse = (float)(mx + log(lse));  // the model's norm is fp32 (op_logsumexp, beam.h)
       for (int64_t v = 0; v < sy->vocab; v++)
         cand[nc++] = (Cand){alive[k].score + (row[v] - lse), k, (int32_t)v};
     }
@@ -178,17 +179,27 @@ typedef struct SlotModel {
   int bad;  // a call broke the BeamModel contract
 } SlotModel;
 
-static void slot_step(void *ctx, const int32_t *ids, int64_t n, int64_t t, float *logits) {
+// Each slot's logits, then its k best and its norm by the CPU ops, as the
+// trainer picks them on its device.
+static void slot_step(void *ctx, const int32_t *ids, int64_t n, int64_t t, int k, float *top,
+                      int32_t *top_ids, float *norm) {
   SlotModel *m = ctx;
-  if (n != m->n || t != m->steps || t != m->reorders || t >= MAX_WIDTH) {
+  if (n != m->n || t != m->steps || t != m->reorders || t >= MAX_WIDTH || k != 2 * m->beam) {
     m->bad = 1;
     return;
   }
+  static float logits[MAX_B * MAX_BEAM * MAX_VOCAB];
   for (int64_t i = 0; i < n; i++) {
     m->prefix[i][t] = ids[i];
     if (t == 0 && ids[i] != 0) m->bad = 1;  // the pad id starts every hypothesis
     synth_logits(m->sy, i / m->beam, m->prefix[i] + 1, t, logits + i * m->sy->vocab);
   }
+  const Device cpu = {.kind = DEVICE_CPU};
+  Tensor tl = TENSOR(logits, DT_F32, DEVICE_CPU, n, m->sy->vocab);
+  Tensor tt = TENSOR(top, DT_F32, DEVICE_CPU, n, k), ti = TENSOR(top_ids, DT_I32, DEVICE_CPU, n, k);
+  Tensor tn = TENSOR(norm, DT_F32, DEVICE_CPU, n);
+  op_topk(&cpu, &tl, k, &tt, &ti);
+  op_logsumexp(&cpu, &tl, &tn);
   m->steps++;
 }
 

@@ -13,6 +13,7 @@
 #include "../translation/nmt_model.h"
 #include "../translation/subword.h"
 #include "core/rng.h"
+#include "ops/reduce.h"
 #include "tests/harness/test.h"
 #include "train/optim.h"
 
@@ -64,10 +65,14 @@ static void init_model(NmtModel *m) {
   nmt_model_init(m, &shape, optim_state_count(OPT_ADAM), 5, DEVICE_CPU);
 }
 
-static void step_fn(void *ctx, const int32_t *ids, int64_t n, int64_t t, float *logits) {
+static void step_fn(void *ctx, const int32_t *ids, int64_t n, int64_t t, int k, float *top,
+                    int32_t *top_ids, float *norm) {
   NmtModel *m = ctx;
   Tensor out = nmt_model_decode_step(m, &CPU, ids, t);
-  memcpy(logits, out.data, (size_t)(n * VOCAB) * sizeof(float));
+  Tensor tt = TENSOR(top, DT_F32, DEVICE_CPU, n, k), ti = TENSOR(top_ids, DT_I32, DEVICE_CPU, n, k);
+  Tensor tn = TENSOR(norm, DT_F32, DEVICE_CPU, n);
+  op_topk(&CPU, &out, k, &tt, &ti);
+  op_logsumexp(&CPU, &out, &tn);
 }
 
 static void reorder_fn(void *ctx, const int32_t *parent, int64_t n, int64_t t) {
