@@ -210,6 +210,21 @@ static void layernorm_fwd(const TfmPass *p, const TfmLayer *l, TfmRole gamma, co
   op_layernorm_fwd(p->dev, x, &g, &b, p->d->ln_eps, h, mean, rstd);
 }
 
+// A sub-layer's end from its input x and its f(x) in y: out = x +
+// dropout(y) (pre-norm), or (post-norm) sum = x + dropout(y) and out = its
+// layer norm (gamma's role), in one op.
+static void sublayer_end(const TfmPass *p, const TfmLayer *l, TfmRole gamma, const Tensor *x,
+                         const Tensor *y, int site, const Tensor *sum, const Tensor *out,
+                         const Tensor *mean, const Tensor *rstd) {
+  if (!p->d->post_norm) {
+    residual_fwd(p, x, y, out, site);
+    return;
+  }
+  Tensor g = param(p->w, l, gamma), b = param(p->w, l, (TfmRole)(gamma + 1));
+  op_residual_layernorm_fwd(p->dev, x, y, p->keep_prob < 1.0f ? p->keep_prob : 1.0f, p->seed,
+                            p->stream + (uint64_t)site, &g, &b, p->d->ln_eps, sum, out, mean, rstd);
+}
+
 // Views of a sub-layer's buffers for this batch: b t query rows, b tk key
 // rows (keys and values only with_kv: a decoding step reads them from its
 // cache instead).
@@ -288,8 +303,7 @@ static void attn_fwd(const TfmLayer *l, const TfmAttnActs *a, const TfmPass *p,
   }
   Tensor o = tfm_view2(&s->tmp, p->b * p->t, d->d_model);
   op_linear_fwd(p->dev, &v.att, &wo, bias.o, &o);
-  residual_fwd(p, x, &o, d->post_norm ? &v.h : &v.out, cross ? DROP_CROSS : DROP_SELF);
-  if (d->post_norm) layernorm_fwd(p, l, base, &v.h, &v.out, &v.mean, &v.rstd);
+  sublayer_end(p, l, base, x, &o, cross ? DROP_CROSS : DROP_SELF, &v.h, &v.out, &v.mean, &v.rstd);
 }
 
 static void ffn_fwd(const TfmLayer *l, const TfmPass *p, const TfmScratch *s, const Tensor *x) {
@@ -318,8 +332,7 @@ static void ffn_fwd(const TfmLayer *l, const TfmPass *p, const TfmScratch *s, co
   }
   Tensor y = tfm_view2(&s->tmp, r, d->d_model);
   op_linear_fwd(p->dev, &fd, &w2, &b2, &y);
-  residual_fwd(p, x, &y, d->post_norm ? &h : &out, DROP_FFN);
-  if (d->post_norm) layernorm_fwd(p, l, TFM_LN2_G, &h, &out, &mean, &rstd);
+  sublayer_end(p, l, TFM_LN2_G, x, &y, DROP_FFN, &h, &out, &mean, &rstd);
 }
 
 void tfm_layer_fwd(TfmLayer *l, const TfmPass *p, const TfmScratch *s, const Tensor *x,

@@ -7,6 +7,8 @@
 
 #include "core/check.h"
 #include "core/parallel.h"
+#include "ops/activation.h"
+#include "ops/elementwise.h"
 
 // ---------------------------------------------------------------- layer norm
 void op_layernorm_check(const Tensor *x, const Tensor *gamma, const Tensor *y,
@@ -39,6 +41,19 @@ void op_layernorm_fwd_cpu(const Device *dev, const Tensor *x, const Tensor *gamm
     ((float *)mean->data)[i] = (float)mu;
     ((float *)rstd->data)[i] = rs;
   }
+}
+
+void op_residual_layernorm_fwd_cpu(const Device *dev, const Tensor *x, const Tensor *y,
+                                   float keep_prob, uint64_t seed, uint64_t stream,
+                                   const Tensor *gamma, const Tensor *beta, float eps,
+                                   const Tensor *sum, const Tensor *out, const Tensor *mean,
+                                   const Tensor *rstd) {
+  OP_REQUIRE("op_residual_layernorm_fwd", keep_prob > 0.0f && keep_prob <= 1.0f);
+  OP_REQUIRE("op_residual_layernorm_fwd", tensor_same_shape(x, sum) && tensor_same_shape(y, sum));
+  const Tensor *kept = y;
+  if (keep_prob < 1.0f) op_dropout_fwd_cpu(dev, y, sum, keep_prob, seed, stream), kept = sum;
+  op_add_cpu(dev, x, kept, sum);
+  op_layernorm_fwd_cpu(dev, sum, gamma, beta, eps, out, mean, rstd);
 }
 
 // Rows per piece of the dgamma, dbeta sums: each piece sums its rows in

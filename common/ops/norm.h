@@ -54,6 +54,17 @@ typedef struct BatchNorm {
      const Tensor *rstd, const Tensor *dy, const Tensor *dx, const Tensor *dgamma,      \
      const Tensor *dbeta, bool accumulate),                                             \
     (dev, x, gamma, mean, rstd, dy, dx, dgamma, dbeta, accumulate))                     \
+  /* A post-norm sub-layer's end: sum = x + dropout(y) (op_dropout's mask on y's        \
+     elements from (seed, stream); keep_prob 1: none), out = layer norm of sum (as      \
+     op_layernorm_fwd, mean and rstd saved; sum is what its backward reads).            \
+       x, y, sum, out: (M, C). CPU: those three ops in turn (the same bits); CUDA:       \
+     one kernel, a block per row, sum rounded to the dtype once and normalised as       \
+     stored. */                                                                         \
+  X(op_residual_layernorm_fwd,                                                          \
+    (const Device *dev, const Tensor *x, const Tensor *y, float keep_prob, uint64_t seed, \
+     uint64_t stream, const Tensor *gamma, const Tensor *beta, float eps,               \
+     const Tensor *sum, const Tensor *out, const Tensor *mean, const Tensor *rstd),     \
+    (dev, x, y, keep_prob, seed, stream, gamma, beta, eps, sum, out, mean, rstd))       \
   /* ------------------------------------------------------------ batch norm            \
      (BatchNorm: above) Training and inference forwards. */                             \
   X(op_batchnorm_fwd_train,                                                             \

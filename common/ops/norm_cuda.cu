@@ -2,6 +2,7 @@
 // batch norm's own kernels fuse the residual add and the ReLU for every
 // dtype and give bit-reproducible statistics. Everything runs on
 // dev->stream.
+#include "core/rng.h"
 #include "ops/cuda_channels.cuh"
 #include "ops/norm.h"
 
@@ -42,6 +43,61 @@ extern "C" void op_layernorm_fwd_cuda(const Device *dev, const Tensor *x,
     layernorm_fwd_kernel<<<(unsigned)rows, OPS_THREADS, 0, dev->stream>>>(
         (const scalar_t *)x->data, (const float *)gamma->data, (const float *)beta->data,
         eps, cols, (scalar_t *)y->data, (float *)mean->data, (float *)rstd->data);
+  });
+  CHECK_LAUNCH();
+}
+
+// sum = x + dropout(y), rounded to T once, then the layer norm of that row
+// as stored: the first pass writes sum, the other two read back each
+// thread's own elements (no barrier needed between them).
+template <typename T>
+static __global__ void residual_layernorm_fwd_kernel(const T *x, const T *y, float keep_prob,
+                                                     uint64_t seed, uint64_t stream,
+                                                     const float *gamma, const float *beta,
+                                                     float eps, int64_t cols, T *sum, T *out,
+                                                     float *mean, float *rstd) {
+  __shared__ float shared[32];
+  int64_t base = (int64_t)blockIdx.x * cols;
+  float scale = 1.0f / keep_prob, acc = 0.0f;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    float v = ops_f32(y[base + j]);
+    if (keep_prob < 1.0f) v = rng_bernoulli(seed, stream, (uint64_t)(base + j), keep_prob) ? v * scale : 0.0f;
+    T s = ops_from_f32<T>(ops_f32(x[base + j]) + v);
+    sum[base + j] = s;
+    acc += ops_f32(s);
+  }
+  float mu = ops_block_sum(acc, shared) / (float)cols, sq = 0.0f;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    float d = ops_f32(sum[base + j]) - mu;
+    sq += d * d;
+  }
+  float rs = rsqrtf(ops_block_sum(sq, shared) / (float)cols + eps);
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+    out[base + j] = ops_from_f32<T>((ops_f32(sum[base + j]) - mu) * rs * gamma[j] + beta[j]);
+  if (threadIdx.x == 0) {
+    mean[blockIdx.x] = mu;
+    rstd[blockIdx.x] = rs;
+  }
+}
+
+extern "C" void op_residual_layernorm_fwd_cuda(const Device *dev, const Tensor *x,
+                                               const Tensor *y, float keep_prob, uint64_t seed,
+                                               uint64_t stream, const Tensor *gamma,
+                                               const Tensor *beta, float eps, const Tensor *sum,
+                                               const Tensor *out, const Tensor *mean,
+                                               const Tensor *rstd) {
+  const char *name = "op_residual_layernorm_fwd";
+  op_layernorm_check(sum, gamma, out, mean, rstd);
+  OP_REQUIRE(name, tensor_same_shape(beta, gamma) && keep_prob > 0.0f && keep_prob <= 1.0f);
+  OP_REQUIRE(name, tensor_same_shape(x, sum) && tensor_same_shape(y, sum) &&
+                       x->dtype == sum->dtype && y->dtype == sum->dtype);
+  int64_t rows = op_rows(x), cols = op_last_dim(x);
+  if (rows == 0) return;
+  OPS_FLOAT_DISPATCH(name, x->dtype, {
+    residual_layernorm_fwd_kernel<<<(unsigned)rows, OPS_THREADS, 0, dev->stream>>>(
+        (const scalar_t *)x->data, (const scalar_t *)y->data, keep_prob, seed, stream,
+        (const float *)gamma->data, (const float *)beta->data, eps, cols, (scalar_t *)sum->data,
+        (scalar_t *)out->data, (float *)mean->data, (float *)rstd->data);
   });
   CHECK_LAUNCH();
 }

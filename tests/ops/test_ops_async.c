@@ -243,6 +243,8 @@ static void seq_calls(void *arg) {
   OP(op_layernorm_fwd(d, &c->x, &c->gamma, &c->beta, 1e-5f, &c->y, &c->mean, &c->rstd));
   OP(op_layernorm_bwd(d, &c->x, &c->gamma, &c->mean, &c->rstd, &c->dy, &c->dx, &c->dgamma,
                    &c->dbeta, false));
+  OP(op_residual_layernorm_fwd(d, &c->x, &c->dy, 0.9f, 7, 3, &c->gamma, &c->beta, 1e-5f, &c->y,
+                             &c->dx, &c->mean, &c->rstd));
   OP(op_gelu_fwd(d, &c->x, &c->y));
   OP(op_gelu_bwd(d, &c->x, &c->dy, &c->dx));
   OP(op_softmax_fwd(d, &c->x, &c->y));

@@ -376,6 +376,11 @@ RUN(run_layernorm) {
   op_layernorm_fwd(dev, &t[0], &t[1], &t[2], 1e-5f, &t[4], &t[5], &t[6]);
   op_layernorm_bwd(dev, &t[0], &t[1], &t[5], &t[6], &t[3], &t[7], &t[8], &t[9], r->k[0] != 0);
 }
+// f[0]: dropout's keep probability (1: none), seed 5, stream 3.
+RUN(run_residual_layernorm) {
+  op_residual_layernorm_fwd(dev, &t[0], &t[1], r->f[0], 5, 3, &t[2], &t[3], 1e-5f, &t[4], &t[5],
+                            &t[6], &t[7]);
+}
 // Batch norm's parameters and statistics, from t[first] on: gamma beta
 // running_mean running_var save_mean save_invstd.
 static BatchNorm bn_of(const Tensor *t, int first) {
@@ -411,6 +416,21 @@ RUN(run_batchnorm_in_place) {
     {"dx", 'o', "01"}, {"dgamma", 'a', "1", -1, 1}, {"dbeta", 'a', "1", -1, 1}},                \
    ALL_DT, tol_rounded, .k = {accumulate}, .fd = grad}
 #define GRAD_LN {.y = 4, .dy = 3, .n_wrt = 3, .wrt = {0, 1, 2}, .grad = {7, 8, 9}}
+// sum rounds once on both sides (CUDA from the fp32 x + dropout(y), the CPU
+// rounds dropout(y) first, in fp32 exactly): tol_once_rounded; out is the
+// layer norm of that rounded sum, rounded again: tol_rounded_chain; mean
+// (x on [0.5, 2), far from 0) and rstd from sums that differ by those
+// roundings, 2^-9 relative per bf16 element, averaged over 1031: 1e-3.
+static double tol_stats_of_rounded(DType dtype) {
+  (void)dtype;
+  return 1e-3;
+}
+#define RESIDUAL_LN(m, c, keep)                                                                  \
+  {"residual_layernorm", run_residual_layernorm, {m, c},                                         \
+   {{"x", 'x', "01", 0.5f, 2}, {"y", 'x', "01", -1, 1}, {"gamma", 'f', "1", 0.5f, 1.5f},          \
+    {"beta", 'f', "1", -1, 1}, {"sum", 'o', "01", .tol = tol_once_rounded}, {"out", 'o', "01"},   \
+    {"mean", 'g', "0", .tol = tol_stats_of_rounded}, {"rstd", 'g', "0", .tol = tol_stats_of_rounded}}, \
+   ALL_DT, tol_rounded_chain, .f = {keep}}
 
 // gamma .. dbeta (8 fp32 tensors on [0.5, 1.5)): tol_bn_param.
 #define BN_PARAM(name) {name, 'a', "3", 0.5f, 1.5f, .tol = tol_bn_param}
@@ -450,6 +470,8 @@ static const Row kNorm[] = {
     // More rows than reduction groups, an odd width; small ones for the check.
     LAYERNORM(301, 1031, 0, NO_GRAD),
     LAYERNORM(301, 1031, 1, NO_GRAD),
+    // The post-norm sub-layer's end, with dropout and without.
+    RESIDUAL_LN(301, 1031, 0.9f), RESIDUAL_LN(7, 384, 1.0f),
     LAYERNORM(3, 7, 0, GRAD_LN),
     LAYERNORM(1, 5, 0, GRAD_LN),
     LAYERNORM(4, 33, 0, GRAD_LN),
