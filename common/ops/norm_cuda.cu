@@ -1,6 +1,7 @@
-// norm_cuda.cu: the CUDA side of norm.h. Layer norm is one block per row;
-// batch norm's own kernels fuse the residual add and the ReLU for every
-// dtype and give bit-reproducible statistics. Everything runs on
+// norm_cuda.cu: the CUDA side of norm.h. Layer norm is a warp per row up to
+// 1,024 columns (the row in registers, sums by shuffles), a block per row
+// beyond; batch norm's own kernels fuse the residual add and the ReLU for
+// every dtype and give bit-reproducible statistics. Everything runs on
 // dev->stream.
 #include "core/rng.h"
 #include "ops/cuda_channels.cuh"
@@ -31,6 +32,98 @@ static __global__ void layernorm_fwd_kernel(const T *x, const float *gamma,
   }
 }
 
+// Rows of at most LN_WARP_COLS columns: a warp per row, the row in its
+// lanes' registers (column j = lane + 32 k in v[k]), read once; the sums
+// by shuffles, no block barrier. kResidual: the row is x + dropout(y),
+// rounded to T once and written to sum (op_residual_layernorm_fwd).
+#define LN_WARP_COLS 1024
+#define LN_WARPS (OPS_THREADS / 32)
+template <typename T, int kPer, bool kResidual>
+static __global__ void layernorm_fwd_warp_kernel(const T *x, const T *y, float keep_prob,
+                                                 uint64_t seed, uint64_t stream,
+                                                 const float *gamma, const float *beta,
+                                                 float eps, int64_t rows, int64_t cols, T *sum,
+                                                 T *out, float *mean, float *rstd) {
+  int lane = threadIdx.x & 31;
+  int64_t r = (int64_t)blockIdx.x * LN_WARPS + (threadIdx.x >> 5);
+  if (r >= rows) return;  // the whole warp: no barrier follows
+  int64_t base = r * cols;
+  float v[kPer], acc = 0.0f, scale = 1.0f / keep_prob;
+  for (int k = 0; k < kPer; k++) {
+    int64_t j = lane + 32 * k;
+    v[k] = 0.0f;
+    if (j >= cols) continue;
+    v[k] = ops_f32(x[base + j]);
+    if (kResidual) {
+      float d = ops_f32(y[base + j]);
+      if (keep_prob < 1.0f)
+        d = rng_bernoulli(seed, stream, (uint64_t)(base + j), keep_prob) ? d * scale : 0.0f;
+      T s = ops_from_f32<T>(v[k] + d);
+      sum[base + j] = s;
+      v[k] = ops_f32(s);
+    }
+    acc += v[k];
+  }
+  float mu = ops_warp_sum(acc) / (float)cols, sq = 0.0f;
+  for (int k = 0; k < kPer; k++)
+    if (lane + 32 * k < cols) sq += (v[k] - mu) * (v[k] - mu);
+  float rs = rsqrtf(ops_warp_sum(sq) / (float)cols + eps);
+  for (int k = 0; k < kPer; k++) {
+    int64_t j = lane + 32 * k;
+    if (j < cols) out[base + j] = ops_from_f32<T>((v[k] - mu) * rs * gamma[j] + beta[j]);
+  }
+  if (lane == 0) {
+    mean[r] = mu;
+    rstd[r] = rs;
+  }
+}
+
+// Runs the statement with kPer bound to the registers a lane needs for
+// cols (a power of two, cols <= 32 kPer <= LN_WARP_COLS).
+#define LN_PER_DISPATCH(cols, ...)                      \
+  do {                                                 \
+    int64_t per_ = ((cols) + 31) / 32;                 \
+    if (per_ <= 1) {                                   \
+      constexpr int kPer = 1;                          \
+      __VA_ARGS__;                                     \
+    } else if (per_ <= 2) {                            \
+      constexpr int kPer = 2;                          \
+      __VA_ARGS__;                                     \
+    } else if (per_ <= 4) {                            \
+      constexpr int kPer = 4;                          \
+      __VA_ARGS__;                                     \
+    } else if (per_ <= 8) {                            \
+      constexpr int kPer = 8;                          \
+      __VA_ARGS__;                                     \
+    } else if (per_ <= 16) {                           \
+      constexpr int kPer = 16;                         \
+      __VA_ARGS__;                                     \
+    } else {                                           \
+      constexpr int kPer = 32;                         \
+      __VA_ARGS__;                                     \
+    }                                                  \
+  } while (0)
+
+// The warp kernel's launch for rows of at most LN_WARP_COLS columns.
+template <typename T, int kPer, bool kResidual>
+static void layernorm_fwd_warp_launch(const Device *dev, const T *x, const T *y, float keep_prob,
+                                      uint64_t seed, uint64_t stream, const float *gamma,
+                                      const float *beta, float eps, int64_t rows, int64_t cols,
+                                      T *sum, T *out, float *mean, float *rstd) {
+  unsigned blocks = (unsigned)((rows + LN_WARPS - 1) / LN_WARPS);
+  layernorm_fwd_warp_kernel<T, kPer, kResidual><<<blocks, OPS_THREADS, 0, dev->stream>>>(
+      x, y, keep_prob, seed, stream, gamma, beta, eps, rows, cols, sum, out, mean, rstd);
+}
+template <typename T, bool kResidual>
+static void layernorm_fwd_warp(const Device *dev, const T *x, const T *y, float keep_prob,
+                               uint64_t seed, uint64_t stream, const float *gamma,
+                               const float *beta, float eps, int64_t rows, int64_t cols, T *sum,
+                               T *out, float *mean, float *rstd) {
+  LN_PER_DISPATCH(cols, (layernorm_fwd_warp_launch<T, kPer, kResidual>(
+                            dev, x, y, keep_prob, seed, stream, gamma, beta, eps, rows, cols,
+                            sum, out, mean, rstd)));
+}
+
 extern "C" void op_layernorm_fwd_cuda(const Device *dev, const Tensor *x,
                                       const Tensor *gamma, const Tensor *beta, float eps,
                                       const Tensor *y, const Tensor *mean,
@@ -39,6 +132,15 @@ extern "C" void op_layernorm_fwd_cuda(const Device *dev, const Tensor *x,
   OP_REQUIRE("op_layernorm_fwd", tensor_same_shape(beta, gamma));
   int64_t rows = op_rows(x), cols = op_last_dim(x);
   if (rows == 0) return;
+  if (cols <= LN_WARP_COLS) {
+    OPS_FLOAT_DISPATCH("op_layernorm_fwd", x->dtype,
+                       layernorm_fwd_warp<scalar_t, false>(
+                           dev, (const scalar_t *)x->data, NULL, 1.0f, 0, 0,
+                           (const float *)gamma->data, (const float *)beta->data, eps, rows, cols,
+                           NULL, (scalar_t *)y->data, (float *)mean->data, (float *)rstd->data));
+    CHECK_LAUNCH();
+    return;
+  }
   OPS_FLOAT_DISPATCH("op_layernorm_fwd", x->dtype, {
     layernorm_fwd_kernel<<<(unsigned)rows, OPS_THREADS, 0, dev->stream>>>(
         (const scalar_t *)x->data, (const float *)gamma->data, (const float *)beta->data,
@@ -93,6 +195,16 @@ extern "C" void op_residual_layernorm_fwd_cuda(const Device *dev, const Tensor *
                        x->dtype == sum->dtype && y->dtype == sum->dtype);
   int64_t rows = op_rows(x), cols = op_last_dim(x);
   if (rows == 0) return;
+  if (cols <= LN_WARP_COLS) {
+    OPS_FLOAT_DISPATCH(name, x->dtype,
+                       layernorm_fwd_warp<scalar_t, true>(
+                           dev, (const scalar_t *)x->data, (const scalar_t *)y->data, keep_prob,
+                           seed, stream, (const float *)gamma->data, (const float *)beta->data,
+                           eps, rows, cols, (scalar_t *)sum->data, (scalar_t *)out->data,
+                           (float *)mean->data, (float *)rstd->data));
+    CHECK_LAUNCH();
+    return;
+  }
   OPS_FLOAT_DISPATCH(name, x->dtype, {
     residual_layernorm_fwd_kernel<<<(unsigned)rows, OPS_THREADS, 0, dev->stream>>>(
         (const scalar_t *)x->data, (const scalar_t *)y->data, keep_prob, seed, stream,
@@ -139,6 +251,69 @@ static __global__ void layernorm_bwd_kernel(const T *x, const float *gamma,
   }
 }
 
+// Rows of at most LN_WARP_COLS columns: a warp per row, warps numbered
+// across the grid (block g's warp w is w_g = LN_WARPS g + w) taking rows
+// w_g, w_g + LN_WARPS G, ...; each lane keeps its columns' dgamma and dbeta
+// sums over its rows in registers; the block's warps then add theirs into
+// shared memory in warp order and the block writes partials[g] and
+// partials[G + g] as layernorm_bwd_kernel does. A fixed order everywhere.
+template <typename T, int kPer>
+static __global__ void layernorm_bwd_warp_kernel(const T *x, const float *gamma,
+                                                 const float *mean, const float *rstd,
+                                                 const T *dy, int64_t rows, int64_t cols,
+                                                 T *dx, float *partials) {
+  __shared__ float acc[2 * LN_WARP_COLS];  // dgamma, dbeta
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float dg[kPer], db[kPer];
+  for (int k = 0; k < kPer; k++) dg[k] = db[k] = 0.0f;
+  int64_t stride = (int64_t)gridDim.x * LN_WARPS;
+  for (int64_t r = (int64_t)blockIdx.x * LN_WARPS + warp; r < rows; r += stride) {
+    int64_t base = r * cols;
+    float mu = mean[r], rs = rstd[r], xhat[kPer], d[kPer], sum_g = 0.0f, sum_gx = 0.0f;
+    for (int k = 0; k < kPer; k++) {
+      int64_t j = lane + 32 * k;
+      xhat[k] = d[k] = 0.0f;
+      if (j >= cols) continue;
+      xhat[k] = (ops_f32(x[base + j]) - mu) * rs;
+      d[k] = ops_f32(dy[base + j]);
+      float g = d[k] * gamma[j];
+      sum_g += g;
+      sum_gx += g * xhat[k];
+    }
+    float mean_g = ops_warp_sum(sum_g) / (float)cols;
+    float mean_gx = ops_warp_sum(sum_gx) / (float)cols;
+    for (int k = 0; k < kPer; k++) {
+      int64_t j = lane + 32 * k;
+      if (j >= cols) continue;
+      dx[base + j] = ops_from_f32<T>(rs * (d[k] * gamma[j] - mean_g - xhat[k] * mean_gx));
+      dg[k] += d[k] * xhat[k];
+      db[k] += d[k];
+    }
+  }
+  for (int w = 0; w < LN_WARPS; w++) {  // the warps' sums, in warp order
+    if (warp == w)
+      for (int k = 0; k < kPer; k++) {
+        int64_t j = lane + 32 * k;
+        if (j >= cols) continue;
+        acc[j] = w ? acc[j] + dg[k] : dg[k];
+        acc[LN_WARP_COLS + j] = w ? acc[LN_WARP_COLS + j] + db[k] : db[k];
+      }
+    __syncthreads();
+  }
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    partials[blockIdx.x * cols + j] = acc[j];
+    partials[(gridDim.x + blockIdx.x) * cols + j] = acc[LN_WARP_COLS + j];
+  }
+}
+
+template <typename T, int kPer>
+static void layernorm_bwd_warp_launch(const Device *dev, const T *x, const float *gamma,
+                                      const float *mean, const float *rstd, const T *dy,
+                                      int64_t rows, int64_t cols, T *dx, float *partials) {
+  layernorm_bwd_warp_kernel<T, kPer><<<OPS_REDUCE_GROUPS, OPS_THREADS, 0, dev->stream>>>(
+      x, gamma, mean, rstd, dy, rows, cols, dx, partials);
+}
+
 extern "C" void op_layernorm_bwd_cuda(const Device *dev, const Tensor *x,
                                       const Tensor *gamma, const Tensor *mean,
                                       const Tensor *rstd, const Tensor *dy,
@@ -154,12 +329,23 @@ extern "C" void op_layernorm_bwd_cuda(const Device *dev, const Tensor *x,
   OP_REQUIRE("op_layernorm_bwd", shared_bytes + 32 * sizeof(float) <= 48 * 1024);
   float *partials =
       ops_workspace_floats(dev, 2 * OPS_REDUCE_GROUPS * cols, "op_layernorm_bwd");
-  OPS_FLOAT_DISPATCH("op_layernorm_bwd", x->dtype, {
-    layernorm_bwd_kernel<<<OPS_REDUCE_GROUPS, OPS_THREADS, shared_bytes, dev->stream>>>(
-        (const scalar_t *)x->data, (const float *)gamma->data, (const float *)mean->data,
-        (const float *)rstd->data, (const scalar_t *)dy->data, rows, cols,
-        (scalar_t *)dx->data, partials);
-  });
+  if (cols <= LN_WARP_COLS) {
+    OPS_FLOAT_DISPATCH("op_layernorm_bwd", x->dtype,
+                       LN_PER_DISPATCH(cols, (layernorm_bwd_warp_launch<scalar_t, kPer>(
+                                                 dev, (const scalar_t *)x->data,
+                                                 (const float *)gamma->data,
+                                                 (const float *)mean->data,
+                                                 (const float *)rstd->data,
+                                                 (const scalar_t *)dy->data, rows, cols,
+                                                 (scalar_t *)dx->data, partials))));
+  } else {
+    OPS_FLOAT_DISPATCH("op_layernorm_bwd", x->dtype, {
+      layernorm_bwd_kernel<<<OPS_REDUCE_GROUPS, OPS_THREADS, shared_bytes, dev->stream>>>(
+          (const scalar_t *)x->data, (const float *)gamma->data, (const float *)mean->data,
+          (const float *)rstd->data, (const scalar_t *)dy->data, rows, cols,
+          (scalar_t *)dx->data, partials);
+    });
+  }
   CHECK_LAUNCH();
   ops_colsum_finalize(dev, partials, OPS_REDUCE_GROUPS, cols, (float *)dgamma->data,
                       accumulate);

@@ -468,10 +468,16 @@ static double tol_stats_of_rounded(DType dtype) {
 
 static const Row kNorm[] = {
     // More rows than reduction groups, an odd width; small ones for the check.
+    // Past 1,024 columns, the block-per-row kernels; up to it a warp per row:
+    // 1,024 (32 registers a lane), 1,000 and 33 (lanes past the row's end),
+    // and more rows than the backward's 2,048 warps.
     LAYERNORM(301, 1031, 0, NO_GRAD),
     LAYERNORM(301, 1031, 1, NO_GRAD),
-    // The post-norm sub-layer's end, with dropout and without.
-    RESIDUAL_LN(301, 1031, 0.9f), RESIDUAL_LN(7, 384, 1.0f),
+    LAYERNORM(45, 1024, 1, NO_GRAD),
+    LAYERNORM(301, 1000, 0, NO_GRAD),
+    LAYERNORM(2100, 33, 1, NO_GRAD),
+    // The post-norm sub-layer's end, with dropout and without, both kernels.
+    RESIDUAL_LN(301, 1031, 0.9f), RESIDUAL_LN(301, 1000, 0.9f), RESIDUAL_LN(7, 384, 1.0f),
     LAYERNORM(3, 7, 0, GRAD_LN),
     LAYERNORM(1, 5, 0, GRAD_LN),
     LAYERNORM(4, 33, 0, GRAD_LN),
