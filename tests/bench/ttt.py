@@ -217,11 +217,21 @@ def table(runs):
            "mean epoch: train s | mean eval s | our log |", "|---|---:|---|---|---:|---:|---|---:|---:|---|"]
     order = {b: i for i, b in enumerate(BENCHES)}
     for r in sorted(runs, key=lambda r: (order[r["bench"]], r["seed"], SIDES.index(r["side"]))):
-        metric = f"{r.get('metric') or '-'} ({r['target']:g})"
+        metric = f"{target_scale(r.get('metric'), r['target'])} ({r['target']:g})"
         md.append(f"| {r['bench']} | {r['seed']} | {'ours' if r['side'] == 'ours' else 'PyTorch'} | "
                   f"{r['status']} | {fmt(r.get('seconds'))} | {r.get('epochs', '-')} | {metric} | "
                   f"{fmt(r.get('train_s'))} | {fmt(r.get('eval_s'), '.2f')} | {r.get('compliance', '-')} |")
     return "\n".join(md) + "\n"
+
+
+def target_scale(metric, target):
+    """A run's "NAME VALUE" on its target's scale: a reference that prints
+    BLEU or F1 in percent (4.06) beside a target in [0, 1] (0.03) shows it
+    as a fraction (0.0406), marked with the % it came from."""
+    m = re.fullmatch(r"(\S+) (-?[0-9.]+)", metric or "")
+    if not m or target > 1 or float(m.group(2)) <= 1:
+        return metric or "-"
+    return f"{m.group(1)} {float(m.group(2)) / 100:.4f} (from {m.group(2)}%)"
 
 
 def read_runs(paths):
