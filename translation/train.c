@@ -22,12 +22,12 @@
 #include "core/progress.h"
 #include "core/rng.h"
 #include "device/profile.h"
+#include "ops/reduce.h"
 #include "train/amp.h"
 #include "train/dist.h"
 #include "train/optim.h"
 #include "train/run.h"
 #include "train/schedule.h"
-#include "ops/reduce.h"
 #include "translation/beam.h"
 #include "translation/bleu.h"
 #include "translation/nmt_model.h"
@@ -245,11 +245,24 @@ static int64_t nmt_train_step(void *trainer, int64_t epoch, int64_t i) {
 // The beam search's view of the model: each hypothesis's k best tokens and
 // its log-sum-exp picked where the logits are (op_topk, op_logsumexp), so
 // a GPU copies (n, k) values per step instead of (n, vocab) logits.
+// One buffer on the device for a step's picks, copied back in one piece:
+// the (n, k) values in the logits' dtype, then (n, k) int32 ids, then (n)
+// fp32 norms, each part starting 16 bytes aligned; host is its copy.
 typedef struct BeamPick {
   NmtTrainer *r;
-  void *top, *ids, *norm;  // on the device: (n, k) logits' dtype, (n, k) int32, (n) fp32
+  void *dev_buf, *host;
+  size_t bytes;  // of each, for the most sequences a step decodes
   int k;
 } BeamPick;
+
+static size_t align16(size_t bytes) { return (bytes + 15) & ~(size_t)15; }
+
+// The parts' offsets for n sequences; returns the bytes the picks take.
+static size_t beam_pick_layout(int64_t n, int k, DType dtype, size_t *ids_at, size_t *norm_at) {
+  *ids_at = align16((size_t)(n * k) * dtype_size(dtype));
+  *norm_at = *ids_at + align16((size_t)(n * k) * sizeof(int32_t));
+  return *norm_at + (size_t)n * sizeof(float);
+}
 
 static void beam_step(void *ctx, const int32_t *ids, int64_t n, int64_t t, int k, float *top,
                       int32_t *top_ids, float *norm) {
@@ -258,18 +271,19 @@ static void beam_step(void *ctx, const int32_t *ids, int64_t n, int64_t t, int k
   const Device *dev = &r->run.dev;
   Tensor logits = nmt_model_decode_step(&r->model, dev, ids, t);
   if (k != bp->k) DIE("beam_step: %d best tokens asked for, buffers of %d", k, bp->k);
-  Tensor dtop = tensor_make(bp->top, logits.dtype, dev->kind, 2, (int64_t[]){n, k});
-  Tensor dids = tensor_make(bp->ids, DT_I32, dev->kind, 2, (int64_t[]){n, k});
-  Tensor dnorm = tensor_make(bp->norm, DT_F32, dev->kind, 1, (int64_t[]){n});
+  size_t ids_at, norm_at, bytes = beam_pick_layout(n, k, logits.dtype, &ids_at, &norm_at);
+  if (bytes > bp->bytes) DIE("beam_step: %lld sequences need %zu bytes of picks, %zu made",
+                             (long long)n, bytes, bp->bytes);
+  char *buf = bp->dev_buf, *host = bp->host;
+  Tensor dtop = tensor_make(buf, logits.dtype, dev->kind, 2, (int64_t[]){n, k});
+  Tensor dids = tensor_make(buf + ids_at, DT_I32, dev->kind, 2, (int64_t[]){n, k});
+  Tensor dnorm = tensor_make(buf + norm_at, DT_F32, dev->kind, 1, (int64_t[]){n});
   op_topk(dev, &logits, k, &dtop, &dids);
   op_logsumexp(dev, &logits, &dnorm);
-  size_t bytes = tensor_bytes(&dtop);
-  void *raw = xmalloc(bytes);
-  device_copy(DEVICE_CPU, raw, dev->kind, dtop.data, bytes);
-  for (int64_t i = 0; i < n * k; i++) top[i] = dtype_load_f32(raw, dtop.dtype, i);
-  free(raw);
-  device_copy(DEVICE_CPU, top_ids, dev->kind, dids.data, tensor_bytes(&dids));
-  device_copy(DEVICE_CPU, norm, dev->kind, dnorm.data, tensor_bytes(&dnorm));
+  device_copy(DEVICE_CPU, host, dev->kind, buf, bytes);  // the step's one wait
+  for (int64_t i = 0; i < n * k; i++) top[i] = dtype_load_f32(host, dtop.dtype, i);
+  memcpy(top_ids, host + ids_at, (size_t)(n * k) * sizeof(int32_t));
+  memcpy(norm, host + norm_at, (size_t)n * sizeof(float));
 }
 
 static void beam_reorder(void *ctx, const int32_t *parent, int64_t n, int64_t t) {
@@ -288,10 +302,11 @@ static void nmt_translate(NmtTrainer *r, char **hyps) {
   int32_t *out = xmalloc((size_t)(r->eval_batch * width) * sizeof(int32_t));
   int64_t *out_len = xmalloc((size_t)r->eval_batch * sizeof(int64_t));
   int64_t seqs = r->model.shape.max_decode_seqs;
-  BeamPick pick = {r, NULL, NULL, NULL, 2 * r->beam.beam};
-  pick.top = device_alloc(r->run.dev.kind, (size_t)(seqs * pick.k) * dtype_size(r->model.dims.dtype));
-  pick.ids = device_alloc(r->run.dev.kind, (size_t)(seqs * pick.k) * sizeof(int32_t));
-  pick.norm = device_alloc(r->run.dev.kind, (size_t)seqs * sizeof(float));
+  BeamPick pick = {.r = r, .k = 2 * r->beam.beam};
+  size_t ids_at, norm_at;
+  pick.bytes = beam_pick_layout(seqs, pick.k, r->model.dims.dtype, &ids_at, &norm_at);
+  pick.dev_buf = device_alloc(r->run.dev.kind, pick.bytes);
+  pick.host = xmalloc(pick.bytes);
   BeamModel bm = {.ctx = &pick, .vocab = r->model.shape.vocab, .step = beam_step, .reorder = beam_reorder};
   WmtBatches chunk = all;  // eval_batch pairs at a time, in the sorted order
   int64_t first = all.n_batches ? all.first[0] : 0;
@@ -310,9 +325,8 @@ static void nmt_translate(NmtTrainer *r, char **hyps) {
       subword_decode(r->vocab, out + j * width, out_len[j], hyps[pair], need + 1);
     }
   }
-  device_free(r->run.dev.kind, pick.norm);
-  device_free(r->run.dev.kind, pick.ids);
-  device_free(r->run.dev.kind, pick.top);
+  free(pick.host);
+  device_free(r->run.dev.kind, pick.dev_buf);
   free(out_len);
   free(out);
   wmt_batches_free(&all);

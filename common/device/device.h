@@ -29,6 +29,7 @@ typedef struct Device {
   struct cudnnContext *cudnn;
   void *workspace;                  // for cuBLASLt and cuDNN on `stream`
   size_t workspace_bytes;
+  bool linear_unfused;              // op_linear_set_epilogues(dev, false) was called
   char name[256];
   int sm_major, sm_minor, sm_count;
   size_t memory_bytes;

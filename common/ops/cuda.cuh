@@ -111,6 +111,21 @@ typedef struct OpsGemm {
 } OpsGemm;
 void ops_gemm_raw(const Device *dev, const OpsGemm *g);
 
+// A product of batch 1 through cuBLASLt with an epilogue:
+//   OPS_GEMM_BIAS     c[i, j] = alpha op(a) op(b) + beta c + bias[j] (bias: n),
+//                     added before the rounding to c's dtype;
+//   OPS_GEMM_BGRAD_A  as ops_gemm_raw, and bias[i] = sum over l of op(a)[i, l]
+//                     (bias: m; a linear layer's bias gradient when op(a) = dy^T).
+// bias is fp32 or c's dtype. Returns false, having done nothing, where cuBLASLt
+// offers no algorithm for the problem (the caller then takes separate passes).
+// Its workspace is the first OPS_LT_WORKSPACE_BYTES of dev->workspace.
+typedef enum { OPS_GEMM_BIAS, OPS_GEMM_BGRAD_A } OpsGemmEpilogue;
+#define OPS_LT_WORKSPACE_BYTES ((size_t)32 << 20)
+bool ops_gemm_lt(const Device *dev, const OpsGemm *g, OpsGemmEpilogue epilogue, void *bias,
+                 DType bias_dtype);
+// count floats of dev->workspace past cuBLASLt's part, checked against its size.
+float *ops_workspace_floats_after_lt(const Device *dev, int64_t count, const char *op);
+
 // out[j] (+)= sum_g partials[g, j] over groups in order g = 0, 1, ...
 //   partials: (groups, cols) fp32 in dev->workspace; out: (cols) fp32.
 // out (cols) (+)= scale * the column sums of x (rows, cols) in dtype, in a

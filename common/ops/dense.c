@@ -30,6 +30,11 @@ void op_gemm_set_tf32_cpu(const Device *dev, bool allow) {
   (void)allow;  // CPU products are fp32
 }
 
+void op_linear_set_epilogues_cpu(const Device *dev, bool allow) {
+  (void)dev;
+  (void)allow;  // the CPU adds the bias after its product
+}
+
 // (rows, cols) of the last two dimensions and the batch count; a 2-D operand
 // has batch 0 (shared by every batch entry).
 static void gemm_operand(const Tensor *t, int64_t *rows, int64_t *cols, int64_t *batch) {

@@ -25,6 +25,12 @@ extern "C" {
      inputs, fp32 accumulation) for every GEMM issued on dev afterwards; a              \
      property of dev's cuBLAS handle. Nothing on CPU, where GEMMs are fp32. */          \
   X(op_gemm_set_tf32, (const Device *dev, bool allow), (dev, allow))                    \
+  /* On CUDA (default allowed), op_linear_fwd adds the bias inside the GEMM and         \
+     op_linear_bwd sums its gradient inside the dw GEMM (cuBLASLt's BIAS and           \
+     BGRADB epilogues) wherever cuBLASLt offers them; not allowed, each is a            \
+     separate pass over y or dy (the path the epilogues are tested against). A          \
+     setting of dev (Device.linear_unfused). Nothing on CPU. */                          \
+  X(op_linear_set_epilogues, (const Device *dev, bool allow), (dev, allow))             \
   /* c = alpha * op(a) op(b) + beta * c, op(x) = x or x^T.                              \
        a: (M, K), or (K, M) when trans_a     (optionally with a leading batch dim)      \
        b: (K, N), or (N, K) when trans_b                                                \

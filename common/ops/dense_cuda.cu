@@ -1,5 +1,7 @@
 // dense_cuda.cu: the dense ops on the GPU - products through cuBLAS
-// (ops_gemm_raw), own kernels for the bias, its gradient and the embedding.
+// (ops_gemm_raw); a linear layer's bias and its gradient in cuBLASLt's GEMM
+// epilogues (ops_gemm_lt), or in own kernels where cuBLASLt declines or
+// op_linear_set_epilogues turned them off; the embedding.
 #include "ops/cuda.cuh"
 #include "ops/cuda_pointwise.cuh"
 #include "ops/dense.h"
@@ -34,14 +36,32 @@ struct BiasAdd {
   }
 };
 
+extern "C" void op_linear_set_epilogues_cuda(const Device *dev, bool allow) {
+  // A setting of dev, as TF32 is of its cuBLAS handle (device.h).
+  ((Device *)dev)->linear_unfused = !allow;
+}
+
+// The product of a linear layer as an OpsGemm: c = op(a) op(b), batch 1.
+static OpsGemm linear_gemm(const Tensor *a, bool trans_a, const Tensor *b, bool trans_b,
+                           const Tensor *c, float beta) {
+  GemmShape s = op_gemm_shape(a, trans_a, b, trans_b, c);
+  return (OpsGemm){trans_a, trans_b, s.m,     s.n,      s.k,      1,        a->data, s.lda, 0,
+                   b->data, s.ldb,   0,       c->data,  s.n,      0,        a->dtype,
+                   c->dtype, 1.0f,   beta};
+}
+
 extern "C" void op_linear_fwd_cuda(const Device *dev, const Tensor *x, const Tensor *w,
                                    const Tensor *b, const Tensor *y) {
   op_linear_check(x, w, b, y);
+  OP_REQUIRE("op_linear_fwd", !b || b->dtype == DT_F32 || b->dtype == y->dtype);
   Tensor x2 = op_as_matrix(x), y2 = op_as_matrix(y);
+  if (b && !dev->linear_unfused) {
+    OpsGemm g = linear_gemm(&x2, false, w, true, &y2, 0.0f);
+    if (g.m == 0 || ops_gemm_lt(dev, &g, OPS_GEMM_BIAS, b->data, b->dtype)) return;
+  }
   op_gemm_cuda(dev, &x2, false, w, true, &y2, 1.0f, 0.0f);
   if (!b) return;
   int64_t n = tensor_numel(y), cols = y2.shape[1];
-  OP_REQUIRE("op_linear_fwd", b->dtype == DT_F32 || b->dtype == y->dtype);
   OPS_FLOAT_DISPATCH("op_linear_fwd", y->dtype, {
     if (b->dtype == DT_F32) {
       BiasAdd<float> fn = {(const float *)b->data, cols};
@@ -63,9 +83,23 @@ extern "C" void op_linear_bwd_cuda(const Device *dev, const Tensor *x, const Ten
     Tensor dx2 = op_as_matrix(dx);
     op_gemm_cuda(dev, &dy2, false, w, false, &dx2, 1.0f, 0.0f);
   }
-  op_gemm_cuda(dev, &dy2, true, &x2, false, dw, 1.0f, accumulate ? 1.0f : 0.0f);
+  OP_REQUIRE("op_linear_bwd", !db || db->dtype == DT_F32);
+  float beta = accumulate ? 1.0f : 0.0f;
+  if (db && !dev->linear_unfused && dy2.shape[0] > 0) {
+    // dw and db in one product: db is the sums of dy^T's rows. Accumulating,
+    // the epilogue writes the sums past cuBLASLt's workspace and they are
+    // added to db after.
+    int64_t out = dy2.shape[1];
+    float *sums = accumulate ? ops_workspace_floats_after_lt(dev, out, "op_linear_bwd")
+                             : (float *)db->data;
+    OpsGemm g = linear_gemm(&dy2, true, &x2, false, dw, beta);
+    if (ops_gemm_lt(dev, &g, OPS_GEMM_BGRAD_A, sums, DT_F32)) {
+      if (accumulate) ops_colsum_finalize(dev, sums, 1, out, (float *)db->data, true);
+      return;
+    }
+  }
+  op_gemm_cuda(dev, &dy2, true, &x2, false, dw, 1.0f, beta);
   if (!db) return;
-  OP_REQUIRE("op_linear_bwd", db->dtype == DT_F32);
   ops_colsum(dev, "op_linear_bwd", dy2.data, dy2.dtype, dy2.shape[0], dy2.shape[1], 1.0f,
              (float *)db->data, accumulate);
 }

@@ -36,6 +36,9 @@ const ConfigKey amp_config_keys[] = {
     {"loss_scale_growth_factor", CFG_FLOAT, "2", "fp16: factor of each growth", "(1, inf)"},
     {"loss_scale_backoff", CFG_FLOAT, "0.5", "fp16: factor applied on overflow", "(0, 1)"},
     {"loss_scale_min", CFG_FLOAT, "1", "fp16: the scale never backs off below this", "(0, inf)"},
+    {"linear_epilogues", CFG_BOOL, "true",
+     "CUDA: linear layers add the bias and sum its gradient inside cuBLASLt's GEMMs where it "
+     "offers them; false: separate passes", NULL},
 };
 const int amp_config_key_count = (int)(sizeof amp_config_keys / sizeof amp_config_keys[0]);
 
@@ -52,6 +55,7 @@ AmpConfig amp_config_get(const Config *c, DeviceKind device) {
       .growth_factor = (float)config_float(c, "loss_scale_growth_factor"),
       .backoff = (float)config_float(c, "loss_scale_backoff"),
       .scale_min = (float)config_float(c, "loss_scale_min"),
+      .linear_epilogues = config_bool(c, "linear_epilogues"),
   };
   // Each key's own range is its allowed values (config.c).
   if (!(a.scale_init >= a.scale_min))
@@ -67,6 +71,7 @@ void amp_apply_math(const Device *dev, Precision p) {
 void amp_setup(const Config *c, const Device *dev, AmpConfig *cfg, LossScaler *s) {
   *cfg = amp_config_get(c, dev->kind);
   amp_apply_math(dev, cfg->precision);
+  op_linear_set_epilogues(dev, cfg->linear_epilogues);
   amp_scaler_init(s, cfg, dev->kind);
 }
 

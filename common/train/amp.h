@@ -34,7 +34,7 @@ DType amp_compute_dtype(Precision p);
 
 // Config keys a trainer adds to its table: precision, loss_scale_init,
 // loss_scale_growth_interval, loss_scale_growth_factor, loss_scale_backoff,
-// loss_scale_min.
+// loss_scale_min, linear_epilogues.
 extern const ConfigKey amp_config_keys[];
 extern const int amp_config_key_count;
 
@@ -45,6 +45,7 @@ typedef struct AmpConfig {
   float growth_factor;      // > 1
   float backoff;            // in (0, 1): the factor applied on overflow
   float scale_min;          // the scale never backs off below this floor
+  bool linear_epilogues;    // CUDA: op_linear_set_epilogues
 } AmpConfig;
 
 // Reads and checks the keys above; a bad value is a one-line error naming the
@@ -69,8 +70,8 @@ typedef struct LossScaler {
 void amp_scaler_init(LossScaler *s, const AmpConfig *cfg, DeviceKind device);
 void amp_scaler_free(LossScaler *s);
 // What a trainer does with its precision keys: reads and checks them
-// (amp_config_get), sets the math mode (amp_apply_math) and initialises the
-// loss scaler on dev's kind.
+// (amp_config_get), sets the math mode (amp_apply_math) and the linear
+// layers' epilogues, and initialises the loss scaler on dev's kind.
 void amp_setup(const Config *c, const Device *dev, AmpConfig *cfg, LossScaler *s);
 // Multiply the loss gradient by this before backward.
 float amp_loss_scale(const LossScaler *s);

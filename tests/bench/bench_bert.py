@@ -19,7 +19,9 @@ Each side: 5 warm-up steps (the trainer's), then --steps timed steps,
 --repeats times; the table gives the medians in sequences/s and ours over
 PyTorch's. Ours runs with its default attention (fused kernels on the GPU in
 fp16 and bf16) and, where that was the fused one, again with
---fused_attention=false, in its own column. Writes tests/bench/results/bert_<date>_<gpu>.{json,md}.
+--fused_attention=false, in its own column; on the GPU also with
+--linear_epilogues=false (the biases in passes of their own). Writes
+tests/bench/results/bert_<date>_<gpu>.{json,md}.
 
     python3 tests/bench/bench_bert.py [--build build] [--batch 32]
         [--max_seq_length 384] [--steps 20] [--repeats 2]
@@ -123,15 +125,19 @@ def main():
     with tempfile.TemporaryDirectory() as folder:
         cfg = write_config(folder, dims)
         for prec in precisions:
-            o, ours_attn, unfused, out = benchlib.fused_and_unfused(
-                NAME, lambda flags: run_ours(args, folder, prec, flags), args.repeats)
+            v = benchlib.ours_variants(
+                NAME, lambda flags: run_ours(args, folder, prec, flags), args.repeats,
+                args.device == "cuda")
+            o, out = v["ours"], v["out"]
             theirs, torch_params, attn = torch_sequences_per_s(torch, transformers, args, cfg, prec)
             t = statistics.median(theirs)
-            rows.append(dict(precision=prec, ours=o, ours_attention=ours_attn, ours_unfused=unfused,
+            rows.append(dict(precision=prec, ours=o, ours_attention=v["attention"],
+                             ours_unfused=v["unfused"], ours_separate_bias=v["separate_bias"],
                              pytorch=t, ratio=o / t, ours_params=param_count(out),
                              torch_params=torch_params, torch_attention=attn))
-            both = f" (unfused {unfused:.1f})" if unfused else ""
-            print(f"{prec:5s}  ours {o:9.1f} sequences/s{both}, {ours_attn} attention  transformers "
+            both = "".join(f" ({what} {v[key]:.1f})" for what, key in
+                           (("unfused", "unfused"), ("separate bias", "separate_bias")) if v[key])
+            print(f"{prec:5s}  ours {o:9.1f} sequences/s{both}, {v['attention']} attention  transformers "
                   f"{t:9.1f} sequences/s  ours/torch {o / t:.2f}  (parameters {param_count(out)} / "
                   f"{torch_params}; attention {attn})", flush=True)
     if args.smoke:
@@ -143,11 +149,15 @@ def main():
           f"{args.repeats} repeats (medians). PyTorch side: transformers {transformers.__version__} "
           f"BertForQuestionAnswering, attention '{rows[0]['torch_attention']}'.", "",
           "Ours: the trainer's default attention (fused on the GPU in fp16/bf16), and beside it "
-          "the same run with --fused_attention=false where the default was the fused one.", "",
+          "the same run with --fused_attention=false where the default was the fused one, and "
+          "with --linear_epilogues=false (the linear layers' biases and their gradients in "
+          "passes of their own, not in cuBLASLt's GEMM epilogues).", "",
           "| precision | ours sequences/s | ours attention | ours unfused sequences/s | "
-          "transformers sequences/s | ours / PyTorch |", "|---|---|---|---|---|---|"]
+          "ours separate bias sequences/s | "
+          "transformers sequences/s | ours / PyTorch |", "|---|---|---|---|---|---|---|"]
     md += [f"| {r['precision']} | {r['ours']:.1f} | {r['ours_attention']} | "
-           f"{'%.1f' % r['ours_unfused'] if r['ours_unfused'] else '-'} | {r['pytorch']:.1f} | "
+           f"{benchlib.rate_cell(r['ours_unfused'], '%.1f')} | "
+           f"{benchlib.rate_cell(r['ours_separate_bias'], '%.1f')} | {r['pytorch']:.1f} | "
            f"{r['ratio']:.2f} |" for r in rows]
     versions = dict(benchlib.torch_versions(torch), transformers=transformers.__version__)
     record = dict(device=device, batch=args.batch, max_seq_length=args.max_seq_length, steps=args.steps,

@@ -19,7 +19,8 @@ Each side: 5 warm-up steps (the trainer's), then --steps timed steps,
 --repeats times; the table gives the medians in tokens/s (source and target
 tokens) and ours over PyTorch's. Ours runs with its default attention (fused
 kernels on the GPU in fp16 and bf16) and, where that was the fused one,
-again with --fused_attention=false, in its own column. Writes
+again with --fused_attention=false, in its own column; on the GPU also
+with --linear_epilogues=false (the biases in passes of their own). Writes
 tests/bench/results/transformer_<date>_<gpu>.{json,md}.
 
     python3 tests/bench/bench_transformer.py [--build build] [--config full]
@@ -136,14 +137,18 @@ def main():
     batch = args.max_tokens // args.max_length
     rows = []
     for prec in precisions:
-        o, ours_attn, unfused, out = benchlib.fused_and_unfused(
-            NAME, lambda flags: run_ours(args, dims, prec, flags), args.repeats)
+        v = benchlib.ours_variants(
+            NAME, lambda flags: run_ours(args, dims, prec, flags), args.repeats,
+            args.device == "cuda")
+        o, out = v["ours"], v["out"]
         theirs, torch_params = torch_tokens_per_s(torch, args, dims, prec, batch)
         t = statistics.median(theirs)
-        rows.append(dict(precision=prec, ours=o, ours_attention=ours_attn, ours_unfused=unfused,
+        rows.append(dict(precision=prec, ours=o, ours_attention=v["attention"],
+                         ours_unfused=v["unfused"], ours_separate_bias=v["separate_bias"],
                          pytorch=t, ratio=o / t, ours_params=param_count(out), torch_params=torch_params))
-        both = f" (unfused {unfused:.0f})" if unfused else ""
-        print(f"{prec:5s}  ours {o:12.0f} tokens/s{both}, {ours_attn} attention  PyTorch {t:12.0f} "
+        both = "".join(f" ({what} {v[key]:.0f})" for what, key in
+                       (("unfused", "unfused"), ("separate bias", "separate_bias")) if v[key])
+        print(f"{prec:5s}  ours {o:12.0f} tokens/s{both}, {v['attention']} attention  PyTorch {t:12.0f} "
               f"tokens/s  ratio {o / t:.2f}")
     if args.smoke:
         return
@@ -152,11 +157,15 @@ def main():
           f"Batch {batch} pairs x {args.max_length} tokens a side ({args.max_tokens} tokens), "
           f"Transformer-big, {args.steps} steps x {args.repeats} repeats (medians).", "",
           "Ours: the trainer's default attention (fused on the GPU in fp16/bf16), and beside it "
-          "the same run with --fused_attention=false where the default was the fused one.", "",
-          "| precision | ours tokens/s | ours attention | ours unfused tokens/s | PyTorch tokens/s | "
-          "ours / PyTorch |", "|---|---|---|---|---|---|"]
+          "the same run with --fused_attention=false where the default was the fused one, and "
+          "with --linear_epilogues=false (the linear layers' biases and their gradients in "
+          "passes of their own, not in cuBLASLt's GEMM epilogues).", "",
+          "| precision | ours tokens/s | ours attention | ours unfused tokens/s | "
+          "ours separate bias tokens/s | PyTorch tokens/s | "
+          "ours / PyTorch |", "|---|---|---|---|---|---|---|"]
     md += [f"| {r['precision']} | {r['ours']:.0f} | {r['ours_attention']} | "
-           f"{'%.0f' % r['ours_unfused'] if r['ours_unfused'] else '-'} | {r['pytorch']:.0f} | "
+           f"{benchlib.rate_cell(r['ours_unfused'], '%.0f')} | "
+           f"{benchlib.rate_cell(r['ours_separate_bias'], '%.0f')} | {r['pytorch']:.0f} | "
            f"{r['ratio']:.2f} |" for r in rows]
     record = dict(device=device, batch=batch, max_length=args.max_length, steps=args.steps,
                   repeats=args.repeats, rows=rows, versions=benchlib.torch_versions(torch))

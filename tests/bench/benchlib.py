@@ -126,21 +126,33 @@ def trainer_throughput(name, cmd, pattern=r"synthetic: .*: ([0-9.]+) images/s", 
     return m, proc.stdout
 
 
-def fused_and_unfused(name, run_once, repeats):
-    """The attention trainers (BERT, the Transformer) both ways: run_once(flags)
-    runs one bench with the extra flags and returns (rate, the trainer's
-    output). Returns the median of `repeats` runs as configured, the attention
-    that ran (the trainer's "fused attention" / "unfused attention"), and,
-    where that was the fused one, the median of as many runs with
-    --fused_attention=false (else None)."""
+def ours_variants(name, run_once, repeats, gpu):
+    """The attention trainers (BERT, the Transformer) as configured and with
+    one fusion off at a time: run_once(flags) runs one bench with the extra
+    flags and returns (rate, the trainer's output). Returns a dict of medians
+    over `repeats` runs each: ours (as configured), attention (the one that
+    ran: the trainer's "fused attention" / "unfused attention"), unfused
+    (with --fused_attention=false where the default was the fused one, else
+    None), separate_bias (on the GPU, with --linear_epilogues=false: the
+    linear layers' biases and their gradients in passes of their own; else
+    None), and out (the first run's output)."""
     runs = [run_once([]) for _ in range(repeats)]
     m = re.search(r"\b(fused|unfused) attention\b", runs[0][1])
     if not m:
         sys.exit(f"{name}: the trainer did not say which attention it ran:\n" + runs[0][1][-2000:])
-    unfused = None
-    if m.group(1) == "fused":
-        unfused = statistics.median(run_once(["--fused_attention=false"])[0] for _ in range(repeats))
-    return statistics.median(r for r, _ in runs), m.group(1), unfused, runs[0][1]
+
+    def median_with(flag):
+        return statistics.median(run_once([flag])[0] for _ in range(repeats))
+
+    return dict(ours=statistics.median(r for r, _ in runs), attention=m.group(1),
+                unfused=median_with("--fused_attention=false") if m.group(1) == "fused" else None,
+                separate_bias=median_with("--linear_epilogues=false") if gpu else None,
+                out=runs[0][1])
+
+
+def rate_cell(rate, fmt):
+    """A table cell for an optional rate: fmt % rate, or '-'."""
+    return fmt % rate if rate else "-"
 
 
 def torch_train_step(torch, device, precision, forward_loss, opt, clip_norm=None):

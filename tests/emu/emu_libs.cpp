@@ -61,12 +61,14 @@ static void elem_store(void *base, Elem t, int64_t i, float v) {
   }
 }
 
-// out[i] = alpha acc + beta out[i]. With beta == 0 out[i] is not read: the
-// libraries allow it to be uninitialised, so a NaN there must not leak.
-static void elem_blend(void *out, Elem t, int64_t i, float alpha, float acc, float beta) {
+// out[i] = alpha acc + beta in[i] + add (in is out in place). With beta == 0
+// in[i] is not read: the libraries allow it to be uninitialised, so a NaN
+// there must not leak.
+static void elem_blend(void *out, const void *in, Elem t, int64_t i, float alpha, float acc,
+                       float beta, float add = 0.0f) {
   float v = alpha * acc;
-  if (beta != 0.0f) v += beta * elem_load(out, t, i);
-  elem_store(out, t, i, v);
+  if (beta != 0.0f) v += beta * elem_load(in, t, i);
+  elem_store(out, t, i, v + add);
 }
 
 // What the multipliers see of an fp32 input: all of it, or the input rounded
@@ -167,6 +169,11 @@ static float gemm_at(const GemmOperand &x, int64_t e, int64_t row, int64_t col) 
   return elem_load(x.data, x.type, e * x.stride + i);
 }
 
+// cuBLASLt's epilogues that the emulation runs (batch 1): a bias per row of
+// the column-major D added before the rounding, or the bias gradient, the
+// sums of op(B) over k (one per column of D), from B's stored values.
+enum class Epilogue { None, Bias, BgradB };
+
 struct GemmArgs {
   int64_t m, n, k, batch;
   float alpha, beta;
@@ -175,6 +182,10 @@ struct GemmArgs {
   Elem c_type;
   int64_t ldc, stride_c;
   Narrow narrow;
+  const void *c_in = nullptr;  // C when it is not D (cuBLASLt), else nullptr
+  Epilogue epilogue = Epilogue::None;
+  void *bias = nullptr;
+  Elem bias_type = Elem::F32;
 };
 
 // C = alpha op(A) op(B) + beta C per batch entry. Each entry's inputs are
@@ -199,10 +210,20 @@ static void gemm_run(const GemmArgs &g) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)g.m, (int)g.n, (int)g.k, 1.0f,
                     a_rows.data(), (int)g.k, b_rows.data(), (int)g.k, 0.0f, acc.data(), (int)g.n);
     }
+    const void *c_in = g.c_in ? g.c_in : g.c;
     for (int64_t j = 0; j < g.n; j++)
-      for (int64_t i = 0; i < g.m; i++)
-        elem_blend(g.c, g.c_type, e * g.stride_c + i + j * g.ldc, g.alpha, acc[i * g.n + j], g.beta);
+      for (int64_t i = 0; i < g.m; i++) {
+        float add = g.epilogue == Epilogue::Bias ? elem_load(g.bias, g.bias_type, i) : 0.0f;
+        int64_t at = e * g.stride_c + i + j * g.ldc;
+        elem_blend(g.c, c_in, g.c_type, at, g.alpha, acc[i * g.n + j], g.beta, add);
+      }
   }
+  if (g.epilogue == Epilogue::BgradB)
+    for (int64_t j = 0; j < g.n; j++) {
+      float sum = 0.0f;
+      for (int64_t l = 0; l < g.k; l++) sum += gemm_at(g.b, 0, l, j);
+      elem_store(g.bias, g.bias_type, j, sum);
+    }
 }
 
 static const char *cublas_status_text(cublasStatus_t status) {
@@ -323,6 +344,214 @@ cublasStatus_t cublasLtDestroy(cublasLtHandle_t lightHandle) {
 
 }  // extern "C"
 
+// cuBLASLt's descriptors are opaque structs of 64-bit words; the emulation
+// keeps its own fields in their words. Matmuls: batch 1, column-major, the
+// 32F compute types with 32F scaling, and the epilogues DEFAULT, BIAS and
+// BGRADB; anything else is NOT_SUPPORTED.
+struct LtMatmul {
+  cublasComputeType_t compute;
+  cublasOperation_t trans_a, trans_b;
+  uint32_t epilogue;
+  void *bias;
+  int32_t bias_type;  // a cudaDataType_t, -1 for the library's default
+};
+struct LtLayout {
+  cudaDataType_t type;
+  uint64_t rows, cols;
+  int64_t ld;
+};
+struct LtPreference {
+  uint64_t max_workspace;
+};
+static_assert(sizeof(LtMatmul) <= sizeof(cublasLtMatmulDescOpaque_t), "descriptor fits");
+static_assert(sizeof(LtLayout) <= sizeof(cublasLtMatrixLayoutOpaque_t), "layout fits");
+static_assert(sizeof(LtPreference) <= sizeof(cublasLtMatmulPreferenceOpaque_t), "preference fits");
+
+template <typename Fields, typename Opaque>
+static Fields *lt_fields(Opaque *o) {
+  return reinterpret_cast<Fields *>(o->data);
+}
+
+template <typename Fields, typename Opaque>
+static cublasStatus_t lt_create(Opaque **out, const Fields &init) {
+  if (!out) return CUBLAS_STATUS_INVALID_VALUE;
+  *out = new (std::nothrow) Opaque();
+  if (!*out) return CUBLAS_STATUS_ALLOC_FAILED;
+  new ((*out)->data) Fields(init);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+template <typename Opaque>
+static cublasStatus_t lt_destroy(Opaque *o) {
+  delete o;  // NULL is allowed
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+// Copies an attribute's value after checking its size, as the library does.
+template <typename T>
+static cublasStatus_t lt_set(T *field, const void *buf, size_t bytes) {
+  if (!buf || bytes != sizeof(T)) return CUBLAS_STATUS_INVALID_VALUE;
+  memcpy(field, buf, sizeof(T));
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+extern "C" {
+
+cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *matmulDesc,
+                                        cublasComputeType_t computeType, cudaDataType_t scaleType) {
+  if (scaleType != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
+  return lt_create(matmulDesc, LtMatmul{computeType, CUBLAS_OP_N, CUBLAS_OP_N,
+                                        CUBLASLT_EPILOGUE_DEFAULT, nullptr, -1});
+}
+
+cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t matmulDesc) {
+  return lt_destroy(matmulDesc);
+}
+
+cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t matmulDesc,
+                                              cublasLtMatmulDescAttributes_t attr,
+                                              const void *buf, size_t sizeInBytes) {
+  if (!matmulDesc) return CUBLAS_STATUS_INVALID_VALUE;
+  LtMatmul *d = lt_fields<LtMatmul>(matmulDesc);
+  switch (attr) {
+    case CUBLASLT_MATMUL_DESC_TRANSA: return lt_set(&d->trans_a, buf, sizeInBytes);
+    case CUBLASLT_MATMUL_DESC_TRANSB: return lt_set(&d->trans_b, buf, sizeInBytes);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE: return lt_set(&d->epilogue, buf, sizeInBytes);
+    case CUBLASLT_MATMUL_DESC_BIAS_POINTER: return lt_set(&d->bias, buf, sizeInBytes);
+    case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: return lt_set(&d->bias_type, buf, sizeInBytes);
+    default: return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+}
+
+cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *matLayout, cudaDataType type,
+                                          uint64_t rows, uint64_t cols, int64_t ld) {
+  return lt_create(matLayout, LtLayout{type, rows, cols, ld});
+}
+
+cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t matLayout) {
+  return lt_destroy(matLayout);
+}
+
+cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *pref) {
+  return lt_create(pref, LtPreference{0});
+}
+
+cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref) {
+  return lt_destroy(pref);
+}
+
+cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t pref,
+                                                    cublasLtMatmulPreferenceAttributes_t attr,
+                                                    const void *buf, size_t sizeInBytes) {
+  if (!pref) return CUBLAS_STATUS_INVALID_VALUE;
+  if (attr != CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES) return CUBLAS_STATUS_NOT_SUPPORTED;
+  return lt_set(&lt_fields<LtPreference>(pref)->max_workspace, buf, sizeInBytes);
+}
+
+static bool lt_layout_is(const LtLayout &l, uint64_t rows, uint64_t cols) {
+  return l.rows == rows && l.cols == cols && l.rows <= INT_MAX && l.cols <= INT_MAX &&
+         l.ld >= max1((int)l.rows);
+}
+
+// The problem a descriptor and four layouts describe, checked as cublasLtMatmul
+// checks it: the shapes agree with op(A) (m, k), op(B) (k, n), C and D (m, n);
+// A and B of one type, C of D's; the bias (or its gradient) of D's type or
+// fp32. NOT_SUPPORTED for what the emulation does not run.
+static cublasStatus_t lt_problem(const LtMatmul &d, const LtLayout &A, const LtLayout &B,
+                                 const LtLayout &C, const LtLayout &D, GemmArgs *g) {
+  if (!cublas_op_ok(d.trans_a) || !cublas_op_ok(d.trans_b)) return CUBLAS_STATUS_INVALID_VALUE;
+  bool ta = d.trans_a != CUBLAS_OP_N, tb = d.trans_b != CUBLAS_OP_N;
+  uint64_t m = D.rows, n = D.cols, k = ta ? A.rows : A.cols;
+  if (!lt_layout_is(A, ta ? k : m, ta ? m : k) || !lt_layout_is(B, tb ? n : k, tb ? k : n) ||
+      !lt_layout_is(C, m, n) || !lt_layout_is(D, m, n) || C.ld != D.ld)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  Elem a_type, b_type, c_type, d_type, bias_type;
+  Narrow nar;
+  if (!cublas_elem(A.type, &a_type) || !cublas_elem(B.type, &b_type) ||
+      !cublas_elem(C.type, &c_type) || !cublas_elem(D.type, &d_type) || a_type != b_type ||
+      c_type != d_type || !gemm_narrowing(d.compute, CUBLAS_DEFAULT_MATH, a_type, d_type, &nar))
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  Epilogue epi;
+  switch (d.epilogue) {
+    case CUBLASLT_EPILOGUE_DEFAULT: epi = Epilogue::None; break;
+    case CUBLASLT_EPILOGUE_BIAS: epi = Epilogue::Bias; break;
+    case CUBLASLT_EPILOGUE_BGRADB: epi = Epilogue::BgradB; break;
+    default: return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+  if (epi != Epilogue::None) {
+    cudaDataType_t bt = d.bias_type == -1 ? D.type : (cudaDataType_t)d.bias_type;
+    if (!cublas_elem(bt, &bias_type) || (bias_type != Elem::F32 && bias_type != d_type))
+      return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (!d.bias) return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  *g = GemmArgs{(int64_t)m, (int64_t)n, (int64_t)k, 1, 0.0f, 0.0f,
+                {nullptr, a_type, ta, A.ld, 0}, {nullptr, b_type, tb, B.ld, 0},
+                nullptr, d_type, D.ld, 0, nar};
+  g->epilogue = epi;
+  g->bias = d.bias;
+  g->bias_type = bias_type;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+// One algorithm for every problem the emulation runs, needing no workspace.
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t lightHandle,
+                                              cublasLtMatmulDesc_t operationDesc,
+                                              cublasLtMatrixLayout_t Adesc,
+                                              cublasLtMatrixLayout_t Bdesc,
+                                              cublasLtMatrixLayout_t Cdesc,
+                                              cublasLtMatrixLayout_t Ddesc,
+                                              cublasLtMatmulPreference_t preference,
+                                              int requestedAlgoCount,
+                                              cublasLtMatmulHeuristicResult_t heuristicResultsArray[],
+                                              int *returnAlgoCount) {
+  if (!lightHandle) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!operationDesc || !Adesc || !Bdesc || !Cdesc || !Ddesc || !preference ||
+      requestedAlgoCount < 1 || !heuristicResultsArray || !returnAlgoCount)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  GemmArgs g;
+  cublasStatus_t status = lt_problem(*lt_fields<LtMatmul>(operationDesc), *lt_fields<LtLayout>(Adesc),
+                                     *lt_fields<LtLayout>(Bdesc), *lt_fields<LtLayout>(Cdesc),
+                                     *lt_fields<LtLayout>(Ddesc), &g);
+  *returnAlgoCount = 0;
+  if (status != CUBLAS_STATUS_SUCCESS) return status;
+  heuristicResultsArray[0] = cublasLtMatmulHeuristicResult_t{};
+  heuristicResultsArray[0].state = CUBLAS_STATUS_SUCCESS;
+  heuristicResultsArray[0].wavesCount = 1.0f;
+  *returnAlgoCount = 1;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+// Host pointer mode only: alpha and beta are host floats. D = alpha op(A)
+// op(B) + beta C (+ the bias), rounded once; or with BGRADB also the bias
+// gradient. C may be D (in place).
+cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t computeDesc,
+                              const void *alpha, const void *A, cublasLtMatrixLayout_t Adesc,
+                              const void *B, cublasLtMatrixLayout_t Bdesc, const void *beta,
+                              const void *C, cublasLtMatrixLayout_t Cdesc, void *D,
+                              cublasLtMatrixLayout_t Ddesc, const cublasLtMatmulAlgo_t *,
+                              void *, size_t, cudaStream_t stream) {
+  if (!lightHandle) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!computeDesc || !Adesc || !Bdesc || !Cdesc || !Ddesc || !alpha || !beta)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  GemmArgs g;
+  cublasStatus_t status = lt_problem(*lt_fields<LtMatmul>(computeDesc), *lt_fields<LtLayout>(Adesc),
+                                     *lt_fields<LtLayout>(Bdesc), *lt_fields<LtLayout>(Cdesc),
+                                     *lt_fields<LtLayout>(Ddesc), &g);
+  if (status != CUBLAS_STATUS_SUCCESS) return status;
+  g.alpha = *static_cast<const float *>(alpha);
+  g.beta = *static_cast<const float *>(beta);
+  g.a.data = A;
+  g.b.data = B;
+  g.c = D;
+  g.c_in = C;
+  if (g.m == 0 || g.n == 0) return CUBLAS_STATUS_SUCCESS;
+  return emu::enqueue(stream, [g]() { gemm_run(g); }) == cudaSuccess
+             ? CUBLAS_STATUS_SUCCESS
+             : CUBLAS_STATUS_INVALID_VALUE;
+}
+
+}  // extern "C"
+
 // ---------------------------------------------------------------- cuDNN
 
 struct cudnnContext {
@@ -411,7 +640,7 @@ static void desc4_blend(const Desc4 &d, void *data, const std::vector<float> &v,
                         float beta) {
   size_t next = 0;
   desc4_for_each(d, [&](const int *, int64_t at) {
-    elem_blend(data, d.elem, at, alpha, v[next++], beta);
+    elem_blend(data, data, d.elem, at, alpha, v[next++], beta);
   });
 }
 
@@ -913,7 +1142,7 @@ cudnnStatus_t cudnnAddTensor(cudnnHandle_t handle, const void *alpha,
     desc4_for_each(c, [&](const int *i, int64_t at) {
       int64_t from = 0;
       for (int d = 0; d < 4; d++) from += (a.dim[d] == 1 ? 0 : i[d]) * a.stride[d];
-      elem_blend(C, c.elem, at, al, elem_load(A, a.elem, from), be);
+      elem_blend(C, C, c.elem, at, al, elem_load(A, a.elem, from), be);
     });
   });
   return queued == cudaSuccess ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_BAD_PARAM;

@@ -303,6 +303,167 @@ static void test_cublas_handle() {
   check(ok, "cublas_handle_stream_workspace_mode", "a handle call returned an unexpected status");
 }
 
+// ---------------------------------------------------------------- cuBLASLt
+
+struct LtCall {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  ~LtCall() {
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatrixLayoutDestroy(c);
+    cublasLtMatrixLayoutDestroy(b);
+    cublasLtMatrixLayoutDestroy(a);
+    cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+// D = alpha op(A) op(B) + beta C in place, with the BIAS epilogue (a bias
+// per row of D, fp32 or D's bf16) or BGRADB (sums of op(B) over k, one per
+// column of D), against sums in double.
+static void test_lt_epilogues(cublasLtHandle_t lt) {
+  const int m = 6, n = 5, k = 9;
+  const float alpha = 0.75f, beta = 0.5f;
+  for (int combo = 0; combo < 6; combo++) {
+    bool ta = combo & 1, bgrad = combo >= 4, bias16 = combo >= 2 && combo < 4;
+    bool tb = bgrad;  // a linear layer's dw = x^T dy: B transposed
+    int lda = (ta ? k : m) + 1, ldb = (tb ? n : k) + 2, ldc = m + 1;
+    std::vector<float> a = rnd_vec((size_t)lda * (ta ? m : k));
+    std::vector<float> b = rnd_vec((size_t)ldb * (tb ? k : n));
+    std::vector<float> c = rnd_vec((size_t)ldc * n), c0 = c;
+    std::vector<float> bias = rnd_vec(bgrad ? n : m);
+    std::vector<__nv_bfloat16> bias_bf(bias.size());
+    for (size_t i = 0; i < bias.size(); i++) {
+      bias_bf[i] = __float2bfloat16_rn(bias[i]);
+      if (bias16) bias[i] = __bfloat162float(bias_bf[i]);
+    }
+    // bf16 D when the bias is bf16 (its type must be fp32 or D's).
+    std::vector<__nv_bfloat16> c_bf(c.size());
+    for (size_t i = 0; i < c.size(); i++) c_bf[i] = __float2bfloat16_rn(c[i]);
+    std::vector<__nv_bfloat16> a_bf(a.size()), b_bf(b.size());
+    for (size_t i = 0; i < a.size(); i++) a_bf[i] = __float2bfloat16_rn(a[i]);
+    for (size_t i = 0; i < b.size(); i++) b_bf[i] = __float2bfloat16_rn(b[i]);
+    if (bias16) {
+      for (size_t i = 0; i < a.size(); i++) a[i] = __bfloat162float(a_bf[i]);
+      for (size_t i = 0; i < b.size(); i++) b[i] = __bfloat162float(b_bf[i]);
+      for (size_t i = 0; i < c.size(); i++) c0[i] = __bfloat162float(c_bf[i]);
+    }
+    cudaDataType_t t = bias16 ? CUDA_R_16BF : CUDA_R_32F;
+    int32_t op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    uint32_t epi = bgrad ? CUBLASLT_EPILOGUE_BGRADB : CUBLASLT_EPILOGUE_BIAS;
+    int32_t bias_type = bias16 ? CUDA_R_16BF : CUDA_R_32F;
+    void *bias_ptr = bias16 ? (void *)bias_bf.data() : (void *)bias.data();
+    LtCall l;
+    bool ok = cublasLtMatmulDescCreate(&l.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS;
+    ok &= cublasLtMatmulDescSetAttribute(l.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a) == 0;
+    ok &= cublasLtMatmulDescSetAttribute(l.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b) == 0;
+    ok &= cublasLtMatmulDescSetAttribute(l.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi) == 0;
+    ok &= cublasLtMatmulDescSetAttribute(l.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr,
+                                         sizeof bias_ptr) == 0;
+    ok &= cublasLtMatmulDescSetAttribute(l.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                         sizeof bias_type) == 0;
+    ok &= cublasLtMatrixLayoutCreate(&l.a, t, ta ? k : m, ta ? m : k, lda) == 0;
+    ok &= cublasLtMatrixLayoutCreate(&l.b, t, tb ? n : k, tb ? k : n, ldb) == 0;
+    ok &= cublasLtMatrixLayoutCreate(&l.c, t, m, n, ldc) == 0;
+    ok &= cublasLtMatmulPreferenceCreate(&l.pref) == 0;
+    cublasLtMatmulHeuristicResult_t found;
+    int count = 0;
+    ok &= cublasLtMatmulAlgoGetHeuristic(lt, l.desc, l.a, l.b, l.c, l.c, l.pref, 1, &found,
+                                         &count) == CUBLAS_STATUS_SUCCESS && count == 1;
+    const void *A = bias16 ? (const void *)a_bf.data() : a.data();
+    const void *B = bias16 ? (const void *)b_bf.data() : b.data();
+    void *C = bias16 ? (void *)c_bf.data() : c.data();
+    ok &= cublasLtMatmul(lt, l.desc, &alpha, A, l.a, B, l.b, &beta, C, l.c, C, l.c, &found.algo,
+                         nullptr, 0, nullptr) == CUBLAS_STATUS_SUCCESS;
+    char name[64];
+    snprintf(name, sizeof name, "lt_%s_%s_%c%c", bgrad ? "bgradb" : "bias",
+             bias16 ? "bf16" : "f32", ta ? 'T' : 'N', tb ? 'T' : 'N');
+    if (!ok) {
+      check(false, name, "a cuBLASLt call failed");
+      continue;
+    }
+    // bf16 D is rounded once: half a bf16 ulp, 2^-8 relative; fp32 sums in
+    // another order: 1e-6.
+    double rel = bias16 ? 1.0 / 256 : 1e-6, worst = 0;
+    for (int j = 0; j < n; j++)
+      for (int i = 0; i < m; i++) {
+        double sum = 0, scale = 0;
+        for (int l2 = 0; l2 < k; l2++) {
+          double term = op_at(a, 0, ta, lda, i, l2) * op_at(b, 0, tb, ldb, l2, j);
+          sum += term;
+          scale += std::fabs(term);
+        }
+        size_t at = i + (size_t)j * ldc;
+        double want = alpha * sum + beta * (double)c0[at] + (bgrad ? 0.0 : (double)bias[i]);
+        double got = bias16 ? __bfloat162float(c_bf[at]) : c[at];
+        worst = worst_of(worst, std::fabs(got - want));
+        ok &= close(got, want, alpha * scale + std::fabs(beta * c0[at]) + std::fabs(bias[i]), rel);
+      }
+    if (bgrad)
+      for (int j = 0; j < n; j++) {
+        double sum = 0, scale = 0;
+        for (int l2 = 0; l2 < k; l2++) {
+          sum += op_at(b, 0, tb, ldb, l2, j);
+          scale += std::fabs(op_at(b, 0, tb, ldb, l2, j));
+        }
+        double got = bias16 ? __bfloat162float(bias_bf[j]) : bias[j];
+        worst = worst_of(worst, std::fabs(got - sum));
+        ok &= close(got, sum, scale, rel);
+      }
+    check(ok, name, "max error %g", worst);
+  }
+}
+
+// What the stand-ins refuse, as the library does: an attribute of the wrong
+// size, an epilogue or a bias type they do not run, no bias pointer, shapes
+// that disagree.
+static void test_lt_arguments(cublasLtHandle_t lt) {
+  float x[64] = {0};
+  auto heuristic = [&](uint32_t epi, int32_t bias_type, bool bias, int a_rows) {
+    LtCall l;
+    void *ptr = bias ? x : nullptr;
+    cublasLtMatmulDescCreate(&l.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    cublasLtMatmulDescSetAttribute(l.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+    cublasLtMatmulDescSetAttribute(l.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ptr, sizeof ptr);
+    cublasLtMatmulDescSetAttribute(l.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                   sizeof bias_type);
+    cublasLtMatrixLayoutCreate(&l.a, CUDA_R_16BF, a_rows, 3, 4);
+    cublasLtMatrixLayoutCreate(&l.b, CUDA_R_16BF, 3, 2, 3);
+    cublasLtMatrixLayoutCreate(&l.c, CUDA_R_16BF, 4, 2, 4);
+    cublasLtMatmulPreferenceCreate(&l.pref);
+    cublasLtMatmulHeuristicResult_t found;
+    int count = -1;
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, l.desc, l.a, l.b, l.c, l.c, l.pref, 1,
+                                                       &found, &count);
+    return st == CUBLAS_STATUS_SUCCESS && count != 1 ? CUBLAS_STATUS_INTERNAL_ERROR : st;
+  };
+  cublasLtMatmulDesc_t d = nullptr;
+  cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+  uint32_t epi = CUBLASLT_EPILOGUE_BIAS;
+  cublasStatus_t short_size = cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, 2);
+  cublasLtMatmulDescDestroy(d);
+  const int32_t F = CUDA_R_32F, H = CUDA_R_16F;
+  struct {
+    const char *name;
+    cublasStatus_t got, want;
+  } cases[] = {
+      {"lt_arg_attribute_size", short_size, CUBLAS_STATUS_INVALID_VALUE},
+      {"lt_arg_bias_ok", heuristic(CUBLASLT_EPILOGUE_BIAS, F, true, 4), CUBLAS_STATUS_SUCCESS},
+      {"lt_arg_bgradb_ok", heuristic(CUBLASLT_EPILOGUE_BGRADB, F, true, 4), CUBLAS_STATUS_SUCCESS},
+      {"lt_arg_gelu_not_run", heuristic(CUBLASLT_EPILOGUE_GELU_BIAS, F, true, 4),
+       CUBLAS_STATUS_NOT_SUPPORTED},
+      {"lt_arg_bias_f16_for_bf16", heuristic(CUBLASLT_EPILOGUE_BIAS, H, true, 4),
+       CUBLAS_STATUS_NOT_SUPPORTED},
+      {"lt_arg_no_bias_pointer", heuristic(CUBLASLT_EPILOGUE_BIAS, F, false, 4),
+       CUBLAS_STATUS_INVALID_VALUE},
+      {"lt_arg_shapes_disagree", heuristic(CUBLASLT_EPILOGUE_BIAS, F, true, 5),
+       CUBLAS_STATUS_INVALID_VALUE},
+  };
+  for (const auto &t : cases)
+    check(t.got == t.want, t.name, "got %s, want %s", cublasGetStatusString(t.got),
+          cublasGetStatusString(t.want));
+}
+
 // ---------------------------------------------------------------- cuDNN
 
 struct ConvCase {
@@ -715,6 +876,14 @@ int main() {
   test_gemm_tf32(blas);
   test_gemm_beta_zero(blas);
   test_gemm_arguments(blas);
+  cublasLtHandle_t lt;
+  if (cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS) {
+    printf("FAIL setup: cuBLASLt handle creation\n");
+    return 1;
+  }
+  test_lt_epilogues(lt);
+  test_lt_arguments(lt);
+  cublasLtDestroy(lt);
   const ConvCase conv_cases[] = {
       // W = 6: (6 + 2 - 3) / 2 has a remainder, so the extent must round down.
       {"3x3_s2_p1", 2, 7, 6, 3, 5, 3, 3, 2, 1, 1, CUDNN_CROSS_CORRELATION},

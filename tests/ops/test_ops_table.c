@@ -581,10 +581,18 @@ RUN(run_gemm) {
   op_gemm(dev, &t[0], r->k[0] != 0, &t[1], r->k[1] != 0, &t[2], 0.75f, r->f[0]);
   if (tf32) op_gemm_set_tf32(dev, false);
 }
-RUN(run_linear_fwd) { op_linear_fwd(dev, &t[0], &t[1], &t[2], &t[3]); }
+// k[1]: the bias and its gradient in separate passes, not in the GEMMs'
+// epilogues (op_linear_set_epilogues).
+RUN(run_linear_fwd) {
+  if (r->k[1]) op_linear_set_epilogues(dev, false);
+  op_linear_fwd(dev, &t[0], &t[1], &t[2], &t[3]);
+  if (r->k[1]) op_linear_set_epilogues(dev, true);
+}
 RUN(run_linear) {
   run_linear_fwd(dev, t, r);
+  if (r->k[1]) op_linear_set_epilogues(dev, false);
   op_linear_bwd(dev, &t[0], &t[1], &t[4], &t[5], &t[6], &t[7], r->k[0] != 0);
+  if (r->k[1]) op_linear_set_epilogues(dev, true);
 }
 RUN(run_embedding) {
   op_embedding_fwd(dev, &t[0], &t[1], &t[2]);
@@ -609,14 +617,17 @@ RUN(run_embedding) {
       GEMM(batch, m, n, K, 0, 1, shared, beta, 0, dtypes, tol_gemm_fp),                    \
       GEMM(batch, m, n, K, 1, 1, shared, beta, 0, dtypes, tol_gemm_fp)
 // y = x w^T + b; the backward accumulates into random fp32 dw, db (the beta
-// path) when k[0]. tol_gemm; the fp32 dw, db: only the inputs were rounded,
-// and the CPU saw the same (tol_gemm(fp32)).
-#define LINEAR(m, in, out, accumulate, dtypes, grad)                                           \
+// path) when accumulate. tol_gemm; the fp32 dw, db: only the inputs were
+// rounded, and the CPU saw the same (tol_gemm(fp32)). On CUDA the bias and
+// its gradient come from cuBLASLt's epilogues, or from separate passes when
+// `unfused`.
+#define LINEAR(m, in, out, accumulate, unfused, dtypes, grad)                                \
   {"linear", run_linear, {m, in, out},                                                         \
    {{"x", 'x', "01", -1, 1}, {"w", 'x', "21", -1, 1}, {"b", 'f', "2", -1, 1}, {"y", 'o', "02"}, \
     {"dy", 'x', "02", -1, 1}, {"dx", 'o', "01"}, {"dw", 'a', "21", -1, 1},                     \
     {"db", 'a', "2", -1, 1}},                                                                  \
-   dtypes, tol_gemm_fp, .k = {accumulate}, .fd = grad}
+   dtypes, tol_gemm_fp, .k = {accumulate, unfused}, .fd = grad}
+
 // The loss is linear in each input, so central differences are exact up to
 // fp32 rounding of the loss (~1e-7 |loss| / eps): eps 1e-2, floor 0.1, 1e-3.
 #define GRAD_LINEAR                                                                     \
@@ -630,10 +641,17 @@ static const Row kDense[] = {
     GEMM(2, 97, 61, 300, 0, 1, 0, 0.0f, 1, FP32_DT, tol_gemm_tf32),
     // An empty inner dimension: c = beta c.
     GEMM4(2, 5, 7, 0, 0, 0.5f, FP32_DT),
-    LINEAR(45, 67, 23, 1, ALL_DT, NO_GRAD),
-    LINEAR(3, 5, 4, 0, FP32_DT, GRAD_LINEAR),
-    LINEAR(1, 7, 1, 0, FP32_DT, GRAD_LINEAR),
-    LINEAR(6, 3, 11, 0, FP32_DT, GRAD_LINEAR),
+    LINEAR(45, 67, 23, 1, 0, ALL_DT, NO_GRAD),
+    LINEAR(45, 67, 23, 0, 0, ALL_DT, NO_GRAD),
+    LINEAR(45, 67, 23, 1, 1, ALL_DT, NO_GRAD),
+    LINEAR(45, 67, 23, 0, 1, ALL_DT, NO_GRAD),
+    // A bias of the activations' dtype.
+    {"linear bias in dtype", run_linear_fwd, {77, 40, 96},
+     {{"x", 'x', "01", -1, 1}, {"w", 'x', "21", -1, 1}, {"b", 'x', "2", -1, 1}, {"y", 'o', "02"}},
+     ALL_DT, tol_gemm_fp},
+    LINEAR(3, 5, 4, 0, 0, FP32_DT, GRAD_LINEAR),
+    LINEAR(1, 7, 1, 0, 0, FP32_DT, GRAD_LINEAR),
+    LINEAR(6, 3, 11, 0, 0, FP32_DT, GRAD_LINEAR),
     // NCF's last layer: bf16 / fp16 x and w, an fp32 y, one output column.
     // Only the inputs are rounded and the CPU sees the same values.
     {"linear fp32 out", run_linear_fwd, {1029, 65, 1},
