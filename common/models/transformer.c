@@ -317,18 +317,17 @@ static void ffn_fwd(const TfmLayer *l, const TfmPass *p, const TfmScratch *s, co
   Tensor w1 = tfm_weight(p->w, l, TFM_W1), b1 = param(p->w, l, TFM_B1);
   Tensor w2 = tfm_weight(p->w, l, TFM_W2), b2 = param(p->w, l, TFM_B2);
   op_linear_fwd(p->dev, in, &w1, &b1, &f);
-  // fd: the activation after dropout (ReLU in place in f, GELU from f).
-  Tensor fd = f;
-  if (d->gelu) {
-    fd = tfm_view2(&a->fd, r, d->d_ff);
+  // fd: the activation after dropout (ReLU in place in f, GELU from f;
+  // GELU and the dropout in one op).
+  bool drop = p->keep_prob < 1.0f;
+  Tensor fd = d->gelu || drop ? tfm_view2(&a->fd, r, d->d_ff) : f;
+  if (d->gelu && drop) {
+    op_gelu_dropout_fwd(p->dev, &f, &fd, p->keep_prob, p->seed, p->stream + DROP_RELU);
+  } else if (d->gelu) {
     op_gelu_fwd(p->dev, &f, &fd);
   } else {
     op_relu_fwd(p->dev, &f, &f);
-  }
-  if (p->keep_prob < 1.0f) {
-    Tensor dropped = tfm_view2(&a->fd, r, d->d_ff);
-    op_dropout_fwd(p->dev, &fd, &dropped, p->keep_prob, p->seed, p->stream + DROP_RELU);
-    fd = dropped;
+    if (drop) op_dropout_fwd(p->dev, &f, &fd, p->keep_prob, p->seed, p->stream + DROP_RELU);
   }
   Tensor y = tfm_view2(&s->tmp, r, d->d_model);
   op_linear_fwd(p->dev, &fd, &w2, &b2, &y);
@@ -456,12 +455,16 @@ static void ffn_bwd(const TfmLayer *l, const TfmPass *p, const TfmScratch *s, co
   if (d->post_norm) postnorm_bwd(p, l, TFM_LN2_G, &h, &mean, &rstd, dx, &dh);
   Tensor dy = residual_bwd(p, d->post_norm ? &dh : dx, &s->dtmp, DROP_FFN);
   op_linear_bwd(p->dev, &fd, &w2, &dy, &df, &g2, &gb2, true);
-  if (p->keep_prob < 1.0f)
-    op_dropout_bwd(p->dev, &df, &df, p->keep_prob, p->seed, p->stream + DROP_RELU);
-  if (d->gelu)
-    op_gelu_bwd(p->dev, &f, &df, &df);
-  else
-    op_relu_bwd(p->dev, &f, &df, &df);
+  if (d->gelu && p->keep_prob < 1.0f) {
+    op_gelu_dropout_bwd(p->dev, &f, &df, &df, p->keep_prob, p->seed, p->stream + DROP_RELU);
+  } else {
+    if (p->keep_prob < 1.0f)
+      op_dropout_bwd(p->dev, &df, &df, p->keep_prob, p->seed, p->stream + DROP_RELU);
+    if (d->gelu)
+      op_gelu_bwd(p->dev, &f, &df, &df);
+    else
+      op_relu_bwd(p->dev, &f, &df, &df);
+  }
   if (d->post_norm) {
     op_linear_bwd(p->dev, x, &w1, &df, dx, &g1, &gb1, true);
     op_add(p->dev, dx, &dh, dx);

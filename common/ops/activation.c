@@ -180,3 +180,18 @@ void op_dropout_bwd_cpu(const Device *dev, const Tensor *dy, const Tensor *dx,
   op_dropout_check("op_dropout_bwd", dy, dx, keep_prob);
   dropout_cpu(dy, dx, keep_prob, seed, stream);
 }
+
+void op_gelu_dropout_fwd_cpu(const Device *dev, const Tensor *x, const Tensor *y,
+                             float keep_prob, uint64_t seed, uint64_t stream) {
+  op_dropout_check("op_gelu_dropout_fwd", x, y, keep_prob);
+  op_gelu_fwd_cpu(dev, x, y);
+  op_dropout_fwd_cpu(dev, y, y, keep_prob, seed, stream);
+}
+
+void op_gelu_dropout_bwd_cpu(const Device *dev, const Tensor *x, const Tensor *dy,
+                             const Tensor *dx, float keep_prob, uint64_t seed, uint64_t stream) {
+  op_dropout_check("op_gelu_dropout_bwd", dy, dx, keep_prob);
+  op_same_size_check("op_gelu_dropout_bwd", x, dy);
+  op_dropout_bwd_cpu(dev, dy, dx, keep_prob, seed, stream);
+  op_gelu_bwd_cpu(dev, x, dx, dx);
+}

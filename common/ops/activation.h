@@ -36,7 +36,19 @@ extern "C" {
   X(op_dropout_bwd,                                                                     \
     (const Device *dev, const Tensor *dy, const Tensor *dx, float keep_prob,            \
      uint64_t seed, uint64_t stream),                                                   \
-    (dev, dy, dx, keep_prob, seed, stream))
+    (dev, dy, dx, keep_prob, seed, stream))                                             \
+  /* A feed-forward layer's middle: y = dropout(gelu(x)), and dx = gelu'(x) times       \
+     dropout's backward of dy, with op_dropout's mask for (seed, stream). On CUDA       \
+     each is one pass (gelu's value not rounded to the dtype before the dropout);       \
+     the CPU composes the ops above, so its bits are theirs. y may be x, dx dy. */      \
+  X(op_gelu_dropout_fwd,                                                                \
+    (const Device *dev, const Tensor *x, const Tensor *y, float keep_prob, uint64_t seed, \
+     uint64_t stream),                                                                  \
+    (dev, x, y, keep_prob, seed, stream))                                               \
+  X(op_gelu_dropout_bwd,                                                                \
+    (const Device *dev, const Tensor *x, const Tensor *dy, const Tensor *dx,            \
+     float keep_prob, uint64_t seed, uint64_t stream),                                  \
+    (dev, x, dy, dx, keep_prob, seed, stream))
 OPS_DECLARE(OPS_ACTIVATION)
 
 // Shared by the two backends and attention (activation.c); each dies naming

@@ -1,5 +1,6 @@
-// activation_cuda.cu: GELU, softmax and dropout on the GPU. Softmax runs
-// one block per row; its masked form is the middle of attention_cuda.cu.
+// activation_cuda.cu: GELU, softmax, dropout, and GELU with dropout in one
+// pass, on the GPU. Softmax runs one block per row; its masked form is the
+// middle of attention_cuda.cu.
 #include "core/rng.h"
 #include "ops/activation.h"
 #include "ops/cuda.cuh"
@@ -150,4 +151,39 @@ extern "C" void op_dropout_bwd_cuda(const Device *dev, const Tensor *dy, const T
                                     float keep_prob, uint64_t seed, uint64_t stream) {
   op_dropout_check("op_dropout_bwd", dy, dx, keep_prob);
   dropout_launch(dev, dy, dx, keep_prob, seed, stream);
+}
+
+// ---------------------------------------------------------------- GELU + dropout
+struct GeluDropoutFwd {
+  Dropout drop;
+  __device__ float operator()(float x, float, int64_t i) const {
+    return drop(GeluFwd()(x, 0.0f, i), 0.0f, i);
+  }
+};
+
+struct GeluDropoutBwd {
+  Dropout drop;
+  __device__ float operator()(float x, float dy, int64_t i) const {
+    return GeluBwd()(x, drop(dy, 0.0f, i), i);
+  }
+};
+
+extern "C" void op_gelu_dropout_fwd_cuda(const Device *dev, const Tensor *x, const Tensor *y,
+                                         float keep_prob, uint64_t seed, uint64_t stream) {
+  op_dropout_check("op_gelu_dropout_fwd", x, y, keep_prob);
+  GeluDropoutFwd fn = {{keep_prob, 1.0f / keep_prob, seed, stream}};
+  OPS_FLOAT_DISPATCH(
+      "op_gelu_dropout_fwd", x->dtype,
+      ops_pointwise<scalar_t>(dev, x->data, NULL, y->data, tensor_numel(x), fn));
+}
+
+extern "C" void op_gelu_dropout_bwd_cuda(const Device *dev, const Tensor *x, const Tensor *dy,
+                                         const Tensor *dx, float keep_prob, uint64_t seed,
+                                         uint64_t stream) {
+  op_dropout_check("op_gelu_dropout_bwd", dy, dx, keep_prob);
+  op_same_size_check("op_gelu_dropout_bwd", x, dy);
+  GeluDropoutBwd fn = {{keep_prob, 1.0f / keep_prob, seed, stream}};
+  OPS_FLOAT_DISPATCH(
+      "op_gelu_dropout_bwd", x->dtype,
+      ops_pointwise<scalar_t>(dev, x->data, dy->data, dx->data, tensor_numel(x), fn));
 }

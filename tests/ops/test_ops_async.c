@@ -251,6 +251,8 @@ static void seq_calls(void *arg) {
   OP(op_softmax_bwd(d, &c->y, &c->dy, &c->dx));
   OP(op_dropout_fwd(d, &c->x, &c->y, 0.9f, 7, 1));
   OP(op_dropout_bwd(d, &c->dy, &c->dx, 0.9f, 7, 1));
+  OP(op_gelu_dropout_fwd(d, &c->x, &c->y, 0.9f, 7, 1));
+  OP(op_gelu_dropout_bwd(d, &c->x, &c->dy, &c->dx, 0.9f, 7, 1));
   AttnDropout drop = {0.9f, 7, 2};
   OP(op_attention_fwd(d, &c->q, &c->k, &c->v, &c->key_len, false, NULL, &c->probs, NULL, &c->out));
   OP(op_attention_fwd(d, &c->q, &c->k, &c->v, NULL, true, &drop, &c->probs, &c->scratch, &c->out));

@@ -345,6 +345,10 @@ RUN(run_dropout) {
   op_dropout_fwd(dev, &t[0], &t[2], r->f[0], (uint64_t)r->k[0], (uint64_t)r->k[1]);
   op_dropout_bwd(dev, &t[1], &t[3], r->f[0], (uint64_t)r->k[0], (uint64_t)r->k[1]);
 }
+RUN(run_gelu_dropout) {
+  op_gelu_dropout_fwd(dev, &t[0], &t[2], r->f[0], (uint64_t)r->k[0], (uint64_t)r->k[1]);
+  op_gelu_dropout_bwd(dev, &t[0], &t[1], &t[3], r->f[0], (uint64_t)r->k[0], (uint64_t)r->k[1]);
+}
 
 // erff and expf on the GPU are within 2 ulp of the host's: tol_rounded.
 #define ROWWISE(name, fn, m, n, lo, hi, grad)                                                    \
@@ -369,6 +373,21 @@ static const Row kActivation[] = {
      {{"x", 'x', "01", -4, 4}, {"dy", 'x', "01", -1, 1}, {"y", 'o', "01", .zeros = true},
       {"dx", 'o', "01", .zeros = true}},
      ALL_DT, tol_rounded, .f = {0.8f}, .k = {9, 3}},
+    // GELU and dropout in one pass (keep 0.8, seed 9, stream 4; and keep 1):
+    // the same zeros; the CPU rounds GELU's value before the dropout's
+    // scaling, both in fp32, CUDA rounds once to the dtype: tol_rounded.
+    // The gradient check differences the CPU's y for its fixed mask.
+    {"gelu_dropout", run_gelu_dropout, {37, 1000},
+     {{"x", 'x', "01", -4, 4}, {"dy", 'x', "01", -1, 1}, {"y", 'o', "01", .zeros = true},
+      {"dx", 'o', "01", .zeros = true}},
+     ALL_DT, tol_rounded, .unaligned = true, .f = {0.8f}, .k = {9, 4}},
+    {"gelu_dropout", run_gelu_dropout, {5, 31},
+     {{"x", 'x', "01", -3, 3}, {"dy", 'x', "01", -1, 1}, {"y", 'o', "01", .zeros = true},
+      {"dx", 'o', "01", .zeros = true}},
+     ALL_DT, tol_rounded, .f = {0.7f}, .k = {9, 4}, .fd = GRAD_XY},
+    {"gelu_dropout", run_gelu_dropout, {3, 7},
+     {{"x", 'x', "01", -3, 3}, {"dy", 'x', "01", -1, 1}, {"y", 'o', "01"}, {"dx", 'o', "01"}},
+     ALL_DT, tol_rounded, .f = {1.0f}, .k = {9, 4}, .fd = GRAD_XY},
 };
 
 // ================================================================ norm
