@@ -102,7 +102,22 @@ bool ops_gemm_lt(const Device *dev, const OpsGemm *g, OpsGemmEpilogue epilogue, 
   cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(dev->cublaslt, p.desc, p.a, p.b, p.c,
                                                           p.c, p.pref, 1, &found, &count);
   bool ok = status == CUBLAS_STATUS_SUCCESS && count > 0;
-  if (status != CUBLAS_STATUS_NOT_SUPPORTED) CHECK_CUBLAS(status);
+  // Declined (an unsupported combination, or an alignment it refuses): said
+  // once a process, and the caller takes its separate passes.
+  if (status != CUBLAS_STATUS_NOT_SUPPORTED && status != CUBLAS_STATUS_INVALID_VALUE)
+    CHECK_CUBLAS(status);
+  static bool said;
+  if (!ok && !said) {
+    said = true;
+    fprintf(stderr,
+            "op_gemm: cuBLASLt offers no %s epilogue for %lld x %lld x %lld (%s in, %s out, "
+            "%s bias): %s; separate passes instead (said once)\n",
+            epilogue == OPS_GEMM_BIAS ? "BIAS" : "BGRADB", (long long)g->m, (long long)g->n,
+            (long long)g->k, dtype_name(g->ab_dtype), dtype_name(g->c_dtype),
+            dtype_name(bias_dtype), count == 0 && status == CUBLAS_STATUS_SUCCESS
+                                        ? "no algorithm"
+                                        : cublasGetStatusString(status));
+  }
   if (ok)
     CHECK_CUBLAS(cublasLtMatmul(dev->cublaslt, p.desc, &g->alpha, g->b, p.a, g->a, p.b, &g->beta,
                                 g->c, p.c, g->c, p.c, &found.algo, dev->workspace, workspace,
