@@ -20,7 +20,9 @@ Each side: 5 warm-up steps (the trainer's), then --steps timed steps,
 PyTorch's. Ours runs with its default attention (fused kernels on the GPU in
 fp16 and bf16) and, where that was the fused one, again with
 --fused_attention=false, in its own column; on the GPU also with
---linear_epilogues=false (the biases in passes of their own). Writes
+--linear_epilogues=false (the biases in passes of their own); then one more
+run of ours (bf16 where it ran) timed op by op for --profile_steps steps,
+whose table goes in the results file. Writes
 tests/bench/results/bert_<date>_<gpu>.{json,md}.
 
     python3 tests/bench/bench_bert.py [--build build] [--batch 32]
@@ -112,6 +114,8 @@ def main():
     p.add_argument("--torch_attention", default="sdpa", choices=["sdpa", "eager"],
                    help="transformers' attention: fused scaled_dot_product_attention, or eager "
                         "(the probabilities materialised, as ours)")
+    p.add_argument("--profile_steps", type=int, default=5,
+                   help="steps of one more run of ours, timed op by op, for the results file (0: none)")
     p.add_argument("--smoke", action="store_true")
     args = p.parse_args()
     torch = benchlib.require_torch(NAME, cuda=args.device == "cuda", modules=("transformers",),
@@ -140,8 +144,10 @@ def main():
             print(f"{prec:5s}  ours {o:9.1f} sequences/s{both}, {v['attention']} attention  transformers "
                   f"{t:9.1f} sequences/s  ours/torch {o / t:.2f}  (parameters {param_count(out)} / "
                   f"{torch_params}; attention {attn})", flush=True)
-    if args.smoke:
-        return
+        if args.smoke:
+            return
+        profile_prec, profile = benchlib.profile_run(
+            lambda pr, flags: run_ours(args, folder, pr, flags), precisions, args.profile_steps)
     device = torch.cuda.get_device_name(0)
     md = [f"# BERT fine-tuning throughput, {benchlib.utc_stamp()}, {device}", "",
           f"BERT-large (24 layers, 1024 wide, 16 heads), batch {args.batch} windows x "
@@ -159,9 +165,10 @@ def main():
            f"{benchlib.rate_cell(r['ours_unfused'], '%.1f')} | "
            f"{benchlib.rate_cell(r['ours_separate_bias'], '%.1f')} | {r['pytorch']:.1f} | "
            f"{r['ratio']:.2f} |" for r in rows]
+    md += benchlib.profile_lines("bert", profile_prec, profile)
     versions = dict(benchlib.torch_versions(torch), transformers=transformers.__version__)
     record = dict(device=device, batch=args.batch, max_seq_length=args.max_seq_length, steps=args.steps,
-                  repeats=args.repeats, rows=rows, versions=versions)
+                  repeats=args.repeats, rows=rows, versions=versions, profile=profile)
     benchlib.write_results("bert", benchlib.utc_stamp(), device, record, "\n".join(md) + "\n")
 
 

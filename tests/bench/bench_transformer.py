@@ -20,7 +20,9 @@ Each side: 5 warm-up steps (the trainer's), then --steps timed steps,
 tokens) and ours over PyTorch's. Ours runs with its default attention (fused
 kernels on the GPU in fp16 and bf16) and, where that was the fused one,
 again with --fused_attention=false, in its own column; on the GPU also
-with --linear_epilogues=false (the biases in passes of their own). Writes
+with --linear_epilogues=false (the biases in passes of their own); then one
+more run of ours (bf16 where it ran) timed op by op for --profile_steps
+steps, whose table goes in the results file. Writes
 tests/bench/results/transformer_<date>_<gpu>.{json,md}.
 
     python3 tests/bench/bench_transformer.py [--build build] [--config full]
@@ -127,6 +129,8 @@ def main():
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--precisions", default="fp32,tf32,bf16,fp16")
+    p.add_argument("--profile_steps", type=int, default=5,
+                   help="steps of one more run of ours, timed op by op, for the results file (0: none)")
     p.add_argument("--smoke", action="store_true")
     args = p.parse_args()
     torch = benchlib.require_torch(NAME, cuda=args.device == "cuda")
@@ -152,6 +156,8 @@ def main():
               f"tokens/s  ratio {o / t:.2f}")
     if args.smoke:
         return
+    profile_prec, profile = benchlib.profile_run(
+        lambda pr, flags: run_ours(args, dims, pr, flags), precisions, args.profile_steps)
     device = torch.cuda.get_device_name(0)
     md = [f"# Transformer training throughput, {benchlib.utc_stamp()}, {device}", "",
           f"Batch {batch} pairs x {args.max_length} tokens a side ({args.max_tokens} tokens), "
@@ -167,8 +173,10 @@ def main():
            f"{benchlib.rate_cell(r['ours_unfused'], '%.0f')} | "
            f"{benchlib.rate_cell(r['ours_separate_bias'], '%.0f')} | {r['pytorch']:.0f} | "
            f"{r['ratio']:.2f} |" for r in rows]
+    md += benchlib.profile_lines("transformer", profile_prec, profile)
     record = dict(device=device, batch=batch, max_length=args.max_length, steps=args.steps,
-                  repeats=args.repeats, rows=rows, versions=benchlib.torch_versions(torch))
+                  repeats=args.repeats, rows=rows, versions=benchlib.torch_versions(torch),
+                  profile=profile)
     benchlib.write_results("transformer", benchlib.utc_stamp(), device, record, "\n".join(md) + "\n")
 
 

@@ -150,6 +150,24 @@ def ours_variants(name, run_once, repeats, gpu):
                 out=runs[0][1])
 
 
+def profile_run(run_once, precisions, steps):
+    """The precision profiled (bf16 where it ran, else the first) and the
+    op-by-op table of one more run of ours with --profile_steps=steps
+    (run_once(precision, flags) -> (rate, output)); "" with steps 0."""
+    prec = "bf16" if "bf16" in precisions else precisions[0]
+    if not steps:
+        return prec, ""
+    return prec, profile_block(run_once(prec, [f"--profile_steps={steps}"])[1])
+
+
+def profile_lines(program, precision, profile):
+    """The results file's lines for a profile_run table (none when empty)."""
+    if not profile:
+        return []
+    return ["", f"Where our {precision} step goes (`{program} --profile_steps`, default "
+            "flags; each op synchronised, so a little slower than above):", "", "```", profile, "```"]
+
+
 def rate_cell(rate, fmt):
     """A table cell for an optional rate: fmt % rate, or '-'."""
     return fmt % rate if rate else "-"
