@@ -360,10 +360,19 @@ static void layernorm_bwd(const TfmPass *p, const TfmLayer *l, TfmRole gamma, co
   op_add(p->dev, dx, &dln, dx);
 }
 
-// dacc += the input gradient of y = x W + b (into dtmp first).
+// dacc += the input gradient of y = x W + b.
+// On CUDA the product adds into dacc itself (beta 1: no pass over a
+// temporary). The CPU computes it into dtmp and adds, keeping the order its
+// sums always had (OpenBLAS's beta-1 product adds each block of the inner
+// dimension onto dacc in turn, which rounds differently).
 static void linear_bwd_add(const TfmPass *p, const Tensor *x, const Tensor *w, const Tensor *dy,
                            const Tensor *dw, const Tensor *db, const Tensor *dtmp,
                            const Tensor *dacc) {
+  if (p->dev->kind == DEVICE_CUDA) {
+    op_linear_bwd(p->dev, x, w, dy, NULL, dw, db, true);
+    op_gemm(p->dev, dy, false, w, false, dacc, 1.0f, 1.0f);
+    return;
+  }
   Tensor dx = tfm_view2(dtmp, dacc->shape[0], dacc->shape[1]);
   op_linear_bwd(p->dev, x, w, dy, &dx, dw, db, true);
   op_add(p->dev, dacc, &dx, dacc);
