@@ -244,10 +244,10 @@ static int64_t nmt_train_step(void *trainer, int64_t epoch, int64_t i) {
 
 // The beam search's view of the model: each hypothesis's k best tokens and
 // its log-sum-exp picked where the logits are (op_topk, op_logsumexp), so
-// a GPU copies (n, k) values per step instead of (n, vocab) logits.
-// One buffer on the device for a step's picks, copied back in one piece:
-// the (n, k) values in the logits' dtype, then (n, k) int32 ids, then (n)
-// fp32 norms, each part starting 16 bytes aligned; host is its copy.
+// a GPU copies (n, k) values per step instead of (n, vocab) logits. The
+// picks share one buffer on the device, copied back in one piece (one wait
+// a step): the (n, k) values in the logits' dtype, then (n, k) int32 ids,
+// then (n) fp32 norms, each part 16-byte aligned; host is its copy.
 typedef struct BeamPick {
   NmtTrainer *r;
   void *dev_buf, *host;
