@@ -2,8 +2,10 @@
 # `make bench`: runs every benchmark this machine can. Each prints its table
 # and writes tests/bench/results/; it prints "SKIP <name>: <why>" when this
 # machine lacks what it needs (a GPU, PyTorch, the program).
-# Usage: run_all.sh BUILD_DIR [NAME,NAME...]
-#   NAMEs (conv, gemm, resnet, ...) run only those benchmarks.
+# Usage: [BENCH_PRECISIONS=bf16,fp32] run_all.sh BUILD_DIR [NAME,NAME...]
+#   NAMEs (conv, gemm, resnet, ...) run only those benchmarks;
+#   BENCH_PRECISIONS is passed as --precisions to the table's scripts that
+#   take it (resnet, transformer, bert), to fit a short GPU call.
 # A benchmark is a row of the table below (a built program and the Python
 # script that runs it beside PyTorch), or a tests/bench/bench_*.sh of its own
 # (decode, loader, ncf, ssd, allreduce, scaling: each checks what it needs and
@@ -28,6 +30,9 @@ while read -r name program script args; do
   if [[ ! -x $build/$program ]]; then
     echo "SKIP bench_$name: $build/$program is not built"
     continue
+  fi
+  if [[ -n ${BENCH_PRECISIONS:-} ]] && grep -q -- '"--precisions"' "$script"; then
+    args+=" --precisions $BENCH_PRECISIONS"
   fi
   # shellcheck disable=SC2086  # args: the table's flags, split on spaces
   python3 "$script" --build "$build" $args || status=1
