@@ -65,7 +65,9 @@ Differences that stay:
   saturation are the same;
 - the loss's cross-entropy is fp32 (the trainer computes it in double and
   rounds once), which may reorder near-tied negatives in the mining;
-- fp32 only (the `precision` key must be fp32); no multi-rank run.
+- the `precision` key as the trainer reads it: bf16 or fp16 autocast over
+  fp32 master weights (fp16 with a GradScaler), TF32 for tf32, fp32 on the
+  CPU; no multi-rank run.
 Prints the trainer's epoch lines ("pytorch: epoch N: mAP X (target Y), ...;
 train T s, eval E s") and its last line ("pytorch: target reached, time to
 train S s"), which `make bench-cpu` reads.
@@ -569,8 +571,11 @@ def main():
     raw = args.raw or (args.data_dir and os.path.join(args.data_dir, "raw"))
     if not raw:
         raise SystemExit("pytorch_reference: give --data_dir (or --raw)")
-    if conf["precision"] != "fp32":
-        raise SystemExit(f"pytorch_reference: precision '{conf['precision']}' is not supported (fp32 only)")
+    precision = conf["precision"]
+    if precision not in ("fp32", "tf32", "bf16", "fp16"):
+        raise SystemExit(f"pytorch_reference: precision '{precision}' is not fp32, tf32, bf16 or fp16")
+    if precision != "fp32" and args.device == "cpu":
+        raise SystemExit(f"pytorch_reference: precision '{precision}' needs a GPU (the CPU run is fp32)")
     if conf["backbone"]:  # never random weights where the config asks for pretrained ones
         raise SystemExit(f"pytorch_reference: backbone '{conf['backbone']}': pretrained backbones are not "
                          "supported (random initialisation only)")
@@ -631,6 +636,16 @@ def main():
     val_set = Detection(val_items, side, None, 1, args.seed, False)
     val_loader = torch.utils.data.DataLoader(val_set, batch_size=batch, sampler=EpochOrder(len(val_items), 0, False),
                                              num_workers=workers, persistent_workers=workers > 0)
+    # The trainer's precision: bf16 or fp16 autocast over fp32 master weights
+    # (fp16 with a GradScaler), TF32 for tf32; the loss in fp32.
+    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+    torch.backends.cudnn.allow_tf32 = precision == "tf32"
+    lowp = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    scaler = torch.amp.GradScaler(enabled=precision == "fp16")
+
+    def autocast():
+        return torch.autocast(args.device, dtype=lowp or torch.float32, enabled=lowp is not None)
+
     step, m = 0, 0.0
     model.train()
     for epoch in range(1, epochs + 1):
@@ -640,11 +655,13 @@ def main():
         for x, labels, offsets in train_loader:
             for g in opt.param_groups:
                 g["lr"] = lr_at(step)
-            loc, logits = model(prep(x.to(dev)))
-            loss = ssd_loss(loc, logits, offsets.to(dev), labels.to(dev))
+            with autocast():
+                loc, logits = model(prep(x.to(dev)))
+            loss = ssd_loss(loc.float(), logits.float(), offsets.to(dev), labels.to(dev))
             opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
             losses.append(loss.item())
             step += 1
         mean_loss = sum(losses) / len(losses)
@@ -653,7 +670,9 @@ def main():
             print(f"pytorch: epoch {epoch}: no eval (cadence), mean train loss {mean_loss:.4f}; "
                   f"train {t1 - t0:.1f} s", flush=True)
             continue
-        m, ap50, ap75 = evaluate(model, val_loader, prep, db_xywh, category_ids, annotations, args.coco_eval, dev)
+        with autocast():
+            m, ap50, ap75 = evaluate(model, val_loader, prep, db_xywh, category_ids, annotations,
+                                     args.coco_eval, dev)
         # The trainer's epoch line, "pytorch" for its benchmark's name.
         print(f"pytorch: epoch {epoch}: mAP {m:.4f} (target {target:.4f}), AP50 {ap50:.4f}, AP75 {ap75:.4f}, "
               f"mean train loss {mean_loss:.4f}; train {t1 - t0:.1f} s, eval {time.time() - t1:.1f} s",
