@@ -60,7 +60,10 @@ Differences that stay:
   reference a Philox pass in int64 tensor ops per dropped tensor
   (--torch_dropout avoids it), and the beam search's bookkeeping runs on
   the host in Python;
-- fp32 only (the trainer's `precision` key is ignored).
+- low precision through PyTorch's autocast: the `precision` key as the
+  trainer reads it (bf16 or fp16 products over fp32 master weights, fp16
+  with a GradScaler; TF32 for tf32; fp32 on the CPU), rounded elsewhere
+  than the trainer rounds; Adam fused on CUDA.
 Prints the trainer's epoch lines ("pytorch: epoch N: BLEU X (target Y)
 ...; train T s, eval E s") and its last line ("pytorch: target reached,
 time to train S s"), which `make bench-cpu` reads (with --torch_dropout:
@@ -824,8 +827,11 @@ def main():
         conf["max_epochs"] = str(args.max_epochs)
     if args.threads:
         torch.set_num_threads(args.threads)
-    if conf.get("precision", "fp32") != "fp32":
-        print(f"pytorch: precision {conf['precision']} ignored: this reference trains in fp32")
+    precision = conf.get("precision", "fp32")
+    if precision not in ("fp32", "tf32", "bf16", "fp16"):
+        p.error(f"precision '{precision}' is not fp32, tf32, bf16 or fp16")
+    if precision != "fp32" and args.device == "cpu":
+        p.error(f"precision '{precision}' needs a GPU (the CPU run is fp32)")
     dev, seed = args.device, args.seed
     torch.manual_seed(seed)
     raw = args.raw or os.path.join(args.data_dir, "raw")
@@ -839,7 +845,16 @@ def main():
                            sizes["enc_layers"], sizes["dec_layers"], max_positions, seed).to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=float(conf["learning_rate"]),
                            betas=(float(conf["adam_beta1"]), float(conf["adam_beta2"])),
-                           eps=float(conf["adam_eps"]))
+                           eps=float(conf["adam_eps"]), fused=dev == "cuda")
+    # The trainer's precision: bf16 or fp16 autocast over fp32 master weights
+    # (fp16 with a GradScaler), TF32 for tf32; the loss in fp32.
+    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+    lowp = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    scaler = torch.amp.GradScaler(enabled=precision == "fp16")
+
+    def autocast():
+        return torch.autocast(dev, dtype=lowp or torch.float32, enabled=lowp is not None)
+
     # Keep probabilities in fp32, as the trainer holds them.
     keep = np.float32(1.0) - np.float32(conf["dropout"])
     attn_keep = np.float32(1.0) - np.float32(conf["attention_dropout"])
@@ -869,21 +884,24 @@ def main():
         for i, members in enumerate(plan):
             src, tgt_in, tgt_out, src_len = make_batch(train_pairs, members, dev)
             drop = Dropout(keep, attn_keep, seed, ((epoch << 24) + i) << STREAM_BITS, not args.torch_dropout)
-            logits = model(src, src_len, tgt_in, drop)
-            loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), tgt_out.view(-1), ignore_index=PAD,
-                                   label_smoothing=smoothing)
+            with autocast():
+                logits = model(src, src_len, tgt_in, drop)
+            loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), tgt_out.view(-1),
+                                   ignore_index=PAD, label_smoothing=smoothing)
             opt.zero_grad(set_to_none=True)
-            loss.backward()
+            scaler.scale(loss).backward()
             for g in opt.param_groups:
                 g["lr"] = float(np.float32(rsqrt_lr(conf, step)))
-            opt.step()
+            scaler.step(opt)
+            scaler.update()
             step += 1
             loss_sum += loss.detach()
         mean_loss = loss_sum.item() / len(plan)
         t1 = time.perf_counter()
         if (epoch + offset) % every:
             continue  # not an eval epoch (the trainer's cadence)
-        score, hyps = evaluate(model, vocab, eval_pairs, refs, conf, dev)
+        with autocast():
+            score, hyps = evaluate(model, vocab, eval_pairs, refs, conf, dev)
         t2 = time.perf_counter()
         epochs.append(dict(epoch=epoch, bleu=score, loss=mean_loss, steps=len(plan), train_s=t1 - t0,
                            eval_s=t2 - t1))
