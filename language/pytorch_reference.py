@@ -60,8 +60,12 @@ Differences that stay:
   generated sets are ASCII and typographic quotes), and Python's
   str.lower() of one character where the trainer takes utf8proc's simple
   mapping (the two differ only where the full mapping is longer);
-- one process: no data parallelism over MPI ranks, fp32 only (the CPU
-  trainer's precision).
+- one process: no data parallelism over MPI ranks;
+- low precision through PyTorch's autocast: the `precision` key as the
+  trainer reads it (bf16 or fp16 products over fp32 master weights, fp16
+  with a GradScaler; TF32 for tf32; fp32 on the CPU), rounded elsewhere
+  than the trainer rounds; AdamW fused on CUDA (on the CPU the
+  single-tensor loop, whose arithmetic the trainer's follows).
 Prints the trainer's epoch lines ("pytorch: epoch N: F1 X (target Y), ...;
 train T s, eval E s") and its last line ("pytorch: target reached, time to
 train S s"), which `make bench-cpu` reads (with --dropout_rng=torch: the
@@ -635,6 +639,11 @@ def main():
     conf = read_conf(args.config)
     if args.max_epochs:
         conf["max_epochs"] = str(args.max_epochs)
+    precision = conf.get("precision", "fp32")
+    if precision not in ("fp32", "tf32", "bf16", "fp16"):
+        raise SystemExit(f"pytorch_reference: precision '{precision}' is not fp32, tf32, bf16 or fp16")
+    if precision != "fp32" and args.device == "cpu":
+        raise SystemExit(f"pytorch_reference: precision '{precision}' needs a GPU (the CPU run is fp32)")
     dev = torch.device(args.device)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -659,7 +668,18 @@ def main():
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": float(conf["weight_decay"])},
                              {"params": no_decay, "weight_decay": 0.0}], lr=0.0,
                             betas=(float(conf["adam_beta1"]), float(conf["adam_beta2"])),
-                            eps=float(conf["adam_eps"]), foreach=False)
+                            eps=float(conf["adam_eps"]),
+                            **({"fused": True} if dev.type == "cuda" else {"foreach": False}))
+    # The trainer's precision: bf16 or fp16 autocast over fp32 master weights
+    # (fp16 with a GradScaler, unscaled before the clipping), TF32 for tf32;
+    # the loss in fp32.
+    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+    lowp = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    scaler = torch.amp.GradScaler(enabled=precision == "fp16")
+
+    def autocast():
+        return torch.autocast(dev.type, dtype=lowp or torch.float32, enabled=lowp is not None)
+
     vocab = load_vocab(os.path.join(ckpt, "vocab.txt"))
     n_params = sum(p.numel() for p in model.parameters())
     print(f"pytorch: {ckpt}: {len(model.layers)} layers, width {mcfg['hidden_size']}; {n_params} parameters "
@@ -670,7 +690,8 @@ def main():
         raw = os.path.join(args.data_dir, "raw")
         examples, dev_windows = build_windows(os.path.join(raw, "dev-v1.1.json"), vocab, seq, stride,
                                               args.max_query_length)
-        f1, em = evaluate(model, examples, dev_windows, conf, dev)
+        with autocast():
+            f1, em = evaluate(model, examples, dev_windows, conf, dev)
         print(f"pytorch: before training: F1 {f1:.2f}, EM {em:.2f}", flush=True)
 
     start_s = time.time()  # the trainer's run_start
@@ -701,35 +722,39 @@ def main():
     model.train()
     for epoch in range(1, epochs + 1):
         order = epoch_order(train, args.seed, epoch, batch, group)
-        loss_sum = 0.0
+        loss_sum = torch.zeros((), device=dev)  # read once an epoch, as the trainer does
         t0 = time.time()
         for i in range(steps_per_epoch):
             idx = [order[(i * batch + j) % len(train)] for j in range(batch)]
             ids, types, lens, starts, ends = make_batch(train, idx, dev)
             drop = Dropout(model.dropout, model.attn_dropout, args.seed, epoch * steps_per_epoch + i,
                            args.dropout_rng == "philox")
-            start_l, end_l = model(ids, types, lens, drop)
+            with autocast():
+                start_l, end_l = model(ids, types, lens, drop)
             # The mean over the 2B rows: (mean CE(start) + mean CE(end)) / 2.
-            loss = F.cross_entropy(torch.cat([start_l, end_l]), torch.cat([starts, ends]))
+            loss = F.cross_entropy(torch.cat([start_l, end_l]).float(), torch.cat([starts, ends]))
             opt.zero_grad(set_to_none=True)
-            loss.backward()
+            scaler.scale(loss).backward()
             if clip > 0:
+                scaler.unscale_(opt)
                 torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
             for g in opt.param_groups:
                 g["lr"] = lr_at(step)
-            opt.step()
+            scaler.step(opt)
+            scaler.update()
             step += 1
-            loss_sum += loss.item()
+            loss_sum += loss.detach()
             if losses:
                 losses.write(f"{step} {loss.item():.6f}\n")
                 losses.flush()
-        mean_loss = loss_sum / steps_per_epoch
+        mean_loss = loss_sum.item() / steps_per_epoch
         t1 = time.time()
         if (epoch + offset) % every != 0:
             print(f"pytorch: epoch {epoch}: no eval (cadence), mean train loss {mean_loss:.4f}; "
                   f"train {t1 - t0:.1f} s", flush=True)
             continue
-        f1, em = evaluate(model, examples, dev_windows, conf, dev)
+        with autocast():
+            f1, em = evaluate(model, examples, dev_windows, conf, dev)
         # The trainer's epoch line, "pytorch" for its benchmark's name.
         print(f"pytorch: epoch {epoch}: F1 {f1:.2f} (target {100 * target:.1f}), EM {em:.2f}, step {step}, "
               f"mean train loss {mean_loss:.4f}; train {t1 - t0:.1f} s, eval {time.time() - t1:.1f} s",
