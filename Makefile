@@ -8,7 +8,8 @@
 #                                  N runs with seeds SEED.., in the MLPerf submission layout
 #                                  under OUT, and their score (scripts/seeds.sh)
 #   make bench                     the benchmarks this machine can run
-#   make bench-cpu                 the small trainers' CPU steps beside PyTorch eager, 1 and 2 threads
+#   make bench-cpu                 the small trainers' CPU steps beside PyTorch eager, 1 and 2 threads;
+#                                  time to target at the small scale; the medium configs' smoke runs
 #   make test-emu                  the CUDA code on the CPU emulator (tests/emu)
 #   make test-san                  the C test programs under ASan + UBSan (SANITIZE=1 build)
 #   make test-matrix               order-dependent tests under every OpenBLAS kernel set (tests/matrix.sh)

@@ -42,6 +42,10 @@ decoding included), at the largest --threads, the small data sets made
 under data/ when missing; also the mean time of an eval of the val set.
 These are tests/bench/ttt.py's runs and table (which also runs several
 seeds, and the medium configs on a GPU). This part takes minutes per config.
+Then (--smoke) each medium config, both sides, for one epoch and its eval
+in fp32 on a few records of its data's kind (ttt.py --scale smoke, under
+4 minutes for the five on two cores): that the configs and the references
+run before a GPU call spends its minutes on them.
 
 Prints the tables with ours / PyTorch and writes
 tests/bench/results/cpu_<moment>_<machine>.{json,md}.
@@ -49,7 +53,7 @@ tests/bench/results/cpu_<moment>_<machine>.{json,md}.
     python3 tests/bench/bench_cpu.py [--build build] [--threads 1,2] [--repeats 3]
         [--rows resnet,ncf,transformer,ssd,bert] [--data_dir data/ncf/small]
         [--bert_data data/bert/small] [--ttt resnet,ncf,transformer,ssd,bert|none]
-        [--ttt_seed 1]
+        [--ttt_seed 1] [--smoke resnet,ncf,transformer,ssd,bert|none]
 """
 import argparse
 import importlib.util
@@ -298,13 +302,14 @@ class BertRows:
 KINDS = {"resnet": ResNetRows, "ncf": NCFRows, "transformer": TransformerRows, "ssd": SSDRows,
          "bert": BertRows}
 
-def ttt_runs(benches, args, threads):
+def ttt_runs(benches, args, threads, scale="small"):
     """Each small config from --ttt_seed to its target, ours then its
-    PyTorch reference, at threads (tests/bench/ttt.py's runs)."""
-    opts = argparse.Namespace(build=args.build, scale="small", device="cpu", threads=threads,
-                              machine=machine(), seeds=[args.ttt_seed], benches=benches,
-                              sides=list(ttt.SIDES), budget=None)
+    PyTorch reference, at threads (tests/bench/ttt.py's runs); with scale
+    smoke, each medium config's one-epoch check on a few records."""
     with tempfile.TemporaryDirectory() as logs:
+        opts = argparse.Namespace(build=args.build, scale=scale, device="cpu", threads=threads,
+                                  machine=machine(), seeds=[args.ttt_seed], benches=benches,
+                                  sides=list(ttt.SIDES), budget=None, logs=logs)
         return ttt.plan_and_run(opts, lambda b, side, seed, timeout: ttt.run_side(b, side, seed, opts, timeout, logs),
                                 lambda b, timeout: ttt.prepare(b, opts, timeout))
 
@@ -333,12 +338,17 @@ def main():
                    help="small configs timed to their targets beside their PyTorch references, at the "
                         "largest --threads ('none': no such runs)")
     p.add_argument("--ttt_seed", type=int, default=1)
+    p.add_argument("--smoke", default=",".join(ttt.BENCHES),
+                   help="medium configs run for one epoch on a few records beside their PyTorch "
+                        "references (tests/bench/ttt.py --scale smoke; 'none': no such runs)")
     p.add_argument("--no_write", action="store_true", help="print the table only")
     args = p.parse_args()
     ttt_benches = [] if args.ttt == "none" else args.ttt.split(",")
-    for bench in ttt_benches:
-        if bench not in ttt.BENCHES:
-            p.error(f"--ttt: '{bench}' is none of {', '.join(ttt.BENCHES)} (or 'none')")
+    smoke_benches = [] if args.smoke == "none" else args.smoke.split(",")
+    for flag, benches in (("--ttt", ttt_benches), ("--smoke", smoke_benches)):
+        for bench in benches:
+            if bench not in ttt.BENCHES:
+                p.error(f"{flag}: '{bench}' is none of {', '.join(ttt.BENCHES)} (or 'none')")
     torch = benchlib.require_torch(NAME, cuda=False)
     threads = [int(t) for t in args.threads.split(",")]
     kinds = [KINDS[k](torch, args) for k in args.rows.split(",")]
@@ -380,10 +390,19 @@ def main():
         # The time-to-target tables without their title line.
         md += ["", f"Time to target from seed {args.ttt_seed} at {max(threads)} threads, one run a side:", ""]
         md += ttt.table(ttt_rows).splitlines()[2:]
+    smoke_rows = ttt_runs(smoke_benches, args, max(threads), "smoke") if smoke_benches else []
+    if smoke_rows:
+        md += ["", f"The medium configs, one epoch and its eval in fp32 on a few records of their data's "
+               f"kind (`ttt.py --scale smoke`: that both sides run, before a GPU call; no time to train), "
+               f"seed {args.ttt_seed}, {max(threads)} threads:", "",
+               "| benchmark | side | status | seconds | metric |", "|---|---|---|---:|---|"]
+        md += [f"| {r['bench']} | {r['side']} | {r['status']} | {ttt.fmt(r.get('seconds'))} | "
+               f"{r.get('metric') or '-'} |" for r in smoke_rows]
     text = "\n".join(md) + "\n"
     print(text)
     if not args.no_write:
         record = dict(machine=where, repeats=args.repeats, threads=threads, rows=rows, time_to_target=ttt_rows,
+                      medium_smoke=smoke_rows,
                       versions=benchlib.torch_versions(torch), nmt_length=args.nmt_length,
                       nmt_vocab=args.nmt_vocab)
         # The moment, not the day: a second run the same day (other --rows)

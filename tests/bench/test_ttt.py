@@ -6,6 +6,8 @@
   prints), the last metric the last eval_accuracy, the compliance verdict
   SUCCESS, the status reached; the Markdown's mean is the records' mean.
 - Our command on the CPU: fp32 where a GPU config says bf16.
+- --scale smoke: the config both sides read (the medium one with the smoke
+  keys, each once) and the data folder.
 - The output readers on the lines each trainer (common/train/run.c) and each
   pytorch_reference.py print, with an epoch without an eval and a run that
   ends short of its target.
@@ -112,6 +114,22 @@ case("ttt_cpu_runs_gpu_configs_in_fp32", "--precision=fp32" in cmd("bert", "medi
      "--precision=fp32" not in cmd("bert", "medium", "cuda") and "--precision=fp32" not in cmd("ncf", "small", "cpu"),
      [cmd("bert", "medium", "cpu"), cmd("bert", "medium", "cuda"), cmd("ncf", "small", "cpu")])
 
+# --scale smoke: the medium config with SMOKE_KEYS and the benchmark's own
+# keys, each once, every other medium key as it was; both sides read it,
+# from data/<bench>/smoke; ours gets no precision flag (the file says fp32).
+with tempfile.TemporaryDirectory() as tmp:
+    smoke = argparse.Namespace(build="build", scale="smoke", device="cpu", threads=None, logs=tmp)
+    path = ttt.conf_path("resnet", smoke)
+    text = open(path).read()
+    got, medium = ttt.read_conf(path), ttt.read_conf("image_classification/configs/medium.conf")
+    want = dict(medium, **ttt.SMOKE_KEYS, **ttt.SMOKE["resnet"][2])
+    once = all(sum(line.split("=", 1)[0].strip() == k for line in text.splitlines()) == 1 for k in want)
+    ours = ttt.command("resnet", "ours", 1, smoke, "x.log")
+    theirs = ttt.command("resnet", "pytorch", 1, smoke, "x.log")
+    case("ttt_smoke_config", got == want and once and f"--config={path}" in ours and f"--config={path}" in theirs
+         and "--data_dir=data/resnet/smoke" in ours and "--raw=data/resnet/smoke/raw" in theirs and
+         not any(f.startswith("--precision") for f in ours), [got, want, ours, theirs])
+
 # ---------------------------------------------------------------- the table
 def rec(bench, side, seed, status, seconds, machine="m", scale="medium"):
     return dict(bench=bench, side=side, seed=seed, status=status, seconds=seconds, epochs=3, metric="x 1",
@@ -198,6 +216,7 @@ with tempfile.TemporaryDirectory() as tmp:
             ("ttt_bad_side", ["--sides", "theirs"], "--sides: 'theirs'"),
             ("ttt_bad_seeds", ["--seeds", "1,x"], "--seeds"),
             ("ttt_bad_budget", ["--budget", "0"], "--budget"),
+            ("ttt_smoke_on_cuda", ["--scale", "smoke", "--device", "cuda"], "--scale smoke"),
             ("ttt_cuda_without_gpu", ["--device", "cuda"], "--device: cuda")]:
         if name == "ttt_cuda_without_gpu" and ttt.benchlib.gpu_names():
             print("SKIP %s: this machine has a GPU" % name)

@@ -25,6 +25,11 @@ mean time over ours (above 1: ours trains to the target sooner).
         [--device cpu|cuda] [--benches resnet,ssd,transformer,ncf,bert]
         [--seeds 1,2,3] [--sides ours,pytorch] [--budget SECONDS]
         [--threads N] [--out DIR] [--logs DIR]
+    python3 tests/bench/ttt.py --scale smoke --device cpu [--seeds 1] ...
+        (each medium config, both sides, one epoch and its eval in fp32 on
+        a few records of the medium set's kind, data/<bench>/smoke: that
+        the configs and references run, before a GPU call; `make
+        bench-cpu` runs it; the table goes to the --logs folder)
     python3 tests/bench/ttt.py --table RUNS.jsonl... [--out DIR]
         (the table again from the runs of one or more calls; the files
         must be of one scale and machine)
@@ -62,9 +67,42 @@ BENCHES = {
 }
 SIDES = ("ours", "pytorch")
 
+# --scale smoke: each benchmark's medium config, both sides, one epoch and its
+# eval in fp32 on a few records of the medium set's kind (NCF: the small
+# set, the medium one's shape being its size) - a check on the CPU that the
+# configs and the references run before a GPU call spends minutes on them,
+# not a time to train. Per benchmark: the scale whose prepare_data.sh makes
+# the data, the sizes it takes from the environment, and keys set besides
+# SMOKE_KEYS (ResNet's warmup epoch would be the whole schedule; the
+# Transformer's eval buffers are sized by eval_batch).
+SMOKE = {
+    "resnet": ("medium", {"TRAIN_COUNT": "512", "VAL_COUNT": "128"},
+               {"warmup_epochs": "0", "loader_threads": "2"}),
+    "ssd": ("medium", {"TRAIN_COUNT": "128", "VAL_COUNT": "32"}, {"loader_threads": "2"}),
+    "transformer": ("medium", {"TRAIN_PAIRS": "512", "EVAL_PAIRS": "32"}, {"eval_batch": "32"}),
+    "ncf": ("small", {}, {}),
+    "bert": ("medium", {"TRAIN_QUESTIONS": "64", "DEV_QUESTIONS": "16"}, {}),
+}
+SMOKE_KEYS = {"max_epochs": "1", "eval_every": "1", "eval_offset": "0", "precision": "fp32"}
+
 
 def data_dir(bench, scale):
     return f"data/{bench}/{scale}"
+
+
+def conf_path(bench, args):
+    """The config both sides read: the scale's own, or for smoke the medium
+    one with SMOKE's keys, written into args.logs."""
+    folder = BENCHES[bench][0]
+    if args.scale != "smoke":
+        return f"{folder}/configs/{args.scale}.conf"
+    keys = dict(SMOKE_KEYS, **SMOKE[bench][2])
+    path = os.path.join(args.logs, f"{bench}_smoke.conf")
+    with open(os.path.join(ROOT, folder, "configs", "medium.conf")) as f:
+        lines = [line for line in f if line.split("=", 1)[0].strip() not in keys]
+    with open(path, "w") as f:
+        f.writelines(lines + [f"{k} = {v}\n" for k, v in keys.items()])
+    return path
 
 
 def read_conf(path):
@@ -120,7 +158,7 @@ def compliance(log, target):
 
 def command(bench, side, seed, args, log):
     folder, ref_flags = BENCHES[bench]
-    conf = f"{folder}/configs/{args.scale}.conf"
+    conf = conf_path(bench, args)
     data = data_dir(bench, args.scale)
     common = [f"--config={conf}", f"--device={args.device}", f"--seed={seed}"]
     if args.threads:
@@ -138,7 +176,7 @@ def command(bench, side, seed, args, log):
 def run_side(bench, side, seed, args, timeout, logs):
     """One run to target; its record (status reached, not reached, failed or
     stopped at the budget)."""
-    conf = read_conf(f"{BENCHES[bench][0]}/configs/{args.scale}.conf")
+    conf = read_conf(conf_path(bench, args))
     log = os.path.join(logs, f"{bench}_{args.scale}_seed{seed}.log")
     cmd = command(bench, side, seed, args, log)
     print(f"{NAME}: {bench} seed {seed}, {'ours' if side == 'ours' else 'PyTorch'} ...", flush=True)
@@ -163,7 +201,7 @@ def run_side(bench, side, seed, args, timeout, logs):
         rec["status"] = "reached" if parsed["reached"] else "not reached"
     if parsed:
         rec.update({k: parsed[k] for k in ("seconds", "epochs", "metric", "train_s", "eval_s")})
-    if side == "ours" and code is not None and os.path.isfile(log):
+    if side == "ours" and code is not None and os.path.isfile(log) and args.scale != "smoke":
         rec["compliance"] = compliance(log, rec["target"])
     return rec
 
@@ -199,7 +237,8 @@ def table(runs):
     first = runs[0]
     dates = sorted({r["date"] for r in runs})
     md = [f"# Time to train, the {first['scale']} configs, {', '.join(dates)}, {first['machine']}", "",
-          f"Each benchmark's `{first['scale']}.conf` from the same seeds, ours (the trainer, on {first['device']}) "
+          f"Each benchmark's `{'medium.conf` with the smoke keys' if first['scale'] == 'smoke' else first['scale'] + '.conf`'}"
+          " from the same seeds, ours (the trainer, on {first['device']}) "
           "then PyTorch (its task folder's `pytorch_reference.py`), the clock from run_start with data "
           "loading included (`tests/bench/ttt.py`). Means over the seeds that reached the target; "
           "ours / PyTorch is PyTorch's mean time over ours (above 1: ours trains to the target sooner).", "",
@@ -267,11 +306,13 @@ def prepare(bench, args, timeout):
     set); False when it could not be."""
     folder = BENCHES[bench][0]
     print(f"{NAME}: {bench}: the {args.scale} data ...", flush=True)
+    scale, env = (SMOKE[bench][0], dict(os.environ, **SMOKE[bench][1])) if args.scale == "smoke" \
+        else (args.scale, None)
     t0 = time.monotonic()
     try:
-        proc = subprocess.run(["bash", os.path.join(folder, "prepare_data.sh"), args.scale,
+        proc = subprocess.run(["bash", os.path.join(folder, "prepare_data.sh"), scale,
                                data_dir(bench, args.scale), args.build],
-                              capture_output=True, text=True, cwd=ROOT, timeout=timeout)
+                              capture_output=True, text=True, cwd=ROOT, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         print(f"{NAME}: {bench}: preparing the data ran past the budget", file=sys.stderr)
         return False
@@ -319,17 +360,23 @@ def plan_and_run(args, run, prep, clock=time.monotonic):
 def main():
     p = benchlib.arg_parser(__doc__)
     gpu = bool(benchlib.gpu_names())
-    p.add_argument("--scale", choices=("small", "medium"), default="medium" if gpu else "small")
+    p.add_argument("--scale", choices=("small", "medium", "smoke"), default="medium" if gpu else "small")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cuda" if gpu else "cpu")
     p.add_argument("--benches", default=",".join(BENCHES))
     p.add_argument("--seeds", default="1,2,3")
     p.add_argument("--sides", default=",".join(SIDES))
     p.add_argument("--budget", type=float, help="seconds this call may take (default: no limit)")
     p.add_argument("--threads", type=int, help="both sides' CPU threads (default: their own choice)")
-    p.add_argument("--out", default=benchlib.RESULTS, help="where the .jsonl and .md files go")
+    p.add_argument("--out", help="where the .jsonl and .md files go (default tests/bench/results; "
+                   "smoke: the --logs folder)")
     p.add_argument("--logs", help="keep our MLPerf logs here (default: a temporary folder)")
     p.add_argument("--table", nargs="+", metavar="RUNS.jsonl", help="only write the table of these runs")
     args = p.parse_args()
+    if args.scale == "smoke" and args.device != "cpu":
+        p.error("--scale smoke: a CPU check (--device cpu)")
+    if not args.table:
+        args.logs = args.logs or tempfile.mkdtemp(prefix="ttt_logs_")
+    args.out = args.out or (args.logs if args.scale == "smoke" and not args.table else benchlib.RESULTS)
     os.makedirs(args.out, exist_ok=True)
     if args.table:
         runs = read_runs(args.table)
@@ -353,7 +400,7 @@ def main():
     args.machine = benchlib.machine_name(args.device)
     base = f"ttt_{benchlib.utc_stamp()}_{benchlib.gpu_slug(args.machine)}"
     runs_path = os.path.join(args.out, base + ".jsonl")
-    logs = args.logs or tempfile.mkdtemp(prefix="ttt_logs_")
+    logs = args.logs
     os.makedirs(logs, exist_ok=True)
 
     def run(bench, side, seed, timeout):
