@@ -650,7 +650,7 @@ def main():
     model.train()
     for epoch in range(1, epochs + 1):
         train_order.epoch = epoch
-        losses = []
+        loss_sum, n_steps = torch.zeros((), device=dev), 0  # read once an epoch, as the trainer does
         t0 = time.time()
         for x, labels, offsets in train_loader:
             for g in opt.param_groups:
@@ -662,9 +662,10 @@ def main():
             scaler.scale(loss).backward()
             scaler.step(opt)
             scaler.update()
-            losses.append(loss.item())
+            loss_sum += loss.detach()
+            n_steps += 1
             step += 1
-        mean_loss = sum(losses) / len(losses)
+        mean_loss = loss_sum.item() / n_steps
         t1 = time.time()
         if (epoch not in fixed) if fixed else (epoch + offset) % every != 0:
             print(f"pytorch: epoch {epoch}: no eval (cadence), mean train loss {mean_loss:.4f}; "
