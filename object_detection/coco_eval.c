@@ -90,13 +90,17 @@ static int coco_cmp_key(const void *pa, const void *pb) {
   return coco_cmp_i64(a->seq, b->seq);
 }
 
+// Both searches return -1 on an empty list without calling bsearch, whose
+// array may not be NULL even when it has no elements.
 int64_t coco_gt_image_index(const CocoGt *gt, int64_t image_id) {
+  if (gt->n_images == 0) return -1;
   CocoImage key = {.id = image_id};
   const CocoImage *hit = bsearch(&key, gt->images, (size_t)gt->n_images, sizeof key, coco_cmp_image);
   return hit ? hit - gt->images : -1;
 }
 
 int64_t coco_gt_category_index(const CocoGt *gt, int64_t category_id) {
+  if (gt->n_categories == 0) return -1;
   CocoCategory key = {.id = category_id};
   const CocoCategory *hit =
       bsearch(&key, gt->categories, (size_t)gt->n_categories, sizeof key, coco_cmp_category);

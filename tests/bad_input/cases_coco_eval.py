@@ -114,6 +114,11 @@ CASES = [
          "error: {tmp}/gt.json: annotation 2: unknown image_id 7", 2,
          "an annotation of an image the file does not list",
          setup=gt(setter(["annotations", 1, "image_id"], 7))),
+    Case("coco_eval_no_categories", EVAL,
+         "error: {tmp}/gt.json: annotation 1: unknown category_id 3", 2,
+         "annotations in a file whose category list is empty (the lookup in an empty list was "
+         "undefined behaviour until 2026-11-30: fuzz finding 6)",
+         setup=gt(setter(["categories"], []))),
     Case("coco_eval_annotation_no_area", EVAL,
          "error: {tmp}/gt.json: annotations[0]: \"area\" missing or not a number", 2,
          "an annotation without the area that picks its range", setup=gt(setter(["annotations", 0, "area"], DELETE))),
