@@ -126,19 +126,20 @@ bool ops_gemm_lt(const Device *dev, const OpsGemm *g, OpsGemmEpilogue epilogue, 
   return ok;
 }
 
+// count floats of dev->workspace from byte `offset`, checked against its size.
+static float *workspace_floats_at(const Device *dev, size_t offset, int64_t count, const char *op) {
+  if (offset + (size_t)count * sizeof(float) > dev->workspace_bytes)
+    DIE("%s: needs %lld bytes of workspace (from byte %zu), the device has %zu", op,
+        (long long)count * (long long)sizeof(float), offset, dev->workspace_bytes);
+  return (float *)((char *)dev->workspace + offset);
+}
+
 float *ops_workspace_floats_after_lt(const Device *dev, int64_t count, const char *op) {
-  if (OPS_LT_WORKSPACE_BYTES + (size_t)count * sizeof(float) > dev->workspace_bytes)
-    DIE("%s: needs %lld bytes of workspace past cuBLASLt's %zu, the device has %zu", op,
-        (long long)count * (long long)sizeof(float), OPS_LT_WORKSPACE_BYTES,
-        dev->workspace_bytes);
-  return (float *)((char *)dev->workspace + OPS_LT_WORKSPACE_BYTES);
+  return workspace_floats_at(dev, OPS_LT_WORKSPACE_BYTES, count, op);
 }
 
 float *ops_workspace_floats(const Device *dev, int64_t count, const char *op) {
-  if ((size_t)count * sizeof(float) > dev->workspace_bytes)
-    DIE("%s: needs %lld bytes of workspace, the device has %zu", op,
-        (long long)count * (long long)sizeof(float), dev->workspace_bytes);
-  return (float *)dev->workspace;
+  return workspace_floats_at(dev, 0, count, op);
 }
 
 static __global__ void colsum_finalize_kernel(const float *partials, int groups,

@@ -11,18 +11,25 @@ extern "C" void op_gemm_set_tf32_cuda(const Device *dev, bool allow) {
       dev->cublas, allow ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
 }
 
+// c = alpha op(a) op(b) + beta c as an OpsGemm (op_gemm_shape checks it);
+// batch 0 when a 3-D operand has an empty batch.
+static OpsGemm gemm_of(const Tensor *a, bool trans_a, const Tensor *b, bool trans_b,
+                       const Tensor *c, float alpha, float beta) {
+  GemmShape s = op_gemm_shape(a, trans_a, b, trans_b, c);
+  return (OpsGemm){trans_a,  trans_b,  s.m,
+                   s.n,      s.k,      s.batch,
+                   a->data,  s.lda,    s.batch_a ? s.m * s.k : 0,
+                   b->data,  s.ldb,    s.batch_b ? s.k * s.n : 0,
+                   c->data,  s.n,      s.m * s.n,
+                   a->dtype, c->dtype, alpha,
+                   beta};
+}
+
 extern "C" void op_gemm_cuda(const Device *dev, const Tensor *a, bool trans_a,
                              const Tensor *b, bool trans_b, const Tensor *c, float alpha,
                              float beta) {
-  GemmShape s = op_gemm_shape(a, trans_a, b, trans_b, c);
-  if (s.batch == 0) return;
-  OpsGemm g = {trans_a,  trans_b,  s.m,
-               s.n,      s.k,      s.batch,
-               a->data,  s.lda,    s.batch_a ? s.m * s.k : 0,
-               b->data,  s.ldb,    s.batch_b ? s.k * s.n : 0,
-               c->data,  s.n,      s.m * s.n,
-               a->dtype, c->dtype, alpha,
-               beta};
+  OpsGemm g = gemm_of(a, trans_a, b, trans_b, c, alpha, beta);
+  if (g.batch == 0) return;
   ops_gemm_raw(dev, &g);
 }
 
@@ -41,22 +48,13 @@ extern "C" void op_linear_set_epilogues_cuda(const Device *dev, bool allow) {
   ((Device *)dev)->linear_unfused = !allow;
 }
 
-// The product of a linear layer as an OpsGemm: c = op(a) op(b), batch 1.
-static OpsGemm linear_gemm(const Tensor *a, bool trans_a, const Tensor *b, bool trans_b,
-                           const Tensor *c, float beta) {
-  GemmShape s = op_gemm_shape(a, trans_a, b, trans_b, c);
-  return (OpsGemm){trans_a, trans_b, s.m,     s.n,      s.k,      1,        a->data, s.lda, 0,
-                   b->data, s.ldb,   0,       c->data,  s.n,      0,        a->dtype,
-                   c->dtype, 1.0f,   beta};
-}
-
 extern "C" void op_linear_fwd_cuda(const Device *dev, const Tensor *x, const Tensor *w,
                                    const Tensor *b, const Tensor *y) {
   op_linear_check(x, w, b, y);
   OP_REQUIRE("op_linear_fwd", !b || b->dtype == DT_F32 || b->dtype == y->dtype);
   Tensor x2 = op_as_matrix(x), y2 = op_as_matrix(y);
   if (b && !dev->linear_unfused) {
-    OpsGemm g = linear_gemm(&x2, false, w, true, &y2, 0.0f);
+    OpsGemm g = gemm_of(&x2, false, w, true, &y2, 1.0f, 0.0f);
     if (g.m == 0 || ops_gemm_lt(dev, &g, OPS_GEMM_BIAS, b->data, b->dtype)) return;
   }
   op_gemm_cuda(dev, &x2, false, w, true, &y2, 1.0f, 0.0f);
@@ -92,7 +90,7 @@ extern "C" void op_linear_bwd_cuda(const Device *dev, const Tensor *x, const Ten
     int64_t out = dy2.shape[1];
     float *sums = accumulate ? ops_workspace_floats_after_lt(dev, out, "op_linear_bwd")
                              : (float *)db->data;
-    OpsGemm g = linear_gemm(&dy2, true, &x2, false, dw, beta);
+    OpsGemm g = gemm_of(&dy2, true, &x2, false, dw, 1.0f, beta);
     if (ops_gemm_lt(dev, &g, OPS_GEMM_BGRAD_A, sums, DT_F32)) {
       if (accumulate) ops_colsum_finalize(dev, sums, 1, out, (float *)db->data, true);
       return;
